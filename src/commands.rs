@@ -1,0 +1,216 @@
+//! What each CLI command does. Commands load the project, compute, and return their output as
+//! text (or JSON text) plus warnings; `main.rs` prints and picks the exit code.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::config::load::ProcessEnv;
+use crate::config::{Diagnostic, Diagnostics, InvalidInput};
+use crate::project::Project;
+
+pub struct Output {
+    pub stdout: String,
+    pub warnings: Vec<Diagnostic>,
+}
+
+fn invalid(message: String) -> InvalidInput {
+    let mut d = Diagnostics::default();
+    d.error(None, "", message);
+    InvalidInput(d)
+}
+
+/// `suzumio check <dir>`.
+pub fn check(dir: &Path) -> Result<Output, InvalidInput> {
+    let project = Project::load(dir, &ProcessEnv)?;
+    let c = &project.config;
+    let r = &project.registry;
+    let mut out = String::new();
+    let _ = writeln!(out, "project {}: {}", c.name, first_line(&c.task, 100));
+    let _ = writeln!(out, "toolpacks:");
+    for pack in r.packs() {
+        let webui = if pack.webui.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {} WebUI {}",
+                pack.webui.len(),
+                plural(pack.webui.len(), "entry", "entries")
+            )
+        };
+        let _ = writeln!(
+            out,
+            "  {} ({}, {} {}{webui})",
+            pack.id,
+            pack.kind_name(),
+            pack.tools.len(),
+            plural(pack.tools.len(), "tool", "tools")
+        );
+    }
+    for (agent, set) in c.agents.iter().zip(project.toolsets()) {
+        let _ = writeln!(
+            out,
+            "agent {} ({}, role {}, model {}):",
+            agent.id, agent.display_name, agent.role, agent.model
+        );
+        let _ = writeln!(
+            out,
+            "  allowed tools ({}): {}",
+            set.tools.len(),
+            list_or_none(&set.tools)
+        );
+        let _ = writeln!(
+            out,
+            "  mounted toolpacks: {}",
+            list_or_none(&set.mounted_packs)
+        );
+    }
+    let tools = r.tools().count();
+    let _ = writeln!(
+        out,
+        "ok: {} {}, {} {}, {tools} {}",
+        c.agents.len(),
+        plural(c.agents.len(), "agent", "agents"),
+        r.packs().len(),
+        plural(r.packs().len(), "toolpack", "toolpacks"),
+        plural(tools, "tool", "tools")
+    );
+    Ok(Output {
+        stdout: out,
+        warnings: project.warnings.warnings,
+    })
+}
+
+/// `suzumio tools <dir> [--agent ID] [--json]`.
+pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, InvalidInput> {
+    let project = Project::load(dir, &ProcessEnv)?;
+    let c = &project.config;
+    if let Some(id) = agent
+        && c.agent(id).is_none()
+    {
+        let known: Vec<&str> = c.agents.iter().map(|a| a.id.as_str()).collect();
+        return Err(invalid(format!(
+            "Unknown agent: {id} (agents: {})",
+            known.join(", ")
+        )));
+    }
+    let rows: Vec<_> = project
+        .registry
+        .tools()
+        .map(|(pack, tool)| {
+            let allowed: Vec<&str> = c
+                .agents
+                .iter()
+                .filter(|a| a.tools.allows(&tool.name))
+                .map(|a| a.id.as_str())
+                .collect();
+            (pack, tool, allowed)
+        })
+        .filter(|(_, _, allowed)| agent.is_none_or(|id| allowed.contains(&id)))
+        .collect();
+    let stdout = if as_json {
+        let items: Vec<_> = rows
+            .iter()
+            .map(|(pack, tool, allowed)| {
+                let a = &tool.annotations;
+                json!({
+                    "name": tool.name,
+                    "toolpack": pack.id,
+                    "toolpackKind": pack.kind_name(),
+                    "description": tool.description,
+                    "requiresApproval": tool.requires_approval,
+                    "annotations": {
+                        "readOnlyHint": a.read_only_hint,
+                        "destructiveHint": a.destructive_hint,
+                        "idempotentHint": a.idempotent_hint,
+                        "openWorldHint": a.open_world_hint,
+                    },
+                    "allowedAgents": allowed,
+                    "inputSchema": tool.input_schema,
+                })
+            })
+            .collect();
+        serde_json::to_string_pretty(&items).unwrap_or_default() + "\n"
+    } else {
+        let table: Vec<[String; 5]> = rows
+            .iter()
+            .map(|(pack, tool, allowed)| {
+                [
+                    tool.name.clone(),
+                    pack.id.clone(),
+                    if tool.requires_approval {
+                        "required".into()
+                    } else {
+                        "-".into()
+                    },
+                    if allowed.is_empty() {
+                        "-".into()
+                    } else {
+                        allowed.join(",")
+                    },
+                    first_line(&tool.description, 72),
+                ]
+            })
+            .collect();
+        render_table(
+            ["TOOL", "TOOLPACK", "APPROVAL", "AGENTS", "DESCRIPTION"],
+            &table,
+        )
+    };
+    Ok(Output {
+        stdout,
+        warnings: project.warnings.warnings,
+    })
+}
+
+fn render_table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+    let mut widths = header.map(|h| h.chars().count());
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let mut text = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == N {
+                text.push_str(cell);
+            } else {
+                let _ = write!(text, "{cell:<width$}  ", width = widths[i]);
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+/// The first sentence or line of a text, cut at `max` characters.
+fn first_line(text: &str, max: usize) -> String {
+    let line = text.trim().lines().next().unwrap_or("");
+    let sentence = line.find(". ").map_or(line, |i| &line[..=i]);
+    if sentence.chars().count() <= max {
+        sentence.to_string()
+    } else {
+        let cut: String = sentence.chars().take(max - 1).collect();
+        format!("{}…", cut.trim_end())
+    }
+}
+
+fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 { one } else { many }
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_string()
+    } else {
+        items.join(", ")
+    }
+}

@@ -1,0 +1,379 @@
+//! The validated project configuration: plain Rust types with every default applied.
+//!
+//! Nothing here parses or checks anything (see `validate.rs`); these types are what the rest of
+//! the controller reads. Paths are absolute. Agents are already expanded (`count: 2` → `w-1`, `w-2`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::config::node::Loc;
+
+/// Signal priority. P0 interrupts, P1 arrives at the next tool boundary, P2 and P3 queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    P0,
+    P1,
+    P2,
+    P3,
+}
+
+impl Priority {
+    pub const ALL: [&'static str; 4] = ["P0", "P1", "P2", "P3"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::P0 => "P0",
+            Priority::P1 => "P1",
+            Priority::P2 => "P2",
+            Priority::P3 => "P3",
+        }
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Priority {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "P0" => Ok(Priority::P0),
+            "P1" => Ok(Priority::P1),
+            "P2" => Ok(Priority::P2),
+            "P3" => Ok(Priority::P3),
+            other => Err(format!("Invalid priority: {other}")),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ProjectConfig {
+    /// The project directory (holds `suzumio.yaml` and the state the controller creates).
+    pub root: PathBuf,
+    pub config_file: PathBuf,
+    pub name: String,
+    pub task: String,
+    /// Expanded agent instances, in config order.
+    pub agents: Vec<AgentConfig>,
+    pub toolpacks: Vec<ToolpackRef>,
+    pub scheduler: SchedulerConfig,
+    pub communication: CommunicationConfig,
+    pub channels: Vec<String>,
+    pub backend: BackendConfig,
+    pub models: ModelsConfig,
+    pub observability: ObservabilityConfig,
+}
+
+impl ProjectConfig {
+    pub fn agent(&self, id: &str) -> Option<&AgentConfig> {
+        self.agents.iter().find(|a| a.id == id)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// Instance id (`worker-2`).
+    pub id: String,
+    /// The key under `agents:` it was expanded from (`worker`).
+    pub base_id: String,
+    pub role: String,
+    pub display_name: String,
+    pub prompt: String,
+    /// The model preset (resolved: the agent's own or `backend.runner.model`).
+    pub model: String,
+    pub tools: Allowlist,
+    pub mounts: Vec<MountConfig>,
+    pub env: BTreeMap<String, String>,
+    pub loc: Loc,
+}
+
+/// An agent's `tools:` list: which registered tools its model may see.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Allowlist {
+    /// Each pattern with where it was written.
+    pub entries: Vec<(AllowPattern, Loc)>,
+}
+
+impl Allowlist {
+    pub fn allows(&self, tool: &str) -> bool {
+        self.entries.iter().any(|(p, _)| p.matches(tool))
+    }
+}
+
+/// One allowlist entry: an exact tool name, `ns.*` or `*`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AllowPattern {
+    Exact(String),
+    /// `file.*`: stored as the prefix with its dot, `file.`.
+    Namespace(String),
+    All,
+}
+
+impl AllowPattern {
+    pub fn parse(text: &str) -> Result<AllowPattern, String> {
+        if text == "*" {
+            return Ok(AllowPattern::All);
+        }
+        if let Some(ns) = text.strip_suffix(".*") {
+            if !ns.is_empty() && crate::toolpack::is_valid_tool_name(ns) {
+                return Ok(AllowPattern::Namespace(format!("{ns}.")));
+            }
+        } else if crate::toolpack::is_valid_tool_name(text) {
+            return Ok(AllowPattern::Exact(text.to_string()));
+        }
+        Err(format!(
+            "invalid tool pattern `{text}`: use an exact tool name, a namespace wildcard such as `file.*`, or `*`"
+        ))
+    }
+
+    pub fn matches(&self, tool: &str) -> bool {
+        match self {
+            AllowPattern::Exact(name) => name == tool,
+            AllowPattern::Namespace(prefix) => tool.starts_with(prefix.as_str()),
+            AllowPattern::All => true,
+        }
+    }
+}
+
+impl fmt::Display for AllowPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllowPattern::Exact(name) => f.write_str(name),
+            AllowPattern::Namespace(prefix) => write!(f, "{prefix}*"),
+            AllowPattern::All => f.write_str("*"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountConfig {
+    pub source: PathBuf,
+    pub target: String,
+    pub readonly: bool,
+    pub description: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuiltinPack {
+    Core,
+    Shell,
+    Web,
+}
+
+impl BuiltinPack {
+    pub const NAMES: [&'static str; 3] = ["core", "shell", "web"];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            BuiltinPack::Core => "core",
+            BuiltinPack::Shell => "shell",
+            BuiltinPack::Web => "web",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<BuiltinPack> {
+        match name {
+            "core" => Some(BuiltinPack::Core),
+            "shell" => Some(BuiltinPack::Shell),
+            "web" => Some(BuiltinPack::Web),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum ToolpackRef {
+    Builtin {
+        pack: BuiltinPack,
+        loc: Loc,
+    },
+    /// A local pack directory (absolute) and the id the config expects, if it says one.
+    Local {
+        path: PathBuf,
+        id: Option<String>,
+        loc: Loc,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct NudgeConfig {
+    pub enabled: bool,
+    pub priority: Priority,
+    pub max_consecutive: u64,
+    pub initial_delay_ms: u64,
+    pub backoff_factor: f64,
+    pub max_delay_ms: u64,
+    pub message: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllQuietNudgeConfig {
+    pub enabled: bool,
+    pub target_agent: String,
+    pub priority: Priority,
+    pub cooldown_ms: u64,
+    pub message: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MonitorRule {
+    /// The rule's `id`, or `<index>:<agent>:<sender>-><recipient>`.
+    pub key: String,
+    pub enabled: bool,
+    pub agent: String,
+    pub recipient: String,
+    pub sender: String,
+    pub priority: Priority,
+    pub initial_delay_ms: u64,
+    pub repeat_delay_ms: u64,
+    pub message: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MonitorConfig {
+    pub enabled: bool,
+    pub rules: Vec<MonitorRule>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchedulerConfig {
+    pub max_signals_per_activation: u64,
+    /// Period of the timer tick (events wake the scheduler earlier).
+    pub tick_interval_ms: u64,
+    pub no_effect_nudge: NudgeConfig,
+    pub failed_nudge: NudgeConfig,
+    pub all_quiet_nudge: AllQuietNudgeConfig,
+    pub quiet_agent_monitor: MonitorConfig,
+    pub failed_agent_monitor: MonitorConfig,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommunicationConfig {
+    pub coordinator_agent: String,
+    pub restrict_non_coordinator_to_coordinator: bool,
+    pub non_coordinator_max_priority: Priority,
+    pub pm_routine_verifier_priority: Priority,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    Docker,
+    /// Runner as a local child process: development only, no isolation.
+    Process,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackendConfig {
+    pub kind: BackendKind,
+    pub image: String,
+    /// Docker network mode; `none` unless the project opts in.
+    pub network: String,
+    /// Mounts for every agent.
+    pub mounts: Vec<MountConfig>,
+    pub memory_bytes: u64,
+    pub cpus: f64,
+    pub pids_limit: u64,
+    pub max_iterations: Option<u64>,
+    pub max_tool_calls: Option<u64>,
+}
+
+pub const DEFAULT_IMAGE: &str = "suzumio-runner:minimal";
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProviderKind {
+    OpenAiCompatible,
+    OpenAi,
+    Anthropic,
+    /// Deterministic, plays a script; needs no key.
+    Scripted,
+}
+
+impl ProviderKind {
+    pub const NAMES: [&'static str; 4] = ["openai-compatible", "openai", "anthropic", "scripted"];
+
+    pub fn from_name(name: &str) -> Option<ProviderKind> {
+        match name {
+            "openai-compatible" => Some(ProviderKind::OpenAiCompatible),
+            "openai" => Some(ProviderKind::OpenAi),
+            "anthropic" => Some(ProviderKind::Anthropic),
+            "scripted" => Some(ProviderKind::Scripted),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderConfig {
+    pub id: String,
+    pub kind: ProviderKind,
+    /// A literal key from the config. Never logged, never sent to a container.
+    pub api_key: Option<String>,
+    pub api_key_env: Option<String>,
+    pub base_url: Option<String>,
+    pub base_url_env: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    /// `None` = no timeout (`timeoutMs: false`).
+    pub timeout_ms: Option<u64>,
+    pub chunk_timeout_ms: Option<u64>,
+    pub options: serde_json::Value,
+    /// Scripted provider: the YAML script (absolute path), if any.
+    pub script: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum PresetTarget {
+    Model {
+        provider: String,
+        model: String,
+        api_model: Option<String>,
+    },
+    /// `model-list`: presets tried in order.
+    List(Vec<String>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PresetConfig {
+    pub id: String,
+    pub target: PresetTarget,
+    pub reasoning_effort: Option<String>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u64>,
+    pub max_output_tokens: Option<u64>,
+    pub context_limit: u64,
+    pub tool_choice: Option<String>,
+    pub provider_options: serde_json::Value,
+    pub headers: BTreeMap<String, String>,
+    /// Scripted provider: a script for this preset (overrides the provider's).
+    pub script: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ModelsConfig {
+    pub providers: Vec<ProviderConfig>,
+    pub presets: Vec<PresetConfig>,
+    pub default_preset: Option<String>,
+}
+
+impl ModelsConfig {
+    pub fn preset(&self, id: &str) -> Option<&PresetConfig> {
+        self.presets.iter().find(|p| p.id == id)
+    }
+
+    pub fn provider(&self, id: &str) -> Option<&ProviderConfig> {
+        self.providers.iter().find(|p| p.id == id)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObservabilityConfig {
+    pub http_enabled: bool,
+    pub http_host: String,
+    pub http_port: u16,
+    pub webui_enabled: bool,
+}

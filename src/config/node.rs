@@ -1,0 +1,397 @@
+//! A YAML/JSON value tree in which every node remembers the file, line and column it came from.
+//!
+//! Owns parsing text into [`Node`]s. It knows nothing about what a project config means: the
+//! loader (`load.rs`) resolves imports and `extends` on these trees, and `validate.rs` turns them
+//! into typed config. Keeping the location on every node is what lets validation report every
+//! error as `file:line:col` even after trees from several files were merged.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use yaml_rust2::Yaml;
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::{Marker, TScalarStyle};
+
+/// Where a node starts: file, 1-based line, 1-based column.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loc {
+    pub file: Arc<Path>,
+    pub line: usize,
+    pub col: usize,
+}
+
+impl Loc {
+    pub fn new(file: Arc<Path>, line: usize, col: usize) -> Self {
+        Loc { file, line, col }
+    }
+
+    /// A location standing for a whole file (used when no finer position is known).
+    pub fn file(file: Arc<Path>) -> Self {
+        Loc {
+            file,
+            line: 0,
+            col: 0,
+        }
+    }
+}
+
+impl fmt::Display for Loc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = crate::config::diag::display_path(&self.file);
+        match (self.line, self.col) {
+            (0, _) => write!(f, "{shown}"),
+            (line, 0) => write!(f, "{shown}:{line}"),
+            (line, col) => write!(f, "{shown}:{line}:{col}"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub value: Value,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Node>),
+    /// Keys keep their own location, and the order of the source.
+    Map(Vec<(Key, Node)>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Key {
+    pub name: String,
+    pub loc: Loc,
+}
+
+impl Node {
+    pub fn new(value: Value, loc: Loc) -> Self {
+        Node { value, loc }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.value {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_map(&self) -> Option<&[(Key, Node)]> {
+        match &self.value {
+            Value::Map(entries) => Some(entries),
+            _ => None,
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        self.as_map()?
+            .iter()
+            .find(|(k, _)| k.name == key)
+            .map(|(_, v)| v)
+    }
+
+    /// What kind of value this is, for "expected X, got Y" messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self.value {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Int(_) | Value::Float(_) => "a number",
+            Value::Str(_) => "a string",
+            Value::Seq(_) => "a list",
+            Value::Map(_) => "a mapping",
+        }
+    }
+
+    /// Convert to JSON (used for JSON Schemas and payloads). Locations are dropped.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match &self.value {
+            Value::Null => J::Null,
+            Value::Bool(b) => J::Bool(*b),
+            Value::Int(i) => J::from(*i),
+            Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+            Value::Str(s) => J::String(s.clone()),
+            Value::Seq(items) => J::Array(items.iter().map(Node::to_json).collect()),
+            Value::Map(entries) => J::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.name.clone(), v.to_json()))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// A syntax error, with its position.
+#[derive(Debug, Clone)]
+pub struct SyntaxError {
+    pub loc: Loc,
+    pub message: String,
+}
+
+/// Parse one YAML document (JSON is accepted too: it is YAML 1.2).
+/// An empty document gives a `Null` node.
+pub fn parse_yaml(text: &str, file: Arc<Path>) -> Result<Node, SyntaxError> {
+    let mut builder = TreeBuilder {
+        file: file.clone(),
+        stack: Vec::new(),
+        anchors: HashMap::new(),
+        root: None,
+        error: None,
+        documents: 0,
+    };
+    let mut parser = Parser::new_from_str(text);
+    parser.load(&mut builder, true).map_err(|e| SyntaxError {
+        loc: marker_loc(&file, e.marker()),
+        message: e.info().to_string(),
+    })?;
+    if let Some(err) = builder.error {
+        return Err(err);
+    }
+    Ok(builder
+        .root
+        .unwrap_or_else(|| Node::new(Value::Null, Loc::new(file, 1, 1))))
+}
+
+/// Parse strict JSON: syntax is checked by serde_json (so YAML-only syntax is refused), positions
+/// come from the YAML tree of the same text.
+pub fn parse_json(text: &str, file: Arc<Path>) -> Result<Node, SyntaxError> {
+    if let Err(e) = serde_json::from_str::<serde_json::Value>(text) {
+        let message = e.to_string();
+        // serde_json appends " at line L column C"; we show the position in front instead.
+        let message = match message.rfind(" at line ") {
+            Some(i) => message[..i].to_string(),
+            None => message,
+        };
+        return Err(SyntaxError {
+            loc: Loc::new(file, e.line(), e.column()),
+            message: format!("invalid JSON: {message}"),
+        });
+    }
+    parse_yaml(text, file)
+}
+
+fn marker_loc(file: &Arc<Path>, m: &Marker) -> Loc {
+    Loc::new(file.clone(), m.line().max(1), m.col() + 1)
+}
+
+enum Frame {
+    Seq {
+        items: Vec<Node>,
+        loc: Loc,
+        anchor: usize,
+    },
+    Map {
+        entries: Vec<(Key, Node)>,
+        pending_key: Option<Key>,
+        loc: Loc,
+        anchor: usize,
+    },
+}
+
+struct TreeBuilder {
+    file: Arc<Path>,
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, Node>,
+    root: Option<Node>,
+    error: Option<SyntaxError>,
+    documents: usize,
+}
+
+impl TreeBuilder {
+    fn push_value(&mut self, node: Node) {
+        let mut problem: Option<(Loc, String)> = None;
+        match self.stack.last_mut() {
+            None => self.root = Some(node),
+            Some(Frame::Seq { items, .. }) => items.push(node),
+            Some(Frame::Map {
+                entries,
+                pending_key,
+                ..
+            }) => match pending_key.take() {
+                Some(key) => entries.push((key, node)),
+                None => {
+                    let name = match &node.value {
+                        Value::Str(s) => s.clone(),
+                        Value::Int(i) => i.to_string(),
+                        Value::Float(f) => f.to_string(),
+                        Value::Bool(b) => b.to_string(),
+                        Value::Null => "null".to_string(),
+                        Value::Seq(_) | Value::Map(_) => {
+                            problem = Some((
+                                node.loc.clone(),
+                                "a mapping key must be a plain value, not a list or mapping".into(),
+                            ));
+                            String::new()
+                        }
+                    };
+                    if let Some((first, _)) = entries.iter().find(|(k, _)| k.name == name) {
+                        let message = format!(
+                            "duplicate key `{name}` (first defined at line {})",
+                            first.loc.line
+                        );
+                        problem = Some((node.loc.clone(), message));
+                    }
+                    *pending_key = Some(Key {
+                        name,
+                        loc: node.loc,
+                    });
+                }
+            },
+        }
+        if let Some((loc, message)) = problem {
+            self.fail(loc, &message);
+        }
+    }
+
+    fn fail(&mut self, loc: Loc, message: &str) {
+        if self.error.is_none() {
+            self.error = Some(SyntaxError {
+                loc,
+                message: message.to_string(),
+            });
+        }
+    }
+}
+
+impl MarkedEventReceiver for TreeBuilder {
+    fn on_event(&mut self, ev: Event, mark: Marker) {
+        let loc = marker_loc(&self.file, &mark);
+        match ev {
+            Event::DocumentStart => {
+                self.documents += 1;
+                if self.documents > 1 {
+                    self.fail(
+                        loc,
+                        "only one YAML document is allowed per file (found a second `---`)",
+                    );
+                }
+            }
+            Event::Scalar(text, style, anchor, _tag) => {
+                let value = match style {
+                    TScalarStyle::Plain => match Yaml::from_str(&text) {
+                        Yaml::Null => Value::Null,
+                        Yaml::Boolean(b) => Value::Bool(b),
+                        Yaml::Integer(i) => Value::Int(i),
+                        Yaml::Real(r) => r
+                            .parse::<f64>()
+                            .map(Value::Float)
+                            .unwrap_or(Value::Str(text)),
+                        _ => Value::Str(text),
+                    },
+                    _ => Value::Str(text),
+                };
+                let node = Node::new(value, loc);
+                if anchor > 0 {
+                    self.anchors.insert(anchor, node.clone());
+                }
+                self.push_value(node);
+            }
+            Event::Alias(anchor) => match self.anchors.get(&anchor) {
+                Some(node) => {
+                    let node = node.clone();
+                    self.push_value(node);
+                }
+                None => self.fail(loc, "alias refers to an unknown anchor"),
+            },
+            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq {
+                items: Vec::new(),
+                loc,
+                anchor,
+            }),
+            Event::MappingStart(anchor, _) => self.stack.push(Frame::Map {
+                entries: Vec::new(),
+                pending_key: None,
+                loc,
+                anchor,
+            }),
+            Event::SequenceEnd | Event::MappingEnd => {
+                let (node, anchor) = match self.stack.pop() {
+                    Some(Frame::Seq { items, loc, anchor }) => {
+                        (Node::new(Value::Seq(items), loc), anchor)
+                    }
+                    Some(Frame::Map {
+                        entries,
+                        loc,
+                        anchor,
+                        ..
+                    }) => (Node::new(Value::Map(entries), loc), anchor),
+                    None => return,
+                };
+                if anchor > 0 {
+                    self.anchors.insert(anchor, node.clone());
+                }
+                self.push_value(node);
+            }
+            Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Node {
+        parse_yaml(text, Arc::from(Path::new("t.yaml"))).expect("parses")
+    }
+
+    #[test]
+    fn keys_and_values_keep_their_lines() {
+        let node = parse("name: demo\nagents:\n  pm:\n    count: 2\n");
+        let agents = node.get("agents").unwrap();
+        assert_eq!(agents.loc.line, 3);
+        let count = agents.get("pm").unwrap().get("count").unwrap();
+        assert_eq!(
+            (count.value.clone(), count.loc.line, count.loc.col),
+            (Value::Int(2), 4, 12)
+        );
+    }
+
+    #[test]
+    fn quoted_scalars_stay_strings() {
+        let node = parse("a: '12'\nb: 12\nc: true\nd: ~\n");
+        assert_eq!(node.get("a").unwrap().value, Value::Str("12".into()));
+        assert_eq!(node.get("b").unwrap().value, Value::Int(12));
+        assert_eq!(node.get("c").unwrap().value, Value::Bool(true));
+        assert_eq!(node.get("d").unwrap().value, Value::Null);
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_with_both_lines() {
+        let err = parse_yaml("a: 1\nb: 2\na: 3\n", Arc::from(Path::new("t.yaml"))).unwrap_err();
+        assert_eq!(
+            (err.loc.line, err.message.as_str()),
+            (3, "duplicate key `a` (first defined at line 1)")
+        );
+    }
+
+    #[test]
+    fn aliases_copy_the_anchored_node() {
+        let node = parse("base: &b {x: 1}\nother: *b\n");
+        assert_eq!(
+            node.get("other").unwrap().get("x").unwrap().value,
+            Value::Int(1)
+        );
+    }
+
+    #[test]
+    fn json_syntax_errors_point_at_the_position() {
+        let err =
+            parse_json("{\n  \"id\": \"x\",\n}\n", Arc::from(Path::new("m.json"))).unwrap_err();
+        assert_eq!(err.loc.line, 3);
+        assert!(
+            err.message.starts_with("invalid JSON: trailing comma"),
+            "{}",
+            err.message
+        );
+    }
+}

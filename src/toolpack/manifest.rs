@@ -1,0 +1,468 @@
+//! `suzumio.toolpack.json`: the manifest types and their validation.
+//!
+//! The same parser reads the built-in manifests (embedded in the binary) and local ones, so both
+//! obey the same rules (reference §3.2 plus ours: tool-name charset, compiled schemas, optional
+//! `annotations`, `requiresApproval`, UI-only `presentation`, `relatedTools` on WebUI entries).
+//! Rules about module files on disk are checked by the registry, which knows the pack root.
+
+use serde_json::Value as Json;
+
+use crate::config::diag::Diagnostics;
+use crate::config::node::{Loc, Node, Value};
+use crate::config::read::{Obj, index, join};
+use crate::toolpack::{is_valid_pack_id, is_valid_tool_name, schema};
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolAnnotations {
+    pub title: Option<String>,
+    pub read_only_hint: Option<bool>,
+    pub destructive_hint: Option<bool>,
+    pub idempotent_hint: Option<bool>,
+    pub open_world_hint: Option<bool>,
+}
+
+/// How the WebUI shows a tool or control. Never sent to a model.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Presentation {
+    pub label: Option<String>,
+    pub icon: Option<String>,
+    pub group: Option<String>,
+    pub tone: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Json,
+    pub annotations: ToolAnnotations,
+    pub requires_approval: bool,
+    pub presentation: Option<Presentation>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WebuiKind {
+    Panel,
+    Action,
+}
+
+impl WebuiKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebuiKind::Panel => "panel",
+            WebuiKind::Action => "action",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct WebuiEntry {
+    pub id: String,
+    pub title: String,
+    pub description: Option<String>,
+    pub kind: WebuiKind,
+    pub input_schema: Option<Json>,
+    pub submit_label: Option<String>,
+    /// Tool pages this control belongs on; empty = a standalone control page.
+    pub related_tools: Vec<String>,
+    pub presentation: Option<Presentation>,
+}
+
+/// A parsed manifest: contents only, module paths still as written.
+#[derive(Clone, Debug)]
+pub struct Manifest {
+    pub id: String,
+    pub description: Option<String>,
+    pub tools: Vec<ToolDefinition>,
+    /// The compiled validator of each tool, in the order of `tools`.
+    pub validators: Vec<jsonschema::Validator>,
+    pub webui: Vec<WebuiEntry>,
+    pub runner: Option<(String, Loc)>,
+    pub controller: Option<(String, Loc)>,
+    pub loc: Loc,
+}
+
+const MANIFEST_KEYS: &[&str] = &[
+    "id",
+    "description",
+    "tools",
+    "webui",
+    "runner",
+    "controller",
+];
+const TOOL_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "inputSchema",
+    "annotations",
+    "requiresApproval",
+    "presentation",
+];
+const WEBUI_KEYS: &[&str] = &[
+    "id",
+    "title",
+    "description",
+    "kind",
+    "inputSchema",
+    "submitLabel",
+    "relatedTools",
+    "presentation",
+];
+const RETIRED: &[(&str, &str)] = &[
+    ("version", "manifests have no version field"),
+    ("input_schema", "the key is inputSchema"),
+    ("parameters", "the key is inputSchema"),
+];
+
+/// Parse a manifest tree. Every problem goes into `d`; `None` only when the document is not an
+/// object at all or its id is unusable (the caller then has nothing to register).
+pub fn parse_manifest(node: &Node, d: &mut Diagnostics) -> Option<Manifest> {
+    if node.as_map().is_none() {
+        d.error(
+            Some(&node.loc),
+            "",
+            format!(
+                "a toolpack manifest must be a JSON object, got {}",
+                node.kind_name()
+            ),
+        );
+        return None;
+    }
+    let m = Obj::open(node, "", MANIFEST_KEYS, RETIRED, d)?;
+    let id = match m.get("id") {
+        Some(Node {
+            value: Value::Str(id),
+            ..
+        }) if !id.is_empty() => id.clone(),
+        _ => {
+            d.error(
+                Some(&m.key_loc("id")),
+                "id",
+                "Toolpack manifest id is required",
+            );
+            return None;
+        }
+    };
+    if !is_valid_pack_id(&id) {
+        d.error(
+            Some(&m.key_loc("id")),
+            "id",
+            format!("Toolpack id must contain only A-Z, a-z, 0-9, dot, underscore, or dash: {id}"),
+        );
+        return None;
+    }
+    let description = m.string("description", d);
+    let (tools, validators) = parse_tools(&m, &id, d);
+    let webui = parse_webui(&m, d);
+    let declared = |key: &str| match m.get(key) {
+        Some(Node {
+            value: Value::Seq(items),
+            ..
+        }) => items.len(),
+        _ => 0,
+    };
+    let tools_is_list = m
+        .get("tools")
+        .is_some_and(|t| matches!(t.value, Value::Seq(_)));
+    if tools_is_list && declared("tools") == 0 && declared("webui") == 0 {
+        d.error(
+            Some(&node.loc),
+            "",
+            format!("Toolpack {id} declares no tools or WebUI entries"),
+        );
+    }
+    let module = |key: &str, d: &mut Diagnostics| m.string(key, d).map(|p| (p, m.key_loc(key)));
+    let runner = module("runner", d);
+    let controller = module("controller", d);
+    Some(Manifest {
+        id,
+        description,
+        tools,
+        validators,
+        webui,
+        runner,
+        controller,
+        loc: node.loc.clone(),
+    })
+}
+
+fn parse_tools(
+    m: &Obj,
+    pack_id: &str,
+    d: &mut Diagnostics,
+) -> (Vec<ToolDefinition>, Vec<jsonschema::Validator>) {
+    let mut tools: Vec<ToolDefinition> = Vec::new();
+    let mut validators = Vec::new();
+    let Some(Node {
+        value: Value::Seq(items),
+        ..
+    }) = m.get("tools")
+    else {
+        d.error(
+            Some(&m.key_loc("tools")),
+            "tools",
+            "Toolpack manifest tools must be an array",
+        );
+        return (tools, validators);
+    };
+    for (i, item) in items.iter().enumerate() {
+        let path = index("tools", i);
+        if item.as_map().is_none() {
+            d.error(Some(&item.loc), &path, "Tool definition must be an object");
+            continue;
+        }
+        let Some(t) = Obj::open(item, &path, TOOL_KEYS, RETIRED, d) else {
+            continue;
+        };
+        let name = non_empty(&t, "name", "Toolpack manifest tool.name is required", d);
+        let description = non_empty(
+            &t,
+            "description",
+            "Toolpack manifest tool.description is required",
+            d,
+        );
+        let name = name.filter(|n| {
+            let ok = is_valid_tool_name(n);
+            if !ok {
+                d.error(Some(&t.key_loc("name")), t.path_of("name"), format!("Tool name must be 1-128 characters of A-Z, a-z, 0-9, dot, underscore, or dash: {n}"));
+            }
+            ok
+        });
+        if let Some(n) = &name
+            && tools.iter().any(|existing| &existing.name == n)
+        {
+            d.error(
+                Some(&t.key_loc("name")),
+                t.path_of("name"),
+                format!("Duplicate tool {n} in {pack_id} and {pack_id}"),
+            );
+            continue;
+        }
+        let input_schema = match t.get("inputSchema") {
+            Some(s) if s.as_map().is_some() => {
+                let json = s.to_json();
+                match schema::compile(&json) {
+                    Ok(v) => Some((json, v)),
+                    Err(e) => {
+                        let tool = name.as_deref().unwrap_or("?");
+                        d.error(
+                            Some(&s.loc),
+                            t.path_of("inputSchema"),
+                            format!(
+                                "invalid inputSchema for tool {tool} at {}: {}",
+                                e.pointer, e.message
+                            ),
+                        );
+                        None
+                    }
+                }
+            }
+            _ => {
+                d.error(
+                    Some(&t.key_loc("inputSchema")),
+                    t.path_of("inputSchema"),
+                    "Tool definition inputSchema must be an object",
+                );
+                None
+            }
+        };
+        let annotations = parse_annotations(&t, d);
+        let requires_approval = t.bool("requiresApproval", d).unwrap_or(false);
+        let presentation = parse_presentation(&t, d);
+        if let (Some(name), Some(description), Some((input_schema, validator))) =
+            (name, description, input_schema)
+        {
+            tools.push(ToolDefinition {
+                name,
+                description,
+                input_schema,
+                annotations,
+                requires_approval,
+                presentation,
+            });
+            validators.push(validator);
+        }
+    }
+    (tools, validators)
+}
+
+fn non_empty(o: &Obj, key: &str, message: &str, d: &mut Diagnostics) -> Option<String> {
+    match o.get(key) {
+        Some(Node {
+            value: Value::Str(s),
+            ..
+        }) if !s.trim().is_empty() => Some(s.clone()),
+        _ => {
+            d.error(Some(&o.key_loc(key)), o.path_of(key), message);
+            None
+        }
+    }
+}
+
+fn parse_annotations(t: &Obj, d: &mut Diagnostics) -> ToolAnnotations {
+    let keys = &[
+        "title",
+        "readOnlyHint",
+        "destructiveHint",
+        "idempotentHint",
+        "openWorldHint",
+    ];
+    let Some(a) = t
+        .get("annotations")
+        .and_then(|n| Obj::open(n, &t.path_of("annotations"), keys, &[], d))
+    else {
+        return ToolAnnotations::default();
+    };
+    ToolAnnotations {
+        title: a.string("title", d),
+        read_only_hint: a.bool("readOnlyHint", d),
+        destructive_hint: a.bool("destructiveHint", d),
+        idempotent_hint: a.bool("idempotentHint", d),
+        open_world_hint: a.bool("openWorldHint", d),
+    }
+}
+
+fn parse_presentation(o: &Obj, d: &mut Diagnostics) -> Option<Presentation> {
+    let p = Obj::open(
+        o.get("presentation")?,
+        &o.path_of("presentation"),
+        &["label", "icon", "group", "tone"],
+        &[],
+        d,
+    )?;
+    let tone = p.one_of("tone", &["info", "success", "warning", "error"], d);
+    Some(Presentation {
+        label: p.string("label", d),
+        icon: p.string("icon", d),
+        group: p.string("group", d),
+        tone,
+    })
+}
+
+fn parse_webui(m: &Obj, d: &mut Diagnostics) -> Vec<WebuiEntry> {
+    let mut entries: Vec<WebuiEntry> = Vec::new();
+    let Some(node) = m.get("webui") else {
+        return entries;
+    };
+    let Value::Seq(items) = &node.value else {
+        d.error(
+            Some(&node.loc),
+            "webui",
+            "Toolpack manifest webui must be an array",
+        );
+        return entries;
+    };
+    for (i, item) in items.iter().enumerate() {
+        let path = index("webui", i);
+        if item.as_map().is_none() {
+            d.error(
+                Some(&item.loc),
+                &path,
+                "Toolpack WebUI definition must be an object",
+            );
+            continue;
+        }
+        let Some(w) = Obj::open(item, &path, WEBUI_KEYS, RETIRED, d) else {
+            continue;
+        };
+        let id = non_empty(&w, "id", "Toolpack manifest webui.id is required", d).filter(|id| {
+            let ok = is_valid_pack_id(id);
+            if !ok {
+                d.error(Some(&w.key_loc("id")), w.path_of("id"), format!("WebUI entry id must contain only A-Z, a-z, 0-9, dot, underscore, or dash: {id}"));
+            }
+            ok
+        });
+        if let Some(id) = &id
+            && entries.iter().any(|e| &e.id == id)
+        {
+            d.error(
+                Some(&w.key_loc("id")),
+                w.path_of("id"),
+                format!("Duplicate WebUI entry {id}"),
+            );
+            continue;
+        }
+        let title = non_empty(&w, "title", "Toolpack manifest webui.title is required", d);
+        let kind = match w.get("kind") {
+            None => Some(WebuiKind::Panel),
+            Some(Node {
+                value: Value::Str(k),
+                ..
+            }) if k == "panel" => Some(WebuiKind::Panel),
+            Some(Node {
+                value: Value::Str(k),
+                ..
+            }) if k == "action" => Some(WebuiKind::Action),
+            Some(other) => {
+                let shown = other
+                    .as_str()
+                    .map_or_else(|| other.to_json().to_string(), str::to_string);
+                d.error(
+                    Some(&other.loc),
+                    w.path_of("kind"),
+                    format!("Invalid WebUI entry kind: {shown}"),
+                );
+                None
+            }
+        };
+        let input_schema = match w.get("inputSchema") {
+            None => Some(None),
+            Some(s) if s.as_map().is_some() => {
+                let json = s.to_json();
+                // WebUI inputs are validated like tool inputs, so the schema must compile.
+                match schema::compile(&json) {
+                    Ok(_) => Some(Some(json)),
+                    Err(e) => {
+                        let entry = id.as_deref().unwrap_or("?");
+                        d.error(
+                            Some(&s.loc),
+                            w.path_of("inputSchema"),
+                            format!(
+                                "invalid inputSchema for WebUI entry {entry} at {}: {}",
+                                e.pointer, e.message
+                            ),
+                        );
+                        None
+                    }
+                }
+            }
+            Some(s) => {
+                d.error(
+                    Some(&s.loc),
+                    w.path_of("inputSchema"),
+                    "Toolpack WebUI inputSchema must be an object",
+                );
+                None
+            }
+        };
+        let related_tools = w
+            .string_list("relatedTools", d)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect();
+        let submit_label = w.string("submitLabel", d);
+        let description = w.string("description", d);
+        let presentation = parse_presentation(&w, d);
+        if let (Some(id), Some(title), Some(kind), Some(input_schema)) =
+            (id, title, kind, input_schema)
+        {
+            entries.push(WebuiEntry {
+                id,
+                title,
+                description,
+                kind,
+                input_schema,
+                submit_label,
+                related_tools,
+                presentation,
+            });
+        }
+    }
+    entries
+}
+
+/// Key path helper re-exported for the registry's messages.
+pub fn tool_path(i: usize, key: &str) -> String {
+    join(&index("tools", i), key)
+}

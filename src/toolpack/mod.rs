@@ -1,0 +1,44 @@
+//! Toolpacks: manifest parsing and validation, the built-in `core`/`shell`/`web` packs, the
+//! registry of a project's packs, JSON Schema compilation and per-agent allowlist resolution.
+//!
+//! This module decides *which* tools exist and who may see them. It never runs a tool: the
+//! runner (container side) and the support broker (controller side) do that.
+
+pub mod builtin;
+pub mod manifest;
+pub mod registry;
+pub mod schema;
+
+pub use manifest::{Presentation, ToolAnnotations, ToolDefinition, WebuiEntry, WebuiKind};
+pub use registry::{AgentToolset, PackSource, Toolpack, ToolpackRegistry};
+
+/// Tool names: 1–128 characters of `A-Za-z0-9_.-`.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+/// Toolpack ids and WebUI entry ids: `^[A-Za-z0-9_.-]+$`.
+pub fn is_valid_pack_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_name_charset_and_length() {
+        assert!(is_valid_tool_name("review.summarize"));
+        assert!(is_valid_tool_name(&"a".repeat(128)));
+        assert!(!is_valid_tool_name(&"a".repeat(129)));
+        assert!(!is_valid_tool_name(""));
+        assert!(!is_valid_tool_name("review summarize"));
+        assert!(!is_valid_tool_name("review/summarize"));
+    }
+}

@@ -1,0 +1,375 @@
+//! The registry of a project's toolpacks: built-in and local packs loaded, checked across packs
+//! (duplicate pack ids, duplicate tool names) and indexed by tool name; and per-agent resolution
+//! of allowlists into the tools an agent sees and the local packs mounted into its container.
+//!
+//! A registry is all or nothing: if any pack has an error, `build` returns the diagnostics and no
+//! registry, so nothing downstream ever runs with a partial set of tools.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use crate::config::diag::Diagnostics;
+use crate::config::model::{AgentConfig, BuiltinPack, ToolpackRef};
+use crate::config::node::{Loc, parse_json};
+use crate::toolpack::builtin;
+use crate::toolpack::manifest::{Manifest, ToolDefinition, WebuiEntry, parse_manifest};
+use crate::toolpack::schema::{self, InputError};
+
+pub const MANIFEST_FILE: &str = "suzumio.toolpack.json";
+
+#[derive(Clone, Debug)]
+pub enum PackSource {
+    Builtin(BuiltinPack),
+    Local {
+        root: PathBuf,
+        /// Present when the pack declares tools (a WebUI-only pack needs no runner).
+        runner_module: Option<PathBuf>,
+        controller_module: PathBuf,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Toolpack {
+    pub id: String,
+    pub description: Option<String>,
+    pub source: PackSource,
+    pub tools: Vec<ToolDefinition>,
+    validators: Vec<jsonschema::Validator>,
+    pub webui: Vec<WebuiEntry>,
+}
+
+impl Toolpack {
+    pub fn is_local(&self) -> bool {
+        matches!(self.source, PackSource::Local { .. })
+    }
+
+    pub fn kind_name(&self) -> &'static str {
+        if self.is_local() { "local" } else { "builtin" }
+    }
+}
+
+/// What one agent may use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentToolset {
+    pub agent: String,
+    /// Allowed tools, in registry order.
+    pub tools: Vec<String>,
+    /// Local packs exposing at least one allowed tool: only these are mounted into its container.
+    pub mounted_packs: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ToolpackRegistry {
+    packs: Vec<Toolpack>,
+    by_tool: BTreeMap<String, (usize, usize)>,
+}
+
+impl ToolpackRegistry {
+    /// Load every pack the config lists. Errors and warnings go to `d`; `None` when any error.
+    pub fn build(refs: &[ToolpackRef], d: &mut Diagnostics) -> Option<ToolpackRegistry> {
+        let mut packs: Vec<(Toolpack, Loc)> = Vec::new();
+        let mut failed = false;
+        for r in refs {
+            let mut pd = Diagnostics::default();
+            let loaded = match r {
+                ToolpackRef::Builtin { pack, loc } => match builtin::manifest(*pack) {
+                    Ok(m) => Some((pack_from(m, PackSource::Builtin(*pack)), loc.clone())),
+                    Err(e) => {
+                        pd.extend(e);
+                        None
+                    }
+                },
+                ToolpackRef::Local { path, id, loc } => {
+                    load_local(path, id.as_deref(), loc, &mut pd).map(|p| (p, loc.clone()))
+                }
+            };
+            let tag = loaded
+                .as_ref()
+                .map(|(p, _)| p.id.clone())
+                .or_else(|| match r {
+                    ToolpackRef::Local { id: Some(id), .. } => Some(id.clone()),
+                    _ => None,
+                });
+            failed |= pd.has_errors() || loaded.is_none();
+            d.extend_for_pack(pd, tag.as_deref());
+            if let Some((pack, loc)) = loaded {
+                if packs.iter().any(|(p, _)| p.id == pack.id) {
+                    d.error(
+                        Some(&loc),
+                        "tools.toolpacks",
+                        format!("Duplicate toolpack: {}", pack.id),
+                    );
+                    failed = true;
+                    continue;
+                }
+                packs.push((pack, loc));
+            }
+        }
+        let mut by_tool: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for (pi, (pack, loc)) in packs.iter().enumerate() {
+            for (ti, tool) in pack.tools.iter().enumerate() {
+                if let Some((other, _)) = by_tool.get(&tool.name) {
+                    let other = &packs[*other].0.id;
+                    d.error(
+                        Some(loc),
+                        "tools.toolpacks",
+                        format!("Duplicate tool {} in {other} and {}", tool.name, pack.id),
+                    );
+                    failed = true;
+                } else {
+                    by_tool.insert(tool.name.clone(), (pi, ti));
+                }
+            }
+        }
+        for (pack, loc) in &packs {
+            for entry in &pack.webui {
+                for related in &entry.related_tools {
+                    if !by_tool.contains_key(related) {
+                        let mut w = Diagnostics::default();
+                        w.warning(Some(loc), "", format!("WebUI entry {} lists related tool {related}, which no registered toolpack declares", entry.id));
+                        d.extend_for_pack(w, Some(&pack.id));
+                    }
+                }
+            }
+        }
+        if failed {
+            return None;
+        }
+        Some(ToolpackRegistry {
+            packs: packs.into_iter().map(|(p, _)| p).collect(),
+            by_tool,
+        })
+    }
+
+    pub fn packs(&self) -> &[Toolpack] {
+        &self.packs
+    }
+
+    pub fn pack(&self, id: &str) -> Option<&Toolpack> {
+        self.packs.iter().find(|p| p.id == id)
+    }
+
+    /// Every tool with the pack that declares it, in registration order.
+    pub fn tools(&self) -> impl Iterator<Item = (&Toolpack, &ToolDefinition)> {
+        self.packs
+            .iter()
+            .flat_map(|p| p.tools.iter().map(move |t| (p, t)))
+    }
+
+    pub fn tool(&self, name: &str) -> Option<(&Toolpack, &ToolDefinition)> {
+        let (pi, ti) = *self.by_tool.get(name)?;
+        let pack = &self.packs[pi];
+        Some((pack, &pack.tools[ti]))
+    }
+
+    /// Check a tool input against the tool's compiled schema.
+    pub fn validate_input(
+        &self,
+        tool: &str,
+        input: &serde_json::Value,
+    ) -> Result<(), Vec<InputError>> {
+        let Some(&(pi, ti)) = self.by_tool.get(tool) else {
+            return Err(vec![InputError {
+                pointer: String::new(),
+                message: format!("Unknown tool: {tool}"),
+            }]);
+        };
+        schema::check_input(&self.packs[pi].validators[ti], input)
+    }
+
+    /// The tools an agent may see and the local packs to mount for it.
+    pub fn resolve_agent(&self, agent: &AgentConfig) -> AgentToolset {
+        let mut tools = Vec::new();
+        let mut mounted_packs = Vec::new();
+        for pack in &self.packs {
+            let allowed: Vec<&ToolDefinition> = pack
+                .tools
+                .iter()
+                .filter(|t| agent.tools.allows(&t.name))
+                .collect();
+            if pack.is_local() && !allowed.is_empty() {
+                mounted_packs.push(pack.id.clone());
+            }
+            tools.extend(allowed.into_iter().map(|t| t.name.clone()));
+        }
+        AgentToolset {
+            agent: agent.id.clone(),
+            tools,
+            mounted_packs,
+        }
+    }
+
+    /// Warnings for allowlist patterns that match no registered tool (once per configured agent).
+    pub fn check_allowlists(&self, agents: &[AgentConfig], d: &mut Diagnostics) {
+        let mut seen: Vec<&str> = Vec::new();
+        for agent in agents {
+            if seen.contains(&agent.base_id.as_str()) {
+                continue;
+            }
+            seen.push(&agent.base_id);
+            for (i, (pattern, loc)) in agent.tools.entries.iter().enumerate() {
+                if !self.by_tool.keys().any(|t| pattern.matches(t)) {
+                    d.warning(
+                        Some(loc),
+                        format!("agents.{}.tools[{i}]", agent.base_id),
+                        format!("`{pattern}` matches no registered tool"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn pack_from(m: Manifest, source: PackSource) -> Toolpack {
+    Toolpack {
+        id: m.id,
+        description: m.description,
+        source,
+        tools: m.tools,
+        validators: m.validators,
+        webui: m.webui,
+    }
+}
+
+fn load_local(
+    root: &Path,
+    expected_id: Option<&str>,
+    site: &Loc,
+    d: &mut Diagnostics,
+) -> Option<Toolpack> {
+    let manifest_path = root.join(MANIFEST_FILE);
+    let text = match std::fs::read_to_string(&manifest_path) {
+        Ok(t) => t,
+        Err(e) => {
+            d.error(
+                Some(site),
+                "",
+                format!(
+                    "cannot read toolpack manifest {}: {e}",
+                    crate::config::diag::display_path(&manifest_path)
+                ),
+            );
+            return None;
+        }
+    };
+    let file: Arc<Path> = Arc::from(manifest_path.as_path());
+    let node = match parse_json(&text, file) {
+        Ok(n) => n,
+        Err(e) => {
+            d.error(Some(&e.loc), "", e.message);
+            return None;
+        }
+    };
+    let manifest = parse_manifest(&node, d)?;
+    if let Some(expected) = expected_id
+        && expected != manifest.id
+    {
+        let loc = node
+            .get("id")
+            .map_or(manifest.loc.clone(), |n| n.loc.clone());
+        d.error(
+            Some(&loc),
+            "id",
+            format!(
+                "Toolpack id mismatch: expected {expected}, got {}",
+                manifest.id
+            ),
+        );
+    }
+    let controller = module_path(
+        root,
+        manifest.controller.as_ref(),
+        "controller",
+        &manifest.loc,
+        d,
+    );
+    let runner = if manifest.tools.is_empty() {
+        None
+    } else {
+        module_path(root, manifest.runner.as_ref(), "runner", &manifest.loc, d)
+    };
+    if d.has_errors() {
+        return None;
+    }
+    let source = PackSource::Local {
+        root: root.to_path_buf(),
+        runner_module: runner,
+        controller_module: controller?,
+    };
+    Some(pack_from(manifest, source))
+}
+
+/// Resolve a module path against the pack root: no URLs, no escaping the root (also not through
+/// symlinks), `.mjs` only, and the file must exist.
+fn module_path(
+    root: &Path,
+    given: Option<&(String, Loc)>,
+    which: &str,
+    manifest_loc: &Loc,
+    d: &mut Diagnostics,
+) -> Option<PathBuf> {
+    let default = format!("{which}.mjs");
+    let (raw, loc) = given.map_or((default.as_str(), manifest_loc), |(p, l)| (p.as_str(), l));
+    let lower = raw.to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        d.error(
+            Some(loc),
+            which,
+            format!("HTTP(S) toolpack modules are disabled for reproducibility: {raw}"),
+        );
+        return None;
+    }
+    let rel = Path::new(raw);
+    let escapes = rel.is_absolute()
+        || rel
+            .components()
+            .try_fold(0i32, |depth, c| match c {
+                Component::ParentDir if depth == 0 => None,
+                Component::ParentDir => Some(depth - 1),
+                Component::Normal(_) => Some(depth + 1),
+                _ => Some(depth),
+            })
+            .is_none();
+    if escapes {
+        d.error(
+            Some(loc),
+            which,
+            format!("Path is outside toolpack root: {raw}"),
+        );
+        return None;
+    }
+    if rel.extension().is_none_or(|e| e != "mjs") {
+        d.error(
+            Some(loc),
+            which,
+            format!("Local toolpack {which} module must be a .mjs file: {raw}"),
+        );
+        return None;
+    }
+    let path = root.join(rel);
+    let resolved = match path.canonicalize() {
+        Ok(p) if p.is_file() => p,
+        _ => {
+            d.error(
+                Some(loc),
+                which,
+                format!("Local toolpack {which} module does not exist: {raw}"),
+            );
+            return None;
+        }
+    };
+    let canonical_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    if !resolved.starts_with(&canonical_root) {
+        d.error(
+            Some(loc),
+            which,
+            format!(
+                "Path is outside toolpack root: {raw} (it is a link to {})",
+                resolved.display()
+            ),
+        );
+        return None;
+    }
+    Some(resolved)
+}

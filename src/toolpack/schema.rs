@@ -1,0 +1,94 @@
+//! JSON Schema compilation for tool and WebUI input schemas, with errors that name where in the
+//! schema the problem is. Compiled validators are kept by the registry and reused for every call.
+
+use jsonschema::Validator;
+use serde_json::Value;
+
+/// Why a schema does not compile: the JSON pointer inside the schema and the reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchemaError {
+    pub pointer: String,
+    pub message: String,
+}
+
+/// Compile a tool input schema. The meta-schema check catches typos such as `"type": "strng"`;
+/// tool inputs are always JSON objects, so a root `type` other than `object` is refused too.
+pub fn compile(schema: &Value) -> Result<Validator, SchemaError> {
+    if let Some(t) = schema.get("type")
+        && t != "object"
+    {
+        return Err(SchemaError {
+            pointer: "/type".into(),
+            message: format!("tool input schemas must have type \"object\", got {t}"),
+        });
+    }
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .map_err(|e| SchemaError {
+            pointer: {
+                let p = e.instance_path().to_string();
+                if p.is_empty() { "/".to_string() } else { p }
+            },
+            message: e.to_string(),
+        })
+}
+
+/// One reason an input does not match its schema: where in the input, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    pub pointer: String,
+    pub message: String,
+}
+
+pub fn check_input(validator: &Validator, input: &Value) -> Result<(), Vec<InputError>> {
+    let errors: Vec<InputError> = validator
+        .iter_errors(input)
+        .map(|e| InputError {
+            pointer: e.instance_path().to_string(),
+            message: e.to_string(),
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn typo_in_type_names_the_schema_path() {
+        let err = compile(&json!({"type": "object", "properties": {"a": {"type": "strng"}}}))
+            .unwrap_err();
+        assert_eq!(err.pointer, "/properties/a/type");
+    }
+
+    #[test]
+    fn root_must_be_an_object_schema() {
+        assert_eq!(
+            compile(&json!({"type": "string"})).unwrap_err().pointer,
+            "/type"
+        );
+    }
+
+    #[test]
+    fn inputs_are_checked_with_their_paths() {
+        let v = compile(
+            &json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["s"]}),
+        )
+        .unwrap();
+        let errors = check_input(&v, &json!({"n": "x"})).unwrap_err();
+        let pointers: Vec<&str> = errors.iter().map(|e| e.pointer.as_str()).collect();
+        assert_eq!(pointers.len(), 2);
+        assert!(
+            pointers.contains(&"/n") && pointers.contains(&""),
+            "{pointers:?}"
+        );
+        assert!(check_input(&v, &json!({"n": 1, "s": 2})).is_ok());
+    }
+}
