@@ -114,18 +114,23 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, I
             .iter()
             .map(|(pack, tool, allowed)| {
                 let a = &tool.annotations;
+                let hints = [
+                    ("readOnlyHint", a.read_only_hint),
+                    ("destructiveHint", a.destructive_hint),
+                    ("idempotentHint", a.idempotent_hint),
+                    ("openWorldHint", a.open_world_hint),
+                ];
+                let annotations: serde_json::Map<String, serde_json::Value> = hints
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k.to_string(), json!(v?))))
+                    .collect();
                 json!({
                     "name": tool.name,
                     "toolpack": pack.id,
                     "toolpackKind": pack.kind_name(),
                     "description": tool.description,
                     "requiresApproval": tool.requires_approval,
-                    "annotations": {
-                        "readOnlyHint": a.read_only_hint,
-                        "destructiveHint": a.destructive_hint,
-                        "idempotentHint": a.idempotent_hint,
-                        "openWorldHint": a.open_world_hint,
-                    },
+                    "annotations": annotations,
                     "allowedAgents": allowed,
                     "inputSchema": tool.input_schema,
                 })

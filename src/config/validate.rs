@@ -353,7 +353,10 @@ fn read_mounts(node: &Node, path: &str, d: &mut Diagnostics) -> Vec<MountConfig>
                     d.error(
                         Some(&m.key_loc("source")),
                         m.path_of("source"),
-                        format!("Mount source does not exist: {}", p.display()),
+                        format!(
+                            "Mount source does not exist: {}",
+                            crate::config::diag::display_path(&p)
+                        ),
                     );
                     None
                 }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Prepare this machine for Suzumio's tests and demo (Debian 12, run as root or with sudo).
+#
+# - Docker Engine: if no engine answers, install Debian's docker.io (and busybox-static, which the
+#   offline minimal runner image is built from) and start dockerd in the background, waiting
+#   until it answers. Nothing is ever pulled: the runner image is built offline.
+# Safe to run again: it only does what is missing.
+set -euo pipefail
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+need_pkgs=()
+command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
+dpkg -s busybox-static >/dev/null 2>&1 || need_pkgs+=(busybox-static)
+
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  log "installing ${need_pkgs[*]} with apt-get"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+docker_up() { docker info >/dev/null 2>&1; }
+
+start_dockerd() {
+  local driver=$1 logfile=/var/log/suzumio-dockerd.log
+  log "starting dockerd (storage driver $driver), log in $logfile"
+  $SUDO sh -c "nohup dockerd --storage-driver $driver >$logfile 2>&1 &"
+  for _ in $(seq 1 120); do
+    docker_up && return 0
+    sleep 0.5
+  done
+  return 1
+}
+
+if docker_up; then
+  log "Docker engine already answering"
+else
+  if ! start_dockerd overlay2; then
+    log "dockerd did not answer with overlay2; retrying with vfs"
+    $SUDO pkill dockerd || true
+    sleep 1
+    start_dockerd vfs || { log "Docker engine failed to start; see /var/log/suzumio-dockerd.log"; exit 1; }
+  fi
+  log "Docker engine is up ($(docker version --format '{{.Server.Version}}' 2>/dev/null))"
+fi

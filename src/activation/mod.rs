@@ -1,0 +1,3 @@
+//! Activations: prompt building, the model loop and the model providers.
+//!
+//! Lands with issue [E]; nothing here yet.

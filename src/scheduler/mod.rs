@@ -1,0 +1,3 @@
+//! The scheduler tick: signal delivery rules, nudges and monitors, toolpack scheduler hooks.
+//!
+//! Lands with issue [C]; nothing here yet.
