@@ -33,11 +33,7 @@ pub fn check(dir: &Path) -> Result<Output, InvalidInput> {
         let webui = if pack.webui.is_empty() {
             String::new()
         } else {
-            format!(
-                ", {} WebUI {}",
-                pack.webui.len(),
-                plural(pack.webui.len(), "entry", "entries")
-            )
+            format!(", {} WebUI {}", pack.webui.len(), plural(pack.webui.len(), "entry", "entries"))
         };
         let _ = writeln!(
             out,
@@ -49,22 +45,10 @@ pub fn check(dir: &Path) -> Result<Output, InvalidInput> {
         );
     }
     for (agent, set) in c.agents.iter().zip(project.toolsets()) {
-        let _ = writeln!(
-            out,
-            "agent {} ({}, role {}, model {}):",
-            agent.id, agent.display_name, agent.role, agent.model
-        );
-        let _ = writeln!(
-            out,
-            "  allowed tools ({}): {}",
-            set.tools.len(),
-            list_or_none(&set.tools)
-        );
-        let _ = writeln!(
-            out,
-            "  mounted toolpacks: {}",
-            list_or_none(&set.mounted_packs)
-        );
+        let _ =
+            writeln!(out, "agent {} ({}, role {}, model {}):", agent.id, agent.display_name, agent.role, agent.model);
+        let _ = writeln!(out, "  allowed tools ({}): {}", set.tools.len(), list_or_none(&set.tools));
+        let _ = writeln!(out, "  mounted toolpacks: {}", list_or_none(&set.mounted_packs));
     }
     let tools = r.tools().count();
     let _ = writeln!(
@@ -76,10 +60,7 @@ pub fn check(dir: &Path) -> Result<Output, InvalidInput> {
         plural(r.packs().len(), "toolpack", "toolpacks"),
         plural(tools, "tool", "tools")
     );
-    Ok(Output {
-        stdout: out,
-        warnings: project.warnings.warnings,
-    })
+    Ok(Output { stdout: out, warnings: project.warnings.warnings })
 }
 
 /// `suzumio tools <dir> [--agent ID] [--json]`.
@@ -90,21 +71,14 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, I
         && c.agent(id).is_none()
     {
         let known: Vec<&str> = c.agents.iter().map(|a| a.id.as_str()).collect();
-        return Err(invalid(format!(
-            "Unknown agent: {id} (agents: {})",
-            known.join(", ")
-        )));
+        return Err(invalid(format!("Unknown agent: {id} (agents: {})", known.join(", "))));
     }
     let rows: Vec<_> = project
         .registry
         .tools()
         .map(|(pack, tool)| {
-            let allowed: Vec<&str> = c
-                .agents
-                .iter()
-                .filter(|a| a.tools.allows(&tool.name))
-                .map(|a| a.id.as_str())
-                .collect();
+            let allowed: Vec<&str> =
+                c.agents.iter().filter(|a| a.tools.allows(&tool.name)).map(|a| a.id.as_str()).collect();
             (pack, tool, allowed)
         })
         .filter(|(_, _, allowed)| agent.is_none_or(|id| allowed.contains(&id)))
@@ -120,10 +94,8 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, I
                     ("idempotentHint", a.idempotent_hint),
                     ("openWorldHint", a.open_world_hint),
                 ];
-                let annotations: serde_json::Map<String, serde_json::Value> = hints
-                    .into_iter()
-                    .filter_map(|(k, v)| Some((k.to_string(), json!(v?))))
-                    .collect();
+                let annotations: serde_json::Map<String, serde_json::Value> =
+                    hints.into_iter().filter_map(|(k, v)| Some((k.to_string(), json!(v?)))).collect();
                 json!({
                     "name": tool.name,
                     "toolpack": pack.id,
@@ -144,29 +116,15 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, I
                 [
                     tool.name.clone(),
                     pack.id.clone(),
-                    if tool.requires_approval {
-                        "required".into()
-                    } else {
-                        "-".into()
-                    },
-                    if allowed.is_empty() {
-                        "-".into()
-                    } else {
-                        allowed.join(",")
-                    },
+                    if tool.requires_approval { "required".into() } else { "-".into() },
+                    if allowed.is_empty() { "-".into() } else { allowed.join(",") },
                     first_line(&tool.description, 72),
                 ]
             })
             .collect();
-        render_table(
-            ["TOOL", "TOOLPACK", "APPROVAL", "AGENTS", "DESCRIPTION"],
-            &table,
-        )
+        render_table(["TOOL", "TOOLPACK", "APPROVAL", "AGENTS", "DESCRIPTION"], &table)
     };
-    Ok(Output {
-        stdout,
-        warnings: project.warnings.warnings,
-    })
+    Ok(Output { stdout, warnings: project.warnings.warnings })
 }
 
 fn render_table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
@@ -213,9 +171,5 @@ fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
 }
 
 fn list_or_none(items: &[String]) -> String {
-    if items.is_empty() {
-        "none".to_string()
-    } else {
-        items.join(", ")
-    }
+    if items.is_empty() { "none".to_string() } else { items.join(", ") }
 }

@@ -43,14 +43,14 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(out) => {
-            for w in &out.warnings {
+            for w in suzumio::config::diag::sorted(&out.warnings) {
                 eprintln!("warning: {w}");
             }
             print!("{}", out.stdout);
             ExitCode::SUCCESS
         }
         Err(InvalidInput(d)) => {
-            for w in &d.warnings {
+            for w in suzumio::config::diag::sorted(&d.warnings) {
                 eprintln!("warning: {w}");
             }
             eprintln!("{}", InvalidInput(d));

@@ -16,33 +16,18 @@ pub struct Project {
 impl Project {
     /// Load config and toolpacks, collecting every error from both before failing.
     pub fn load(dir: &Path, env: &dyn EnvSource) -> Result<Project, InvalidInput> {
-        let config::Loaded {
-            config,
-            toolpacks,
-            diagnostics: mut d,
-        } = config::load_config(dir, env)?;
+        let config::Loaded { config, toolpacks, diagnostics: mut d } = config::load_config(dir, env)?;
         let registry = ToolpackRegistry::build(&toolpacks, &mut d);
         match (config, registry) {
             (Some(config), Some(registry)) if !d.has_errors() => {
                 registry.check_allowlists(&config.agents, &mut d);
-                Ok(Project {
-                    config,
-                    registry,
-                    warnings: Diagnostics {
-                        errors: Vec::new(),
-                        warnings: d.warnings,
-                    },
-                })
+                Ok(Project { config, registry, warnings: Diagnostics { errors: Vec::new(), warnings: d.warnings } })
             }
             _ => Err(InvalidInput(d)),
         }
     }
 
     pub fn toolsets(&self) -> Vec<AgentToolset> {
-        self.config
-            .agents
-            .iter()
-            .map(|a| self.registry.resolve_agent(a))
-            .collect()
+        self.config.agents.iter().map(|a| self.registry.resolve_agent(a)).collect()
     }
 }

@@ -14,27 +14,11 @@ fn seed_001_project_loads_as_written_and_shows_the_reviewer_tools() {
     let out = suzumio(&dir, &["check", "."]);
     assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    let reviewer = stdout
-        .lines()
-        .skip_while(|l| !l.starts_with("agent reviewer"))
-        .nth(1)
-        .unwrap_or_default();
-    for tool in [
-        "messages.send",
-        "coordination.wait_for_signal",
-        "plan.create",
-        "schedule.once",
-        "review.summarize",
-    ] {
-        assert!(
-            reviewer.contains(tool),
-            "reviewer should be allowed {tool}: {reviewer}"
-        );
+    let reviewer = stdout.lines().skip_while(|l| !l.starts_with("agent reviewer")).nth(1).unwrap_or_default();
+    for tool in ["messages.send", "coordination.wait_for_signal", "plan.create", "schedule.once", "review.summarize"] {
+        assert!(reviewer.contains(tool), "reviewer should be allowed {tool}: {reviewer}");
     }
-    assert!(
-        !reviewer.contains("file.read"),
-        "reviewer must not see file.read: {reviewer}"
-    );
+    assert!(!reviewer.contains("file.read"), "reviewer must not see file.read: {reviewer}");
     assert_golden(&golden("seed-001.check.stdout"), &stdout);
     assert_eq!(text(&out.stderr), "", "no warnings expected");
 }
@@ -48,28 +32,17 @@ fn demo_project_checks() {
 
 #[test]
 fn tools_table_for_one_agent() {
-    let out = suzumio(
-        &repo_root().join("projects/seed-001"),
-        &["tools", ".", "--agent", "reviewer"],
-    );
+    let out = suzumio(&repo_root().join("projects/seed-001"), &["tools", ".", "--agent", "reviewer"]);
     assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
     assert_golden(&golden("seed-001.tools.reviewer.txt"), &text(&out.stdout));
 }
 
 #[test]
 fn tools_json_lists_every_tool_with_allowed_agents() {
-    let out = suzumio(
-        &repo_root().join("projects/seed-001"),
-        &["tools", ".", "--json"],
-    );
+    let out = suzumio(&repo_root().join("projects/seed-001"), &["tools", ".", "--json"]);
     assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
     let tools: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
-    let summarize = tools
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "review.summarize")
-        .expect("listed");
+    let summarize = tools.as_array().unwrap().iter().find(|t| t["name"] == "review.summarize").expect("listed");
     assert_eq!(summarize["toolpack"], "review-tools");
     assert_eq!(summarize["allowedAgents"], serde_json::json!(["reviewer"]));
     assert_golden(&golden("seed-001.tools.json"), &text(&out.stdout));
@@ -77,15 +50,9 @@ fn tools_json_lists_every_tool_with_allowed_agents() {
 
 #[test]
 fn tools_for_an_unknown_agent_is_an_input_error() {
-    let out = suzumio(
-        &repo_root().join("projects/seed-001"),
-        &["tools", ".", "--agent", "nobody"],
-    );
+    let out = suzumio(&repo_root().join("projects/seed-001"), &["tools", ".", "--agent", "nobody"]);
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(
-        text(&out.stderr),
-        "error: Unknown agent: nobody (agents: pm, reviewer)\n1 error found\n"
-    );
+    assert_eq!(text(&out.stderr), "error: Unknown agent: nobody (agents: pm, reviewer)\n1 error found\n");
 }
 
 #[test]
@@ -93,8 +60,7 @@ fn missing_project_directory_is_an_input_error() {
     let out = suzumio(&repo_root(), &["check", "projects/does-not-exist"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr)
-            .starts_with("error: project directory projects/does-not-exist cannot be opened"),
+        text(&out.stderr).starts_with("error: project directory projects/does-not-exist cannot be opened"),
         "{}",
         text(&out.stderr)
     );
@@ -105,21 +71,12 @@ fn every_command_has_help() {
     for args in [&["--help"][..], &["check", "--help"], &["tools", "--help"]] {
         let out = suzumio(&repo_root(), args);
         assert_eq!(out.status.code(), Some(0), "{args:?}");
-        assert!(
-            text(&out.stdout).contains("Usage: suzumio"),
-            "{args:?}: {}",
-            text(&out.stdout)
-        );
+        assert!(text(&out.stdout).contains("Usage: suzumio"), "{args:?}: {}", text(&out.stdout));
     }
 }
 
 #[test]
 fn runner_binary_reports_its_version() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio-runner"))
-        .output()
-        .expect("runs");
-    assert_eq!(
-        text(&out.stdout),
-        format!("suzumio-runner {}\n", env!("CARGO_PKG_VERSION"))
-    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio-runner")).output().expect("runs");
+    assert_eq!(text(&out.stdout), format!("suzumio-runner {}\n", env!("CARGO_PKG_VERSION")));
 }

@@ -54,12 +54,7 @@ pub struct Diagnostics {
 }
 
 impl Diagnostics {
-    pub fn error(
-        &mut self,
-        loc: Option<&Loc>,
-        path: impl Into<String>,
-        message: impl Into<String>,
-    ) {
+    pub fn error(&mut self, loc: Option<&Loc>, path: impl Into<String>, message: impl Into<String>) {
         self.push(Severity::Error, loc, path.into(), message.into(), None);
     }
 
@@ -73,31 +68,12 @@ impl Diagnostics {
         self.push(Severity::Error, loc, path.into(), message.into(), hint);
     }
 
-    pub fn warning(
-        &mut self,
-        loc: Option<&Loc>,
-        path: impl Into<String>,
-        message: impl Into<String>,
-    ) {
+    pub fn warning(&mut self, loc: Option<&Loc>, path: impl Into<String>, message: impl Into<String>) {
         self.push(Severity::Warning, loc, path.into(), message.into(), None);
     }
 
-    fn push(
-        &mut self,
-        severity: Severity,
-        loc: Option<&Loc>,
-        path: String,
-        message: String,
-        hint: Option<String>,
-    ) {
-        let diagnostic = Diagnostic {
-            severity,
-            loc: loc.cloned(),
-            path,
-            pack: None,
-            message,
-            hint,
-        };
+    fn push(&mut self, severity: Severity, loc: Option<&Loc>, path: String, message: String, hint: Option<String>) {
+        let diagnostic = Diagnostic { severity, loc: loc.cloned(), path, pack: None, message, hint };
         match severity {
             Severity::Error => self.errors.push(diagnostic),
             Severity::Warning => self.warnings.push(diagnostic),
@@ -132,7 +108,7 @@ pub struct InvalidInput(pub Diagnostics);
 
 fn render_errors(d: &Diagnostics) -> String {
     let mut out = String::new();
-    for e in &d.errors {
+    for e in sorted(&d.errors) {
         out.push_str(&format!("error: {e}\n"));
     }
     let n = d.errors.len();
@@ -140,16 +116,29 @@ fn render_errors(d: &Diagnostics) -> String {
     out
 }
 
+/// Diagnostics in reading order: files in the order they first appear, then by line and column.
+pub fn sorted(list: &[Diagnostic]) -> Vec<&Diagnostic> {
+    let mut files: Vec<&Path> = Vec::new();
+    for d in list {
+        if let Some(loc) = &d.loc
+            && !files.contains(&&*loc.file)
+        {
+            files.push(&loc.file);
+        }
+    }
+    let mut out: Vec<&Diagnostic> = list.iter().collect();
+    out.sort_by_key(|d| match &d.loc {
+        None => (0, 0, 0),
+        Some(loc) => (1 + files.iter().position(|f| **f == *loc.file).unwrap_or(0), loc.line, loc.col),
+    });
+    out
+}
+
 /// "Did you mean" for a misspelled name among the known ones.
 pub fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<String> {
     known
         .into_iter()
-        .map(|k| {
-            (
-                strsim::damerau_levenshtein(&name.to_lowercase(), &k.to_lowercase()),
-                k,
-            )
-        })
+        .map(|k| (strsim::damerau_levenshtein(&name.to_lowercase(), &k.to_lowercase()), k))
         .filter(|(distance, k)| *distance <= 2.max(k.len() / 3))
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, k)| format!("did you mean `{k}`?"))
@@ -158,9 +147,7 @@ pub fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) ->
 /// Show a path relative to the current directory when it is below it, so messages stay short
 /// and clickable; otherwise as given.
 pub fn display_path(path: &Path) -> String {
-    let cwd: Option<PathBuf> = std::env::current_dir()
-        .ok()
-        .and_then(|c| c.canonicalize().ok());
+    let cwd: Option<PathBuf> = std::env::current_dir().ok().and_then(|c| c.canonicalize().ok());
     if let Some(cwd) = cwd
         && let Ok(rel) = path.strip_prefix(&cwd)
     {
@@ -175,14 +162,8 @@ mod tests {
 
     #[test]
     fn suggests_the_closest_known_key() {
-        assert_eq!(
-            did_you_mean("agnets", ["name", "agents", "task"]),
-            Some("did you mean `agents`?".into())
-        );
-        assert_eq!(
-            did_you_mean("displayname", ["displayName", "names"]),
-            Some("did you mean `displayName`?".into())
-        );
+        assert_eq!(did_you_mean("agnets", ["name", "agents", "task"]), Some("did you mean `agents`?".into()));
+        assert_eq!(did_you_mean("displayname", ["displayName", "names"]), Some("did you mean `displayName`?".into()));
         assert_eq!(did_you_mean("zzzzzz", ["name", "task"]), None);
     }
 }

@@ -35,10 +35,7 @@ pub struct Loader<'e> {
 
 impl<'e> Loader<'e> {
     pub fn new(env: &'e dyn EnvSource) -> Self {
-        Loader {
-            env,
-            diags: Diagnostics::default(),
-        }
+        Loader { env, diags: Diagnostics::default() }
     }
 
     /// Load a top-level config file. `None` when the file itself could not be read or parsed
@@ -48,11 +45,7 @@ impl<'e> Loader<'e> {
         let text = match std::fs::read_to_string(&file) {
             Ok(text) => text,
             Err(e) => {
-                self.diags.error(
-                    Some(&Loc::file(file.clone())),
-                    "",
-                    format!("cannot read config file: {e}"),
-                );
+                self.diags.error(Some(&Loc::file(file.clone())), "", format!("cannot read config file: {e}"));
                 return None;
             }
         };
@@ -61,12 +54,7 @@ impl<'e> Loader<'e> {
     }
 
     /// Substitute, parse, resolve imports and `extends` of one YAML or JSON document.
-    fn parse_structured(
-        &mut self,
-        text: &str,
-        file: Arc<Path>,
-        stack: &mut Vec<Arc<Path>>,
-    ) -> Option<Node> {
+    fn parse_structured(&mut self, text: &str, file: Arc<Path>, stack: &mut Vec<Arc<Path>>) -> Option<Node> {
         let substituted = self.substitute_env(text, &file);
         let is_json = file.extension().is_some_and(|e| e == "json");
         let parsed = if is_json {
@@ -102,10 +90,7 @@ impl<'e> Loader<'e> {
             let inner = &after[..end];
             let name = inner.strip_prefix("env:").unwrap_or(inner);
             let valid = !name.is_empty()
-                && name
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if valid {
                 match self.env.var(name) {
@@ -139,12 +124,8 @@ impl<'e> Loader<'e> {
                     *node = self.import(&target, &node.loc, stack);
                 }
             }
-            Value::Seq(items) => items
-                .iter_mut()
-                .for_each(|n| self.resolve_imports(n, stack)),
-            Value::Map(entries) => entries
-                .iter_mut()
-                .for_each(|(_, n)| self.resolve_imports(n, stack)),
+            Value::Seq(items) => items.iter_mut().for_each(|n| self.resolve_imports(n, stack)),
+            Value::Map(entries) => entries.iter_mut().for_each(|(_, n)| self.resolve_imports(n, stack)),
             _ => {}
         }
     }
@@ -155,16 +136,11 @@ impl<'e> Loader<'e> {
         let null = Node::new(Value::Null, site.clone());
         let lower = target.to_ascii_lowercase();
         if lower.starts_with("http://") || lower.starts_with("https://") {
-            self.diags.error(
-                Some(site),
-                "",
-                "HTTP(S) @import is disabled for reproducibility",
-            );
+            self.diags.error(Some(site), "", "HTTP(S) @import is disabled for reproducibility");
             return null;
         }
         if stack.len() > MAX_IMPORT_DEPTH {
-            self.diags
-                .error(Some(site), "", "Maximum @import depth exceeded");
+            self.diags.error(Some(site), "", "Maximum @import depth exceeded");
             return null;
         }
         let base = site.file.parent().unwrap_or(Path::new("."));
@@ -175,42 +151,24 @@ impl<'e> Loader<'e> {
                 self.diags.error(
                     Some(site),
                     "",
-                    format!(
-                        "cannot read @import({target}): {}: {e}",
-                        display_path(&path)
-                    ),
+                    format!("cannot read @import({target}): {}: {e}", display_path(&path)),
                 );
                 return null;
             }
         };
         if stack.iter().any(|p| **p == *path) {
-            let chain: Vec<String> = stack
-                .iter()
-                .chain(std::iter::once(&path))
-                .map(|p| display_path(p))
-                .collect();
-            self.diags.error(
-                Some(site),
-                "",
-                format!("Circular @import detected: {}", chain.join(" -> ")),
-            );
+            let chain: Vec<String> = stack.iter().chain(std::iter::once(&path)).map(|p| display_path(p)).collect();
+            self.diags.error(Some(site), "", format!("Circular @import detected: {}", chain.join(" -> ")));
             return null;
         }
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) => {
-                self.diags.error(
-                    Some(site),
-                    "",
-                    format!("cannot read @import({target}): {e}"),
-                );
+                self.diags.error(Some(site), "", format!("cannot read @import({target}): {e}"));
                 return null;
             }
         };
-        let structured = matches!(
-            path.extension().and_then(|e| e.to_str()),
-            Some("yaml" | "yml" | "json")
-        );
+        let structured = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"));
         if !structured {
             // Plain text (e.g. a task in Markdown) is taken as it is, without substitution.
             return Node::new(Value::Str(text), site.clone());
@@ -226,15 +184,14 @@ impl<'e> Loader<'e> {
         let Value::Map(entries) = node.value else {
             return node;
         };
-        let (extends, local): (Vec<_>, Vec<_>) =
-            entries.into_iter().partition(|(k, _)| k.name == "extends");
+        let (extends, local): (Vec<_>, Vec<_>) = entries.into_iter().partition(|(k, _)| k.name == "extends");
         let local = Node::new(Value::Map(local), node.loc.clone());
         let Some((key, extends)) = extends.into_iter().next() else {
             return local;
         };
         let Value::Seq(items) = extends.value else {
             self.diags.error(
-                Some(&extends.loc),
+                Some(&key.loc),
                 "extends",
                 format!("must be a list of mappings, got {}", extends.kind_name()),
             );
@@ -266,11 +223,7 @@ impl<'e> Loader<'e> {
 
 /// `@import(path)` as the whole (trimmed) value → `path`.
 fn import_target(value: &str) -> Option<&str> {
-    let inner = value
-        .trim()
-        .strip_prefix("@import(")?
-        .strip_suffix(')')?
-        .trim();
+    let inner = value.trim().strip_prefix("@import(")?.strip_suffix(')')?.trim();
     let inner = inner
         .strip_prefix('"')
         .and_then(|s| s.strip_suffix('"'))
@@ -291,8 +244,7 @@ fn quote_bare_imports(text: &str) -> String {
             let at = body.find(marker)?;
             let value_start = at + marker.len() - "@import(".len();
             let value = body[value_start..].trim_end();
-            (value.ends_with(')') && !value.contains('"'))
-                .then(|| format!("{}\"{}\"", &body[..value_start], value))
+            (value.ends_with(')') && !value.contains('"')).then(|| format!("{}\"{}\"", &body[..value_start], value))
         });
         out.push_str(quoted.as_deref().unwrap_or(body));
         out.push_str(newline);
@@ -321,17 +273,12 @@ pub fn deep_merge(base: Node, overlay: Node) -> Node {
 
 /// Helper for callers that need a key with a location (e.g. synthesized entries).
 pub fn key(name: &str, loc: &Loc) -> Key {
-    Key {
-        name: name.to_string(),
-        loc: loc.clone(),
-    }
+    Key { name: name.to_string(), loc: loc.clone() }
 }
 
 /// The directory a config-relative path is resolved against.
 pub fn base_dir(file: &Path) -> PathBuf {
-    file.parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
+    file.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
 }
 
 #[cfg(test)]
@@ -350,29 +297,15 @@ mod tests {
         let env = MapEnv(HashMap::from([("HOME_DIR", "/home/u"), ("N", "3")]));
         let mut loader = Loader::new(&env);
         let out = loader.substitute_env(text, &Arc::from(Path::new("c.yaml")));
-        (
-            out,
-            loader
-                .diags
-                .warnings
-                .iter()
-                .map(|w| w.to_string())
-                .collect(),
-        )
+        (out, loader.diags.warnings.iter().map(|w| w.to_string()).collect())
     }
 
     #[test]
     fn env_substitution_both_forms_and_unset_warns() {
-        assert_eq!(
-            substitute("a: ${HOME_DIR}/x ${env:N}\n").0,
-            "a: /home/u/x 3\n"
-        );
+        assert_eq!(substitute("a: ${HOME_DIR}/x ${env:N}\n").0, "a: /home/u/x 3\n");
         let (out, warnings) = substitute("a: 1\nb: x${MISSING}y\n");
         assert_eq!(out, "a: 1\nb: xy\n");
-        assert_eq!(
-            warnings,
-            ["c.yaml:2:5: environment variable MISSING is not set; substituted an empty string"]
-        );
+        assert_eq!(warnings, ["c.yaml:2:5: environment variable MISSING is not set; substituted an empty string"]);
     }
 
     #[test]
@@ -396,9 +329,6 @@ mod tests {
         let a = parse_yaml("x: {a: 1, b: [1, 2]}\ny: 1\n", f.clone()).unwrap();
         let b = parse_yaml("x: {b: [3], c: 2}\n", f).unwrap();
         let merged = deep_merge(a, b).to_json();
-        assert_eq!(
-            merged,
-            serde_json::json!({"x": {"a": 1, "b": [3], "c": 2}, "y": 1})
-        );
+        assert_eq!(merged, serde_json::json!({"x": {"a": 1, "b": [3], "c": 2}, "y": 1}));
     }
 }

@@ -23,12 +23,8 @@ pub fn locate(path: &Path) -> Result<(PathBuf, PathBuf), InvalidInput> {
         d.error(None, "", message);
         InvalidInput(d)
     };
-    let canonical = path.canonicalize().map_err(|e| {
-        fail(format!(
-            "project directory {} cannot be opened: {e}",
-            path.display()
-        ))
-    })?;
+    let canonical =
+        path.canonicalize().map_err(|e| fail(format!("project directory {} cannot be opened: {e}", path.display())))?;
     let (root, file) = if canonical.is_dir() {
         let file = canonical.join(CONFIG_FILE);
         if !file.is_file() {
@@ -36,10 +32,7 @@ pub fn locate(path: &Path) -> Result<(PathBuf, PathBuf), InvalidInput> {
         }
         (canonical, file)
     } else {
-        let root = canonical
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("/"));
+        let root = canonical.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
         (root, canonical)
     };
     Ok((root, file))
@@ -64,9 +57,5 @@ pub fn load_config(path: &Path, env: &dyn load::EnvSource) -> Result<Loaded, Inv
         None => (None, Vec::new()),
     };
     let toolpacks = config.as_ref().map_or(toolpacks, |c| c.toolpacks.clone());
-    Ok(Loaded {
-        config,
-        toolpacks,
-        diagnostics,
-    })
+    Ok(Loaded { config, toolpacks, diagnostics })
 }

@@ -29,11 +29,7 @@ impl Loc {
 
     /// A location standing for a whole file (used when no finer position is known).
     pub fn file(file: Arc<Path>) -> Self {
-        Loc {
-            file,
-            line: 0,
-            col: 0,
-        }
+        Loc { file, line: 0, col: 0 }
     }
 }
 
@@ -92,10 +88,21 @@ impl Node {
     }
 
     pub fn get(&self, key: &str) -> Option<&Node> {
-        self.as_map()?
-            .iter()
-            .find(|(k, _)| k.name == key)
-            .map(|(_, v)| v)
+        self.as_map()?.iter().find(|(k, _)| k.name == key).map(|(_, v)| v)
+    }
+
+    /// The node a JSON pointer (`/properties/a/type`) designates, if any.
+    pub fn at_pointer(&self, pointer: &str) -> Option<&Node> {
+        let mut node = self;
+        for raw in pointer.split('/').skip(1) {
+            let segment = raw.replace("~1", "/").replace("~0", "~");
+            node = match &node.value {
+                Value::Map(entries) => &entries.iter().find(|(k, _)| k.name == segment)?.1,
+                Value::Seq(items) => items.get(segment.parse::<usize>().ok()?)?,
+                _ => return None,
+            };
+        }
+        Some(node)
     }
 
     /// What kind of value this is, for "expected X, got Y" messages.
@@ -120,12 +127,7 @@ impl Node {
             Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
             Value::Str(s) => J::String(s.clone()),
             Value::Seq(items) => J::Array(items.iter().map(Node::to_json).collect()),
-            Value::Map(entries) => J::Object(
-                entries
-                    .iter()
-                    .map(|(k, v)| (k.name.clone(), v.to_json()))
-                    .collect(),
-            ),
+            Value::Map(entries) => J::Object(entries.iter().map(|(k, v)| (k.name.clone(), v.to_json())).collect()),
         }
     }
 }
@@ -149,16 +151,24 @@ pub fn parse_yaml(text: &str, file: Arc<Path>) -> Result<Node, SyntaxError> {
         documents: 0,
     };
     let mut parser = Parser::new_from_str(text);
-    parser.load(&mut builder, true).map_err(|e| SyntaxError {
-        loc: marker_loc(&file, e.marker()),
-        message: e.info().to_string(),
+    parser.load(&mut builder, true).map_err(|e| {
+        let at = marker_loc(&file, e.marker());
+        match unclosed_bracket(text, e.marker().index()) {
+            Some((line, col, bracket)) if line < at.line => SyntaxError {
+                loc: Loc::new(file.clone(), line, col),
+                message: format!(
+                    "invalid YAML: this `{bracket}` is never closed (the parser stopped at line {}: {})",
+                    at.line,
+                    e.info()
+                ),
+            },
+            _ => SyntaxError { loc: at, message: format!("invalid YAML: {}", e.info()) },
+        }
     })?;
     if let Some(err) = builder.error {
         return Err(err);
     }
-    Ok(builder
-        .root
-        .unwrap_or_else(|| Node::new(Value::Null, Loc::new(file, 1, 1))))
+    Ok(builder.root.unwrap_or_else(|| Node::new(Value::Null, Loc::new(file, 1, 1))))
 }
 
 /// Parse strict JSON: syntax is checked by serde_json (so YAML-only syntax is refused), positions
@@ -171,12 +181,47 @@ pub fn parse_json(text: &str, file: Arc<Path>) -> Result<Node, SyntaxError> {
             Some(i) => message[..i].to_string(),
             None => message,
         };
-        return Err(SyntaxError {
-            loc: Loc::new(file, e.line(), e.column()),
-            message: format!("invalid JSON: {message}"),
-        });
+        let (mut line, mut col) = (e.line(), e.column());
+        if message.starts_with("trailing comma") {
+            // serde_json stops at the closing bracket; the comma before it is what to delete.
+            (line, col) = previous_non_space(text, line, col).unwrap_or((line, col));
+        }
+        return Err(SyntaxError { loc: Loc::new(file, line, col), message: format!("invalid JSON: {message}") });
     }
     parse_yaml(text, file)
+}
+
+/// The position (1-based line and column) of the last non-blank character before `line:col`.
+fn previous_non_space(text: &str, line: usize, col: usize) -> Option<(usize, usize)> {
+    let offset: usize = text.split_inclusive('\n').take(line - 1).map(str::len).sum::<usize>() + col.saturating_sub(1);
+    let before = text.get(..offset)?;
+    let at = before.rfind(|c: char| !c.is_whitespace())?;
+    let line = before[..at].matches('\n').count() + 1;
+    let col = at - before[..at].rfind('\n').map_or(0, |i| i + 1) + 1;
+    Some((line, col))
+}
+
+/// A flow bracket (`[` or `{`) opened before `end` and never closed, outside quotes and
+/// comments: the usual cause of YAML's baffling "illegal placement" errors several lines later.
+fn unclosed_bracket(text: &str, end: usize) -> Option<(usize, usize, char)> {
+    let mut open: Vec<(usize, usize, char)> = Vec::new();
+    for (i, line) in text.get(..end.min(text.len()))?.lines().enumerate() {
+        let mut quote: Option<char> = None;
+        for (col, c) in line.chars().enumerate() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '\'' | '"') => quote = Some(c),
+                (None, '#') => break,
+                (None, '[' | '{') => open.push((i + 1, col + 1, c)),
+                (None, ']' | '}') => {
+                    open.pop();
+                }
+                _ => {}
+            }
+        }
+    }
+    open.first().copied()
 }
 
 fn marker_loc(file: &Arc<Path>, m: &Marker) -> Loc {
@@ -184,17 +229,8 @@ fn marker_loc(file: &Arc<Path>, m: &Marker) -> Loc {
 }
 
 enum Frame {
-    Seq {
-        items: Vec<Node>,
-        loc: Loc,
-        anchor: usize,
-    },
-    Map {
-        entries: Vec<(Key, Node)>,
-        pending_key: Option<Key>,
-        loc: Loc,
-        anchor: usize,
-    },
+    Seq { items: Vec<Node>, loc: Loc, anchor: usize },
+    Map { entries: Vec<(Key, Node)>, pending_key: Option<Key>, loc: Loc, anchor: usize },
 }
 
 struct TreeBuilder {
@@ -212,12 +248,16 @@ impl TreeBuilder {
         match self.stack.last_mut() {
             None => self.root = Some(node),
             Some(Frame::Seq { items, .. }) => items.push(node),
-            Some(Frame::Map {
-                entries,
-                pending_key,
-                ..
-            }) => match pending_key.take() {
-                Some(key) => entries.push((key, node)),
+            Some(Frame::Map { entries, pending_key, .. }) => match pending_key.take() {
+                Some(key) => {
+                    // A mapping or list under a key is reported at its key: that is where a user
+                    // looks for "agents.pm: model is required" or "extends: must be a list".
+                    let mut node = node;
+                    if matches!(node.value, Value::Map(_) | Value::Seq(_)) {
+                        node.loc = key.loc.clone();
+                    }
+                    entries.push((key, node))
+                }
                 None => {
                     let name = match &node.value {
                         Value::Str(s) => s.clone(),
@@ -234,16 +274,10 @@ impl TreeBuilder {
                         }
                     };
                     if let Some((first, _)) = entries.iter().find(|(k, _)| k.name == name) {
-                        let message = format!(
-                            "duplicate key `{name}` (first defined at line {})",
-                            first.loc.line
-                        );
+                        let message = format!("duplicate key `{name}` (first defined at line {})", first.loc.line);
                         problem = Some((node.loc.clone(), message));
                     }
-                    *pending_key = Some(Key {
-                        name,
-                        loc: node.loc,
-                    });
+                    *pending_key = Some(Key { name, loc: node.loc });
                 }
             },
         }
@@ -254,10 +288,7 @@ impl TreeBuilder {
 
     fn fail(&mut self, loc: Loc, message: &str) {
         if self.error.is_none() {
-            self.error = Some(SyntaxError {
-                loc,
-                message: message.to_string(),
-            });
+            self.error = Some(SyntaxError { loc, message: message.to_string() });
         }
     }
 }
@@ -269,10 +300,7 @@ impl MarkedEventReceiver for TreeBuilder {
             Event::DocumentStart => {
                 self.documents += 1;
                 if self.documents > 1 {
-                    self.fail(
-                        loc,
-                        "only one YAML document is allowed per file (found a second `---`)",
-                    );
+                    self.fail(loc, "only one YAML document is allowed per file (found a second `---`)");
                 }
             }
             Event::Scalar(text, style, anchor, _tag) => {
@@ -281,10 +309,7 @@ impl MarkedEventReceiver for TreeBuilder {
                         Yaml::Null => Value::Null,
                         Yaml::Boolean(b) => Value::Bool(b),
                         Yaml::Integer(i) => Value::Int(i),
-                        Yaml::Real(r) => r
-                            .parse::<f64>()
-                            .map(Value::Float)
-                            .unwrap_or(Value::Str(text)),
+                        Yaml::Real(r) => r.parse::<f64>().map(Value::Float).unwrap_or(Value::Str(text)),
                         _ => Value::Str(text),
                     },
                     _ => Value::Str(text),
@@ -302,28 +327,21 @@ impl MarkedEventReceiver for TreeBuilder {
                 }
                 None => self.fail(loc, "alias refers to an unknown anchor"),
             },
-            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq {
-                items: Vec::new(),
-                loc,
-                anchor,
-            }),
-            Event::MappingStart(anchor, _) => self.stack.push(Frame::Map {
-                entries: Vec::new(),
-                pending_key: None,
-                loc,
-                anchor,
-            }),
+            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq { items: Vec::new(), loc, anchor }),
+            Event::MappingStart(anchor, _) => {
+                self.stack.push(Frame::Map { entries: Vec::new(), pending_key: None, loc, anchor })
+            }
             Event::SequenceEnd | Event::MappingEnd => {
                 let (node, anchor) = match self.stack.pop() {
-                    Some(Frame::Seq { items, loc, anchor }) => {
-                        (Node::new(Value::Seq(items), loc), anchor)
+                    Some(Frame::Seq { items, loc, anchor }) => (Node::new(Value::Seq(items), loc), anchor),
+                    Some(Frame::Map { entries, loc, anchor, .. }) => {
+                        // Block mappings are marked at their first `:`; the first key is where they start.
+                        let loc = match entries.first() {
+                            Some((k, _)) if (k.loc.line, k.loc.col) < (loc.line, loc.col) => k.loc.clone(),
+                            _ => loc,
+                        };
+                        (Node::new(Value::Map(entries), loc), anchor)
                     }
-                    Some(Frame::Map {
-                        entries,
-                        loc,
-                        anchor,
-                        ..
-                    }) => (Node::new(Value::Map(entries), loc), anchor),
                     None => return,
                 };
                 if anchor > 0 {
@@ -348,12 +366,9 @@ mod tests {
     fn keys_and_values_keep_their_lines() {
         let node = parse("name: demo\nagents:\n  pm:\n    count: 2\n");
         let agents = node.get("agents").unwrap();
-        assert_eq!(agents.loc.line, 3);
+        assert_eq!(agents.loc.line, 2, "a mapping under a key is located at its key");
         let count = agents.get("pm").unwrap().get("count").unwrap();
-        assert_eq!(
-            (count.value.clone(), count.loc.line, count.loc.col),
-            (Value::Int(2), 4, 12)
-        );
+        assert_eq!((count.value.clone(), count.loc.line, count.loc.col), (Value::Int(2), 4, 12));
     }
 
     #[test]
@@ -368,30 +383,33 @@ mod tests {
     #[test]
     fn duplicate_keys_are_refused_with_both_lines() {
         let err = parse_yaml("a: 1\nb: 2\na: 3\n", Arc::from(Path::new("t.yaml"))).unwrap_err();
-        assert_eq!(
-            (err.loc.line, err.message.as_str()),
-            (3, "duplicate key `a` (first defined at line 1)")
-        );
+        assert_eq!((err.loc.line, err.message.as_str()), (3, "duplicate key `a` (first defined at line 1)"));
+    }
+
+    #[test]
+    fn unclosed_flow_brackets_are_blamed_where_they_open() {
+        let err = parse_yaml("a: [x, y\nb: 1\n", Arc::from(Path::new("t.yaml"))).unwrap_err();
+        assert_eq!((err.loc.line, err.loc.col), (1, 4));
+        assert!(err.message.starts_with("invalid YAML: this `[` is never closed"), "{}", err.message);
+    }
+
+    #[test]
+    fn pointers_find_nested_nodes() {
+        let node = parse("properties:\n  a: {type: strng}\n");
+        assert_eq!(node.at_pointer("/properties/a/type").map(|n| n.loc.line), Some(2));
+        assert!(node.at_pointer("/properties/b").is_none());
     }
 
     #[test]
     fn aliases_copy_the_anchored_node() {
         let node = parse("base: &b {x: 1}\nother: *b\n");
-        assert_eq!(
-            node.get("other").unwrap().get("x").unwrap().value,
-            Value::Int(1)
-        );
+        assert_eq!(node.get("other").unwrap().get("x").unwrap().value, Value::Int(1));
     }
 
     #[test]
     fn json_syntax_errors_point_at_the_position() {
-        let err =
-            parse_json("{\n  \"id\": \"x\",\n}\n", Arc::from(Path::new("m.json"))).unwrap_err();
-        assert_eq!(err.loc.line, 3);
-        assert!(
-            err.message.starts_with("invalid JSON: trailing comma"),
-            "{}",
-            err.message
-        );
+        let err = parse_json("{\n  \"id\": \"x\",\n}\n", Arc::from(Path::new("m.json"))).unwrap_err();
+        assert_eq!((err.loc.line, err.loc.col), (2, 12), "points at the comma");
+        assert!(err.message.starts_with("invalid JSON: trailing comma"), "{}", err.message);
     }
 }

@@ -17,11 +17,7 @@ pub struct Obj<'a> {
 pub type Retired = &'static [(&'static str, &'static str)];
 
 pub fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
+    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
 }
 
 pub fn index(path: &str, i: usize) -> String {
@@ -31,13 +27,7 @@ pub fn index(path: &str, i: usize) -> String {
 impl<'a> Obj<'a> {
     /// Open `node` as a mapping whose allowed keys are `known`. Reports a non-mapping and every
     /// unknown key (with a "did you mean" hint). A null node reads as an empty mapping.
-    pub fn open(
-        node: &'a Node,
-        path: &str,
-        known: &[&str],
-        retired: Retired,
-        d: &mut Diagnostics,
-    ) -> Option<Obj<'a>> {
+    pub fn open(node: &'a Node, path: &str, known: &[&str], retired: Retired, d: &mut Diagnostics) -> Option<Obj<'a>> {
         match &node.value {
             Value::Map(entries) => {
                 for (key, _) in entries {
@@ -52,21 +42,11 @@ impl<'a> Obj<'a> {
                         .or_else(|| Some(format!("known keys: {}", known.join(", "))));
                     d.error_hint(Some(&key.loc), join(path, &key.name), "unknown key", hint);
                 }
-                Some(Obj {
-                    node,
-                    path: path.to_string(),
-                })
+                Some(Obj { node, path: path.to_string() })
             }
-            Value::Null => Some(Obj {
-                node,
-                path: path.to_string(),
-            }),
+            Value::Null => Some(Obj { node, path: path.to_string() }),
             _ => {
-                d.error(
-                    Some(&node.loc),
-                    path,
-                    format!("expected a mapping, got {}", node.kind_name()),
-                );
+                d.error(Some(&node.loc), path, format!("expected a mapping, got {}", node.kind_name()));
                 None
             }
         }
@@ -129,24 +109,12 @@ impl<'a> Obj<'a> {
         match node.value {
             Value::Int(i) if i >= min => Some(i),
             Value::Int(i) => {
-                let what = if min == 1 {
-                    "a positive integer".to_string()
-                } else {
-                    format!("an integer ≥ {min}")
-                };
-                d.error(
-                    Some(&node.loc),
-                    self.path_of(key),
-                    format!("must be {what}, got {i}"),
-                );
+                let what = if min == 1 { "a positive integer".to_string() } else { format!("an integer ≥ {min}") };
+                d.error(Some(&node.loc), self.path_of(key), format!("must be {what}, got {i}"));
                 None
             }
             _ => {
-                d.error(
-                    Some(&node.loc),
-                    self.path_of(key),
-                    format!("expected an integer, got {}", node.kind_name()),
-                );
+                d.error(Some(&node.loc), self.path_of(key), format!("expected an integer, got {}", node.kind_name()));
                 None
             }
         }
@@ -158,11 +126,7 @@ impl<'a> Obj<'a> {
             Value::Int(i) => Some(i as f64),
             Value::Float(f) if f.is_finite() => Some(f),
             _ => {
-                d.error(
-                    Some(&node.loc),
-                    self.path_of(key),
-                    format!("expected a number, got {}", node.kind_name()),
-                );
+                d.error(Some(&node.loc), self.path_of(key), format!("expected a number, got {}", node.kind_name()));
                 None
             }
         }
@@ -193,18 +157,8 @@ impl<'a> Obj<'a> {
         let Some(node) = self.get(key) else {
             return Vec::new();
         };
-        let Some(obj) = Obj::open(
-            node,
-            &self.path_of(key),
-            &[],
-            &[],
-            &mut Diagnostics::default(),
-        ) else {
-            d.error(
-                Some(&node.loc),
-                self.path_of(key),
-                format!("expected a mapping, got {}", node.kind_name()),
-            );
+        let Some(obj) = Obj::open(node, &self.path_of(key), &[], &[], &mut Diagnostics::default()) else {
+            d.error(Some(&node.loc), self.path_of(key), format!("expected a mapping, got {}", node.kind_name()));
             return Vec::new();
         };
         let mut out = Vec::new();
@@ -235,11 +189,7 @@ impl<'a> Obj<'a> {
             return Some(value);
         }
         let node = self.get(key)?;
-        d.error(
-            Some(&node.loc),
-            self.path_of(key),
-            format!("must be one of {}, got `{value}`", allowed.join(", ")),
-        );
+        d.error(Some(&node.loc), self.path_of(key), format!("must be one of {}, got `{value}`", allowed.join(", ")));
         None
     }
 }
@@ -248,11 +198,7 @@ pub fn expect_string(node: &Node, path: &str, d: &mut Diagnostics) -> Option<Str
     match &node.value {
         Value::Str(s) => Some(s.clone()),
         _ => {
-            d.error(
-                Some(&node.loc),
-                path,
-                format!("expected a string, got {}", node.kind_name()),
-            );
+            d.error(Some(&node.loc), path, format!("expected a string, got {}", node.kind_name()));
             None
         }
     }

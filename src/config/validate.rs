@@ -15,33 +15,17 @@ use crate::config::node::{Loc, Node, Value};
 use crate::config::read::{Obj, index, join};
 
 /// Container paths the controller owns; a configured mount may not land on or under them.
-pub const RESERVED_MOUNT_TARGETS: [&str; 4] =
-    ["/workspace", "/artifacts", "/toolpacks", "/run/suzumio"];
+pub const RESERVED_MOUNT_TARGETS: [&str; 4] = ["/workspace", "/artifacts", "/toolpacks", "/run/suzumio"];
 
 /// Senders and recipients that are not agents; no agent may take these ids.
 pub const VIRTUAL_PARTICIPANTS: [&str; 3] = ["user", "scheduler", "monitor"];
 
-const TOP_KEYS: &[&str] = &[
-    "name",
-    "task",
-    "agents",
-    "tools",
-    "scheduler",
-    "communication",
-    "channels",
-    "backend",
-    "observability",
-];
+const TOP_KEYS: &[&str] =
+    &["name", "task", "agents", "tools", "scheduler", "communication", "channels", "backend", "observability"];
 const TOP_RETIRED: &[(&str, &str)] = &[
-    (
-        "platforms",
-        "Feishu platform bridges are not supported by this controller",
-    ),
+    ("platforms", "Feishu platform bridges are not supported by this controller"),
     ("models", "models live under backend.runner.models"),
-    (
-        "mounts",
-        "mounts live under backend.docker.mounts or agents.<id>.mounts",
-    ),
+    ("mounts", "mounts live under backend.docker.mounts or agents.<id>.mounts"),
     ("imports", "use @import(path) values or an extends list"),
 ];
 
@@ -57,7 +41,11 @@ pub fn validate(
         return (None, Vec::new());
     };
     if root.value == Value::Null {
-        d.error(Some(&root.loc), "", "the config file is empty: it needs at least name, task, agents and backend.runner.models");
+        d.error(
+            Some(&root.loc),
+            "",
+            "the config file is empty: it needs at least name, task, agents and backend.runner.models",
+        );
         return (None, Vec::new());
     }
     let name = project_name(&top, d);
@@ -102,9 +90,7 @@ pub fn validate(
 
 fn is_safe_id(id: &str) -> bool {
     id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 fn project_name(top: &Obj, d: &mut Diagnostics) -> Option<String> {
@@ -123,44 +109,23 @@ fn project_name(top: &Obj, d: &mut Diagnostics) -> Option<String> {
 // ---------------------------------------------------------------------------------------------
 // agents
 
-const AGENT_KEYS: &[&str] = &[
-    "role",
-    "displayName",
-    "names",
-    "count",
-    "prompt",
-    "model",
-    "tools",
-    "mounts",
-    "env",
-];
+const AGENT_KEYS: &[&str] = &["role", "displayName", "names", "count", "prompt", "model", "tools", "mounts", "env"];
 
 fn read_agents(top: &Obj, models: &ModelsConfig, d: &mut Diagnostics) -> Vec<AgentConfig> {
     let Some(node) = top.get("agents") else {
-        d.error(
-            Some(&top.node.loc),
-            "agents",
-            "Project config needs at least one agent",
-        );
+        d.error(Some(&top.node.loc), "agents", "Project config needs at least one agent");
         return Vec::new();
     };
     let Some(agents) = Obj::open(node, "agents", &[], &[], &mut Diagnostics::default()) else {
         d.error(
             Some(&node.loc),
             "agents",
-            format!(
-                "expected a mapping of agent id to agent, got {}",
-                node.kind_name()
-            ),
+            format!("expected a mapping of agent id to agent, got {}", node.kind_name()),
         );
         return Vec::new();
     };
     if agents.entries().is_empty() {
-        d.error(
-            Some(&node.loc),
-            "agents",
-            "Project config needs at least one agent",
-        );
+        d.error(Some(&node.loc), "agents", "Project config needs at least one agent");
     }
     let mut out: Vec<AgentConfig> = Vec::new();
     let mut origin: BTreeMap<String, String> = BTreeMap::new();
@@ -172,55 +137,52 @@ fn read_agents(top: &Obj, models: &ModelsConfig, d: &mut Diagnostics) -> Vec<Age
             continue;
         }
         if VIRTUAL_PARTICIPANTS.contains(&base_id) {
-            d.error(Some(&key.loc), &path, format!("`{base_id}` is reserved for a virtual participant ({}); choose another agent id", VIRTUAL_PARTICIPANTS.join(", ")));
+            d.error(
+                Some(&key.loc),
+                &path,
+                format!(
+                    "`{base_id}` is reserved for a virtual participant ({}); choose another agent id",
+                    VIRTUAL_PARTICIPANTS.join(", ")
+                ),
+            );
             continue;
         }
         let Some(agent) = Obj::open(agent_node, &path, AGENT_KEYS, &[], d) else {
             continue;
         };
         let count = agent.int_at_least("count", 1, d).unwrap_or(1) as usize;
-        let role = agent
-            .string("role", d)
-            .unwrap_or_else(|| base_id.to_string());
+        let role = agent.string("role", d).unwrap_or_else(|| base_id.to_string());
         let display_name = agent.string("displayName", d);
         let names = agent.string_list("names", d).unwrap_or_default();
         if !names.is_empty() && names.len() < count {
             d.warning(
                 Some(&agent.key_loc("names")),
                 agent.path_of("names"),
-                format!(
-                    "has {} name(s) for count {count}; the rest are numbered",
-                    names.len()
-                ),
+                format!("has {} name(s) for count {count}; the rest are numbered", names.len()),
             );
         }
         let prompt = agent.string("prompt", d).unwrap_or_default();
         let model = resolve_agent_model(&agent, base_id, models, d);
         let tools = read_allowlist(&agent, d);
-        let mounts = agent
-            .get("mounts")
-            .map(|n| read_mounts(n, &agent.path_of("mounts"), d))
-            .unwrap_or_default();
+        let mounts = agent.get("mounts").map(|n| read_mounts(n, &agent.path_of("mounts"), d)).unwrap_or_default();
         let env = read_agent_env(&agent, d);
         for i in 1..=count {
             let (id, display) = if count > 1 {
                 let named = names.get(i - 1).map(|(n, _)| n.clone());
-                let fallback = display_name
-                    .as_ref()
-                    .map_or_else(|| format!("{base_id}-{i}"), |n| format!("{n} {i}"));
+                let fallback = display_name.as_ref().map_or_else(|| format!("{base_id}-{i}"), |n| format!("{n} {i}"));
                 (format!("{base_id}-{i}"), named.unwrap_or(fallback))
             } else {
                 let named = names.first().map(|(n, _)| n.clone());
-                (
-                    base_id.to_string(),
-                    display_name
-                        .clone()
-                        .or(named)
-                        .unwrap_or_else(|| base_id.to_string()),
-                )
+                (base_id.to_string(), display_name.clone().or(named).unwrap_or_else(|| base_id.to_string()))
             };
             if let Some(previous) = origin.get(&id) {
-                d.error(Some(&key.loc), &path, format!("agent id `{id}` is produced twice (by agents.{previous} and agents.{base_id}); rename one"));
+                d.error(
+                    Some(&key.loc),
+                    &path,
+                    format!(
+                        "agent id `{id}` is produced twice (by agents.{previous} and agents.{base_id}); rename one"
+                    ),
+                );
                 continue;
             }
             origin.insert(id.clone(), base_id.to_string());
@@ -241,19 +203,10 @@ fn read_agents(top: &Obj, models: &ModelsConfig, d: &mut Diagnostics) -> Vec<Age
     out
 }
 
-fn resolve_agent_model(
-    agent: &Obj,
-    base_id: &str,
-    models: &ModelsConfig,
-    d: &mut Diagnostics,
-) -> Option<String> {
+fn resolve_agent_model(agent: &Obj, base_id: &str, models: &ModelsConfig, d: &mut Diagnostics) -> Option<String> {
     let own = agent.string("model", d);
     let model = own.clone().or_else(|| models.default_preset.clone());
-    let loc = if own.is_some() {
-        agent.key_loc("model")
-    } else {
-        agent.node.loc.clone()
-    };
+    let loc = if own.is_some() { agent.key_loc("model") } else { agent.node.loc.clone() };
     match model {
         None if !models.presets.is_empty() => {
             d.error(
@@ -264,11 +217,7 @@ fn resolve_agent_model(
             None
         }
         Some(p) if !models.presets.is_empty() && models.preset(&p).is_none() => {
-            d.error(
-                Some(&loc),
-                agent.path_of("model"),
-                format!("Agent {base_id} selected unknown model preset: {p}"),
-            );
+            d.error(Some(&loc), agent.path_of("model"), format!("Agent {base_id} selected unknown model preset: {p}"));
             None
         }
         other => other,
@@ -277,18 +226,11 @@ fn resolve_agent_model(
 
 fn read_allowlist(agent: &Obj, d: &mut Diagnostics) -> Allowlist {
     let mut out = Allowlist::default();
-    for (i, (text, loc)) in agent
-        .string_list("tools", d)
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-    {
+    for (i, (text, loc)) in agent.string_list("tools", d).unwrap_or_default().into_iter().enumerate() {
         match AllowPattern::parse(&text) {
-            Ok(p) if out.entries.iter().any(|(q, _)| *q == p) => d.warning(
-                Some(&loc),
-                index(&agent.path_of("tools"), i),
-                format!("`{text}` is listed twice"),
-            ),
+            Ok(p) if out.entries.iter().any(|(q, _)| *q == p) => {
+                d.warning(Some(&loc), index(&agent.path_of("tools"), i), format!("`{text}` is listed twice"))
+            }
             Ok(p) => out.entries.push((p, loc)),
             Err(e) => d.error(Some(&loc), index(&agent.path_of("tools"), i), e),
         }
@@ -300,19 +242,16 @@ fn read_agent_env(agent: &Obj, d: &mut Diagnostics) -> BTreeMap<String, String> 
     let mut env = BTreeMap::new();
     for (name, value, loc) in agent.string_map("env", d) {
         let path = join(&agent.path_of("env"), &name);
-        let valid = name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !valid {
+            d.error(Some(&loc), path, format!("`{name}` is not a valid environment variable name"));
+        } else if name.starts_with("SUZUMIO_") {
             d.error(
                 Some(&loc),
                 path,
-                format!("`{name}` is not a valid environment variable name"),
+                "variables starting with SUZUMIO_ are set by the controller and cannot be configured",
             );
-        } else if name.starts_with("SUZUMIO_") {
-            d.error(Some(&loc), path, "variables starting with SUZUMIO_ are set by the controller and cannot be configured");
         } else {
             env.insert(name, value);
         }
@@ -327,11 +266,7 @@ const MOUNT_KEYS: &[&str] = &["source", "target", "readonly", "description"];
 
 fn read_mounts(node: &Node, path: &str, d: &mut Diagnostics) -> Vec<MountConfig> {
     let Value::Seq(items) = &node.value else {
-        d.error(
-            Some(&node.loc),
-            path,
-            format!("expected a list of mounts, got {}", node.kind_name()),
-        );
+        d.error(Some(&node.loc), path, format!("expected a list of mounts, got {}", node.kind_name()));
         return Vec::new();
     };
     let mut out: Vec<MountConfig> = Vec::new();
@@ -353,17 +288,13 @@ fn read_mounts(node: &Node, path: &str, d: &mut Diagnostics) -> Vec<MountConfig>
                     d.error(
                         Some(&m.key_loc("source")),
                         m.path_of("source"),
-                        format!(
-                            "Mount source does not exist: {}",
-                            crate::config::diag::display_path(&p)
-                        ),
+                        format!("Mount source does not exist: {}", crate::config::diag::display_path(&p)),
                     );
                     None
                 }
             }
         });
-        let target = target
-            .and_then(|t| check_mount_target(&t, &m.key_loc("target"), &m.path_of("target"), d));
+        let target = target.and_then(|t| check_mount_target(&t, &m.key_loc("target"), &m.path_of("target"), d));
         if let (Some(source), Some(target)) = (source, target) {
             if out.iter().any(|o| o.target == target) {
                 d.error(
@@ -373,12 +304,7 @@ fn read_mounts(node: &Node, path: &str, d: &mut Diagnostics) -> Vec<MountConfig>
                 );
                 continue;
             }
-            out.push(MountConfig {
-                source,
-                target,
-                readonly,
-                description,
-            });
+            out.push(MountConfig { source, target, readonly, description });
         }
     }
     out
@@ -387,35 +313,18 @@ fn read_mounts(node: &Node, path: &str, d: &mut Diagnostics) -> Vec<MountConfig>
 /// Targets must be absolute, normalized, and stay off the controller's reserved paths.
 fn check_mount_target(target: &str, loc: &Loc, path: &str, d: &mut Diagnostics) -> Option<String> {
     if !target.starts_with('/') {
-        d.error(
-            Some(loc),
-            path,
-            format!("Docker mount target must be absolute: {target}"),
-        );
+        d.error(Some(loc), path, format!("Docker mount target must be absolute: {target}"));
         return None;
     }
     let p = Path::new(target);
-    if p.components()
-        .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
-    {
-        d.error(
-            Some(loc),
-            path,
-            format!("Docker mount target must not contain . or .. segments: {target}"),
-        );
+    if p.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
+        d.error(Some(loc), path, format!("Docker mount target must not contain . or .. segments: {target}"));
         return None;
     }
     let normalized: PathBuf = p.components().collect();
-    let is_reserved = normalized == Path::new("/")
-        || RESERVED_MOUNT_TARGETS
-            .iter()
-            .any(|r| normalized.starts_with(r));
+    let is_reserved = normalized == Path::new("/") || RESERVED_MOUNT_TARGETS.iter().any(|r| normalized.starts_with(r));
     if is_reserved {
-        d.error(
-            Some(loc),
-            path,
-            format!("Docker mount target is reserved: {target}"),
-        );
+        d.error(Some(loc), path, format!("Docker mount target is reserved: {target}"));
         return None;
     }
     Some(normalized.display().to_string())
@@ -428,14 +337,8 @@ fn read_toolpacks(top: &Obj, config_dir: &Path, d: &mut Diagnostics) -> Vec<Tool
     let default = || {
         let loc = top.node.loc.clone();
         vec![
-            ToolpackRef::Builtin {
-                pack: BuiltinPack::Core,
-                loc: loc.clone(),
-            },
-            ToolpackRef::Builtin {
-                pack: BuiltinPack::Web,
-                loc,
-            },
+            ToolpackRef::Builtin { pack: BuiltinPack::Core, loc: loc.clone() },
+            ToolpackRef::Builtin { pack: BuiltinPack::Web, loc },
         ]
     };
     let Some(tools_node) = top.get("tools") else {
@@ -448,11 +351,7 @@ fn read_toolpacks(top: &Obj, config_dir: &Path, d: &mut Diagnostics) -> Vec<Tool
         return default();
     };
     let Value::Seq(items) = &list.value else {
-        d.error(
-            Some(&list.loc),
-            "tools.toolpacks",
-            format!("expected a list, got {}", list.kind_name()),
-        );
+        d.error(Some(&list.loc), "tools.toolpacks", format!("expected a list, got {}", list.kind_name()));
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -461,7 +360,11 @@ fn read_toolpacks(top: &Obj, config_dir: &Path, d: &mut Diagnostics) -> Vec<Tool
         match &item.value {
             Value::Str(name) => match BuiltinPack::from_name(name) {
                 Some(pack) => out.push(ToolpackRef::Builtin { pack, loc: item.loc.clone() }),
-                None => d.error(Some(&item.loc), path, format!("Unknown built-in toolpack: {name}. Use {{ path: ... }} for local toolpacks.")),
+                None => d.error(
+                    Some(&item.loc),
+                    path,
+                    format!("Unknown built-in toolpack: {name}. Use {{ path: ... }} for local toolpacks."),
+                ),
             },
             Value::Map(_) => {
                 let Some(entry) = Obj::open(item, &path, &["path", "id"], &[], d) else { continue };
@@ -470,7 +373,11 @@ fn read_toolpacks(top: &Obj, config_dir: &Path, d: &mut Diagnostics) -> Vec<Tool
                 let loc = entry.key_loc("path");
                 let lower = raw.to_ascii_lowercase();
                 if lower.starts_with("http://") || lower.starts_with("https://") {
-                    d.error(Some(&loc), entry.path_of("path"), "HTTP(S) toolpack paths are disabled for reproducibility");
+                    d.error(
+                        Some(&loc),
+                        entry.path_of("path"),
+                        "HTTP(S) toolpack paths are disabled for reproducibility",
+                    );
                     continue;
                 }
                 let dir = config_dir.join(&raw);
@@ -479,11 +386,21 @@ fn read_toolpacks(top: &Obj, config_dir: &Path, d: &mut Diagnostics) -> Vec<Tool
                         let dir = dir.canonicalize().unwrap_or(dir);
                         out.push(ToolpackRef::Local { path: dir, id, loc: item.loc.clone() });
                     }
-                    Ok(_) => d.error(Some(&loc), entry.path_of("path"), format!("Local toolpack path must be a directory: {raw}")),
-                    Err(_) => d.error(Some(&loc), entry.path_of("path"), format!("Local toolpack path does not exist: {raw}")),
+                    Ok(_) => d.error(
+                        Some(&loc),
+                        entry.path_of("path"),
+                        format!("Local toolpack path must be a directory: {raw}"),
+                    ),
+                    Err(_) => {
+                        d.error(Some(&loc), entry.path_of("path"), format!("Local toolpack path does not exist: {raw}"))
+                    }
                 }
             }
-            _ => d.error(Some(&item.loc), path, format!("expected a built-in name (core, shell, web) or {{path, id}}, got {}", item.kind_name())),
+            _ => d.error(
+                Some(&item.loc),
+                path,
+                format!("expected a built-in name (core, shell, web) or {{path, id}}, got {}", item.kind_name()),
+            ),
         }
     }
     out
@@ -500,17 +417,9 @@ fn read_channels(top: &Obj, d: &mut Diagnostics) -> Vec<String> {
     for (i, (channel, loc)) in list.into_iter().enumerate() {
         let path = index("channels", i);
         if channel.is_empty() || channel.chars().any(char::is_whitespace) {
-            d.error(
-                Some(&loc),
-                path,
-                format!("channel names must be non-empty and contain no spaces: `{channel}`"),
-            );
+            d.error(Some(&loc), path, format!("channel names must be non-empty and contain no spaces: `{channel}`"));
         } else if out.contains(&channel) {
-            d.error(
-                Some(&loc),
-                path,
-                format!("channel {channel} is declared twice"),
-            );
+            d.error(Some(&loc), path, format!("channel {channel} is declared twice"));
         } else {
             out.push(channel);
         }
@@ -539,11 +448,7 @@ fn priority(obj: &Obj, key: &str, default: Priority, d: &mut Diagnostics) -> Pri
     }
 }
 
-fn read_communication(
-    node: Option<&Node>,
-    agents: &[&str],
-    d: &mut Diagnostics,
-) -> Option<CommunicationConfig> {
+fn read_communication(node: Option<&Node>, agents: &[&str], d: &mut Diagnostics) -> Option<CommunicationConfig> {
     let keys = &[
         "coordinatorAgent",
         "restrictNonCoordinatorToCoordinator",
@@ -552,12 +457,8 @@ fn read_communication(
     ];
     let null = Node::new(Value::Null, Loc::file(Path::new("").into()));
     let c = Obj::open(node.unwrap_or(&null), "communication", keys, &[], d)?;
-    let coordinator = c
-        .string("coordinatorAgent", d)
-        .unwrap_or_else(|| "pm".to_string());
-    let restrict = c
-        .bool("restrictNonCoordinatorToCoordinator", d)
-        .unwrap_or(false);
+    let coordinator = c.string("coordinatorAgent", d).unwrap_or_else(|| "pm".to_string());
+    let restrict = c.bool("restrictNonCoordinatorToCoordinator", d).unwrap_or(false);
     if restrict && !agents.contains(&coordinator.as_str()) && !agents.is_empty() {
         d.warning(
             Some(&c.node.loc),
@@ -588,38 +489,17 @@ const SCHEDULER_KEYS: &[&str] = &[
     "failedAgentMonitor",
 ];
 const SCHEDULER_RETIRED: &[(&str, &str)] = &[("intervalMs", "the timer period is tickIntervalMs")];
-const NUDGE_KEYS: &[&str] = &[
-    "enabled",
-    "priority",
-    "maxConsecutive",
-    "initialDelayMs",
-    "backoffFactor",
-    "maxDelayMs",
-    "message",
-];
+const NUDGE_KEYS: &[&str] =
+    &["enabled", "priority", "maxConsecutive", "initialDelayMs", "backoffFactor", "maxDelayMs", "message"];
 
 fn ms(obj: &Obj, key: &str, default: u64, d: &mut Diagnostics) -> u64 {
     obj.int_at_least(key, 0, d).map_or(default, |v| v as u64)
 }
 
-fn read_scheduler(
-    node: Option<&Node>,
-    agents: &[&str],
-    d: &mut Diagnostics,
-) -> Option<SchedulerConfig> {
+fn read_scheduler(node: Option<&Node>, agents: &[&str], d: &mut Diagnostics) -> Option<SchedulerConfig> {
     let null = Node::new(Value::Null, Loc::file(Path::new("").into()));
-    let s = Obj::open(
-        node.unwrap_or(&null),
-        "scheduler",
-        SCHEDULER_KEYS,
-        SCHEDULER_RETIRED,
-        d,
-    )?;
-    s.one_of(
-        "kind",
-        &["nonpreemptive-signals", "nonpreemptive-mailbox"],
-        d,
-    );
+    let s = Obj::open(node.unwrap_or(&null), "scheduler", SCHEDULER_KEYS, SCHEDULER_RETIRED, d)?;
+    s.one_of("kind", &["nonpreemptive-signals", "nonpreemptive-mailbox"], d);
     if s.get("maxSignalsPerActivation").is_some() && s.get("maxPromptMessages").is_some() {
         d.error(
             Some(&s.key_loc("maxPromptMessages")),
@@ -655,22 +535,8 @@ fn read_scheduler(
         no_effect_nudge: read_nudge(&s, "noEffectNudge", no_effect, d),
         failed_nudge: read_nudge(&s, "failedNudge", failed, d),
         all_quiet_nudge: read_all_quiet(&s, agents, d),
-        quiet_agent_monitor: read_monitor(
-            &s,
-            "quietAgentMonitor",
-            Priority::P3,
-            1_800_000,
-            agents,
-            d,
-        ),
-        failed_agent_monitor: read_monitor(
-            &s,
-            "failedAgentMonitor",
-            Priority::P2,
-            300_000,
-            agents,
-            d,
-        ),
+        quiet_agent_monitor: read_monitor(&s, "quietAgentMonitor", Priority::P3, 1_800_000, agents, d),
+        failed_agent_monitor: read_monitor(&s, "failedAgentMonitor", Priority::P2, 300_000, agents, d),
     })
 }
 
@@ -683,11 +549,7 @@ fn read_nudge(s: &Obj, key: &str, defaults: NudgeConfig, d: &mut Diagnostics) ->
     };
     let backoff_factor = match n.number("backoffFactor", d) {
         Some(f) if f < 1.0 => {
-            d.error(
-                Some(&n.key_loc("backoffFactor")),
-                n.path_of("backoffFactor"),
-                format!("must be ≥ 1, got {f}"),
-            );
+            d.error(Some(&n.key_loc("backoffFactor")), n.path_of("backoffFactor"), format!("must be ≥ 1, got {f}"));
             defaults.backoff_factor
         }
         Some(f) => f,
@@ -715,13 +577,7 @@ fn read_all_quiet(s: &Obj, agents: &[&str], d: &mut Diagnostics) -> AllQuietNudg
     let Some(node) = s.get("allQuietNudge") else {
         return defaults;
     };
-    let keys = &[
-        "enabled",
-        "targetAgent",
-        "priority",
-        "cooldownMs",
-        "message",
-    ];
+    let keys = &["enabled", "targetAgent", "priority", "cooldownMs", "message"];
     let Some(n) = Obj::open(node, "scheduler.allQuietNudge", keys, &[], d) else {
         return defaults;
     };
@@ -729,9 +585,7 @@ fn read_all_quiet(s: &Obj, agents: &[&str], d: &mut Diagnostics) -> AllQuietNudg
         enabled: n.bool("enabled", d).unwrap_or(false),
         target_agent: n.string("targetAgent", d).unwrap_or(defaults.target_agent),
         priority: priority(&n, "priority", Priority::P3, d),
-        cooldown_ms: n
-            .int_at_least("cooldownMs", 1, d)
-            .map_or(defaults.cooldown_ms, |v| v as u64),
+        cooldown_ms: n.int_at_least("cooldownMs", 1, d).map_or(defaults.cooldown_ms, |v| v as u64),
         message: n.string("message", d),
     };
     if config.enabled && !agents.is_empty() && !agents.contains(&config.target_agent.as_str()) {
@@ -744,17 +598,8 @@ fn read_all_quiet(s: &Obj, agents: &[&str], d: &mut Diagnostics) -> AllQuietNudg
     config
 }
 
-const RULE_KEYS: &[&str] = &[
-    "id",
-    "enabled",
-    "agent",
-    "recipient",
-    "sender",
-    "priority",
-    "initialDelayMs",
-    "repeatDelayMs",
-    "message",
-];
+const RULE_KEYS: &[&str] =
+    &["id", "enabled", "agent", "recipient", "sender", "priority", "initialDelayMs", "repeatDelayMs", "message"];
 
 fn read_monitor(
     s: &Obj,
@@ -764,10 +609,7 @@ fn read_monitor(
     agents: &[&str],
     d: &mut Diagnostics,
 ) -> MonitorConfig {
-    let mut config = MonitorConfig {
-        enabled: false,
-        rules: Vec::new(),
-    };
+    let mut config = MonitorConfig { enabled: false, rules: Vec::new() };
     let Some(node) = s.get(key) else {
         return config;
     };
@@ -779,11 +621,7 @@ fn read_monitor(
         return config;
     };
     let Value::Seq(items) = &rules.value else {
-        d.error(
-            Some(&rules.loc),
-            m.path_of("rules"),
-            format!("expected a list of rules, got {}", rules.kind_name()),
-        );
+        d.error(Some(&rules.loc), m.path_of("rules"), format!("expected a list of rules, got {}", rules.kind_name()));
         return config;
     };
     for (i, item) in items.iter().enumerate() {
@@ -797,23 +635,13 @@ fn read_monitor(
         let sender = r.string("sender", d).unwrap_or_else(|| "monitor".into());
         let known = |id: &str| agents.is_empty() || agents.contains(&id);
         if !known(&agent) {
-            d.error(
-                Some(&r.key_loc("agent")),
-                r.path_of("agent"),
-                format!("Unknown agent: {agent}"),
-            );
+            d.error(Some(&r.key_loc("agent")), r.path_of("agent"), format!("Unknown agent: {agent}"));
         }
         if recipient != "user" && !known(&recipient) {
-            d.error(
-                Some(&r.key_loc("recipient")),
-                r.path_of("recipient"),
-                format!("Unknown recipient: {recipient}"),
-            );
+            d.error(Some(&r.key_loc("recipient")), r.path_of("recipient"), format!("Unknown recipient: {recipient}"));
         }
         config.rules.push(MonitorRule {
-            key: r
-                .string("id", d)
-                .unwrap_or_else(|| format!("{i}:{agent}:{sender}->{recipient}")),
+            key: r.string("id", d).unwrap_or_else(|| format!("{i}:{agent}:{sender}->{recipient}")),
             enabled: r.bool("enabled", d).unwrap_or(true),
             agent,
             recipient,
@@ -831,56 +659,29 @@ fn read_monitor(
 // backend and models
 
 const BACKEND_KEYS: &[&str] = &["kind", "image", "docker", "runner"];
-const BACKEND_RETIRED: &[(&str, &str)] = &[(
-    "controllerUrl",
-    "runners reach the controller over a Unix socket; no URL is needed",
-)];
+const BACKEND_RETIRED: &[(&str, &str)] =
+    &[("controllerUrl", "runners reach the controller over a Unix socket; no URL is needed")];
 const DOCKER_KEYS: &[&str] = &["network", "mounts", "memory", "cpus", "pidsLimit"];
-const DOCKER_RETIRED: &[(&str, &str)] = &[(
-    "proxy",
-    "containers have no network by default; set backend.docker.network to give them one",
-)];
+const DOCKER_RETIRED: &[(&str, &str)] =
+    &[("proxy", "containers have no network by default; set backend.docker.network to give them one")];
 const RUNNER_KEYS: &[&str] = &["mode", "model", "maxIterations", "maxToolCalls", "models"];
 
-fn read_backend(
-    node: Option<&Node>,
-    root: &Node,
-    d: &mut Diagnostics,
-) -> (Option<BackendConfig>, ModelsConfig) {
+fn read_backend(node: Option<&Node>, root: &Node, d: &mut Diagnostics) -> (Option<BackendConfig>, ModelsConfig) {
     let null = Node::new(Value::Null, root.loc.clone());
-    let Some(b) = Obj::open(
-        node.unwrap_or(&null),
-        "backend",
-        BACKEND_KEYS,
-        BACKEND_RETIRED,
-        d,
-    ) else {
+    let Some(b) = Obj::open(node.unwrap_or(&null), "backend", BACKEND_KEYS, BACKEND_RETIRED, d) else {
         return (None, ModelsConfig::default());
     };
-    let kind = match b
-        .one_of("kind", &["docker", "process", "docker-chat"], d)
-        .as_deref()
-    {
+    let kind = match b.one_of("kind", &["docker", "process", "docker-chat"], d).as_deref() {
         Some("process") => BackendKind::Process,
         _ => BackendKind::Docker,
     };
-    let image = b
-        .string("image", d)
-        .unwrap_or_else(|| DEFAULT_IMAGE.to_string());
+    let image = b.string("image", d).unwrap_or_else(|| DEFAULT_IMAGE.to_string());
     let docker_null = Node::new(Value::Null, b.node.loc.clone());
-    let docker = Obj::open(
-        b.get("docker").unwrap_or(&docker_null),
-        "backend.docker",
-        DOCKER_KEYS,
-        DOCKER_RETIRED,
-        d,
-    );
+    let docker = Obj::open(b.get("docker").unwrap_or(&docker_null), "backend.docker", DOCKER_KEYS, DOCKER_RETIRED, d);
     let (network, mounts, memory_bytes, cpus, pids_limit) = match &docker {
         Some(k) => (
             k.string("network", d).unwrap_or_else(|| "none".to_string()),
-            k.get("mounts")
-                .map(|n| read_mounts(n, "backend.docker.mounts", d))
-                .unwrap_or_default(),
+            k.get("mounts").map(|n| read_mounts(n, "backend.docker.mounts", d)).unwrap_or_default(),
             read_memory(k, d),
             match k.number("cpus", d) {
                 Some(c) if c <= 0.0 => {
@@ -910,17 +711,8 @@ fn read_backend(
         }
         None => (None, None, ModelsConfig::default()),
     };
-    let backend = BackendConfig {
-        kind,
-        image,
-        network,
-        mounts,
-        memory_bytes,
-        cpus,
-        pids_limit,
-        max_iterations,
-        max_tool_calls,
-    };
+    let backend =
+        BackendConfig { kind, image, network, mounts, memory_bytes, cpus, pids_limit, max_iterations, max_tool_calls };
     (Some(backend), models)
 }
 
@@ -958,11 +750,7 @@ fn parse_size(text: &str) -> Option<u64> {
         'g' => (&t[..t.len() - 1], 1 << 30),
         _ => (t, 1),
     };
-    digits
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(factor))
+    digits.trim().parse::<u64>().ok().and_then(|n| n.checked_mul(factor))
 }
 
 const PROVIDER_KEYS: &[&str] = &[
@@ -996,36 +784,17 @@ const PRESET_KEYS: &[&str] = &[
 ];
 
 fn read_models(r: &Obj, d: &mut Diagnostics) -> ModelsConfig {
-    let mut config = ModelsConfig {
-        default_preset: r.string("model", d),
-        ..Default::default()
-    };
+    let mut config = ModelsConfig { default_preset: r.string("model", d), ..Default::default() };
     let Some(node) = r.get("models") else {
-        d.error(
-            Some(&r.node.loc),
-            "backend.runner.models",
-            "backend.runner.models is required",
-        );
+        d.error(Some(&r.node.loc), "backend.runner.models", "backend.runner.models is required");
         return config;
     };
-    let Some(m) = Obj::open(
-        node,
-        "backend.runner.models",
-        &["providers", "presets"],
-        &[],
-        d,
-    ) else {
+    let Some(m) = Obj::open(node, "backend.runner.models", &["providers", "presets"], &[], d) else {
         return config;
     };
-    let providers = m.get("providers").and_then(|n| {
-        Obj::open(
-            n,
-            "backend.runner.models.providers",
-            &[],
-            &[],
-            &mut Diagnostics::default(),
-        )
-    });
+    let providers = m
+        .get("providers")
+        .and_then(|n| Obj::open(n, "backend.runner.models.providers", &[], &[], &mut Diagnostics::default()));
     let provider_entries = providers.as_ref().map(|p| p.entries()).unwrap_or(&[]);
     if provider_entries.is_empty() {
         d.error(
@@ -1039,15 +808,9 @@ fn read_models(r: &Obj, d: &mut Diagnostics) -> ModelsConfig {
             config.providers.push(p);
         }
     }
-    let presets = m.get("presets").and_then(|n| {
-        Obj::open(
-            n,
-            "backend.runner.models.presets",
-            &[],
-            &[],
-            &mut Diagnostics::default(),
-        )
-    });
+    let presets = m
+        .get("presets")
+        .and_then(|n| Obj::open(n, "backend.runner.models.presets", &[], &[], &mut Diagnostics::default()));
     let preset_entries = presets.as_ref().map(|p| p.entries()).unwrap_or(&[]);
     if preset_entries.is_empty() {
         d.error(
@@ -1056,10 +819,7 @@ fn read_models(r: &Obj, d: &mut Diagnostics) -> ModelsConfig {
             "backend.runner.models.presets needs at least one preset",
         );
     }
-    let preset_names: Vec<&str> = preset_entries
-        .iter()
-        .map(|(k, _)| k.name.as_str())
-        .collect();
+    let preset_names: Vec<&str> = preset_entries.iter().map(|(k, _)| k.name.as_str()).collect();
     for (key, node) in preset_entries {
         if let Some(p) = read_preset(&key.name, node, &config.providers, &preset_names, d) {
             config.presets.push(p);
@@ -1072,11 +832,12 @@ fn read_models(r: &Obj, d: &mut Diagnostics) -> ModelsConfig {
         };
         if let PresetTarget::List(list) = &preset.target {
             for entry in list {
-                if matches!(
-                    config.preset(entry).map(|p| &p.target),
-                    Some(PresetTarget::List(_))
-                ) {
-                    d.error(Some(&node.loc), format!("backend.runner.models.presets.{}.model-list", key.name), format!("model-list entry {entry} is itself a model-list; list single-model presets"));
+                if matches!(config.preset(entry).map(|p| &p.target), Some(PresetTarget::List(_))) {
+                    d.error(
+                        Some(&node.loc),
+                        format!("backend.runner.models.presets.{}.model-list", key.name),
+                        format!("model-list entry {entry} is itself a model-list; list single-model presets"),
+                    );
                 }
             }
         }
@@ -1085,11 +846,7 @@ fn read_models(r: &Obj, d: &mut Diagnostics) -> ModelsConfig {
         && !preset_entries.is_empty()
         && !preset_names.contains(&default.as_str())
     {
-        d.error(
-            Some(&r.key_loc("model")),
-            "backend.runner.model",
-            format!("unknown model preset: {default}"),
-        );
+        d.error(Some(&r.key_loc("model")), "backend.runner.model", format!("unknown model preset: {default}"));
     }
     config
 }
@@ -1102,15 +859,16 @@ fn read_provider(id: &str, node: &Node, d: &mut Diagnostics) -> Option<ProviderC
         d.error(
             Some(&p.key_loc("type")),
             p.path_of("type"),
-            format!(
-                "must be one of {}, got `{kind_name}`",
-                ProviderKind::NAMES.join(", ")
-            ),
+            format!("must be one of {}, got `{kind_name}`", ProviderKind::NAMES.join(", ")),
         );
         return None;
     };
     if p.get("apiKey").is_some() {
-        d.warning(Some(&p.key_loc("apiKey")), p.path_of("apiKey"), "an API key is written in the config file; prefer apiKeyEnv so the key stays out of files");
+        d.warning(
+            Some(&p.key_loc("apiKey")),
+            p.path_of("apiKey"),
+            "an API key is written in the config file; prefer apiKeyEnv so the key stays out of files",
+        );
     }
     let timeout_ms = match p.get("timeoutMs").map(|n| &n.value) {
         Some(Value::Bool(false)) => None,
@@ -1119,11 +877,7 @@ fn read_provider(id: &str, node: &Node, d: &mut Diagnostics) -> Option<ProviderC
     };
     let script = p.string("script", d).and_then(|s| script_path(&s, &p, d));
     if script.is_some() && kind != ProviderKind::Scripted {
-        d.error(
-            Some(&p.key_loc("script")),
-            p.path_of("script"),
-            "only providers of type scripted take a script",
-        );
+        d.error(Some(&p.key_loc("script")), p.path_of("script"), "only providers of type scripted take a script");
     }
     Some(ProviderConfig {
         id: id.to_string(),
@@ -1132,16 +886,10 @@ fn read_provider(id: &str, node: &Node, d: &mut Diagnostics) -> Option<ProviderC
         api_key_env: p.string("apiKeyEnv", d),
         base_url: p.string("baseURL", d),
         base_url_env: p.string("baseURLEnv", d),
-        headers: p
-            .string_map("headers", d)
-            .into_iter()
-            .map(|(k, v, _)| (k, v))
-            .collect(),
+        headers: p.string_map("headers", d).into_iter().map(|(k, v, _)| (k, v)).collect(),
         timeout_ms,
         chunk_timeout_ms: p.int_at_least("chunkTimeoutMs", 1, d).map(|v| v as u64),
-        options: p
-            .get("options")
-            .map_or(serde_json::json!({}), Node::to_json),
+        options: p.get("options").map_or(serde_json::json!({}), Node::to_json),
         script,
     })
 }
@@ -1151,11 +899,7 @@ fn script_path(raw: &str, obj: &Obj, d: &mut Diagnostics) -> Option<PathBuf> {
     match path.canonicalize() {
         Ok(p) if p.is_file() => Some(p),
         _ => {
-            d.error(
-                Some(&obj.key_loc("script")),
-                obj.path_of("script"),
-                format!("script file does not exist: {raw}"),
-            );
+            d.error(Some(&obj.key_loc("script")), obj.path_of("script"), format!("script file does not exist: {raw}"));
             None
         }
     }
@@ -1170,51 +914,31 @@ fn read_preset(
 ) -> Option<PresetConfig> {
     let path = join("backend.runner.models.presets", id);
     let p = Obj::open(node, &path, PRESET_KEYS, &[], d)?;
-    let list_key = if p.get("model-list").is_some() {
-        "model-list"
-    } else {
-        "modelList"
-    };
+    let list_key = if p.get("model-list").is_some() { "model-list" } else { "modelList" };
     let list = p.string_list(list_key, d);
     let provider = p.string("provider", d);
     let model = p.string("model", d);
     let api_model = p.string("apiModel", d);
     let target = match list {
         Some(_) if provider.is_some() || model.is_some() || api_model.is_some() => {
-            d.error(
-                Some(&p.node.loc),
-                &path,
-                "modelList presets cannot also set provider/model/apiModel",
-            );
+            d.error(Some(&p.node.loc), &path, "modelList presets cannot also set provider/model/apiModel");
             return None;
         }
         Some(list) if list.is_empty() => {
-            d.error(
-                Some(&p.key_loc(list_key)),
-                p.path_of(list_key),
-                "model-list cannot be empty",
-            );
+            d.error(Some(&p.key_loc(list_key)), p.path_of(list_key), "model-list cannot be empty");
             return None;
         }
         Some(list) => {
             for (entry, loc) in &list {
                 if !presets.contains(&entry.as_str()) {
-                    d.error(
-                        Some(loc),
-                        p.path_of(list_key),
-                        format!("model-list entry is not a preset: {entry}"),
-                    );
+                    d.error(Some(loc), p.path_of(list_key), format!("model-list entry is not a preset: {entry}"));
                 }
             }
             PresetTarget::List(list.into_iter().map(|(e, _)| e).collect())
         }
         None => {
             let Some(provider) = provider else {
-                d.error(
-                    Some(&p.node.loc),
-                    &path,
-                    "model presets need provider and model, or model-list",
-                );
+                d.error(Some(&p.node.loc), &path, "model presets need provider and model, or model-list");
                 return None;
             };
             let Some(provider_config) = providers.iter().find(|pc| pc.id == provider) else {
@@ -1229,19 +953,11 @@ fn read_preset(
                 (Some(m), _) => m,
                 (None, ProviderKind::Scripted) => "scripted".to_string(),
                 (None, _) => {
-                    d.error(
-                        Some(&p.node.loc),
-                        &path,
-                        "model presets need provider and model, or model-list",
-                    );
+                    d.error(Some(&p.node.loc), &path, "model presets need provider and model, or model-list");
                     return None;
                 }
             };
-            PresetTarget::Model {
-                provider,
-                model,
-                api_model,
-            }
+            PresetTarget::Model { provider, model, api_model }
         }
     };
     let tool_choice = p.one_of("toolChoice", &["auto", "required", "none"], d);
@@ -1253,18 +969,10 @@ fn read_preset(
         top_p: p.number("topP", d),
         top_k: p.int_at_least("topK", 1, d).map(|v| v as u64),
         max_output_tokens: p.int_at_least("maxOutputTokens", 1, d).map(|v| v as u64),
-        context_limit: p
-            .int_at_least("contextLimit", 1, d)
-            .map_or(260_000, |v| v as u64),
+        context_limit: p.int_at_least("contextLimit", 1, d).map_or(260_000, |v| v as u64),
         tool_choice,
-        provider_options: p
-            .get("providerOptions")
-            .map_or(serde_json::json!({}), Node::to_json),
-        headers: p
-            .string_map("headers", d)
-            .into_iter()
-            .map(|(k, v, _)| (k, v))
-            .collect(),
+        provider_options: p.get("providerOptions").map_or(serde_json::json!({}), Node::to_json),
+        headers: p.string_map("headers", d).into_iter().map(|(k, v, _)| (k, v)).collect(),
         script: p.string("script", d).and_then(|s| script_path(&s, &p, d)),
     })
 }
@@ -1283,15 +991,9 @@ fn read_observability(node: Option<&Node>, d: &mut Diagnostics) -> Option<Observ
         return Some(config);
     };
     let o = Obj::open(node, "observability", &["http", "webui"], &[], d)?;
-    if let Some(h) = o.get("http").and_then(|n| {
-        Obj::open(
-            n,
-            "observability.http",
-            &["enabled", "host", "port"],
-            &[],
-            d,
-        )
-    }) {
+    if let Some(h) =
+        o.get("http").and_then(|n| Obj::open(n, "observability.http", &["enabled", "host", "port"], &[], d))
+    {
         config.http_enabled = h.bool("enabled", d).unwrap_or(true);
         config.http_host = h.string("host", d).unwrap_or(config.http_host);
         if let Some(port) = h.int_at_least("port", 0, d) {
@@ -1305,10 +1007,7 @@ fn read_observability(node: Option<&Node>, d: &mut Diagnostics) -> Option<Observ
             }
         }
     }
-    if let Some(w) = o
-        .get("webui")
-        .and_then(|n| Obj::open(n, "observability.webui", &["enabled"], &[], d))
-    {
+    if let Some(w) = o.get("webui").and_then(|n| Obj::open(n, "observability.webui", &["enabled"], &[], d)) {
         config.webui_enabled = w.bool("enabled", d).unwrap_or(true);
     }
     Some(config)
@@ -1336,23 +1035,9 @@ mod tests {
     fn mount_targets_are_checked() {
         assert_eq!(target("/mnt/data"), Ok("/mnt/data".into()));
         assert_eq!(target("/mnt//data/"), Ok("/mnt/data".into()));
-        assert_eq!(
-            target("data"),
-            Err("Docker mount target must be absolute: data".into())
-        );
-        for reserved in [
-            "/workspace",
-            "/workspace/x",
-            "/artifacts/pm",
-            "/toolpacks",
-            "/run/suzumio/s",
-            "/",
-        ] {
-            assert_eq!(
-                target(reserved),
-                Err(format!("Docker mount target is reserved: {reserved}")),
-                "{reserved}"
-            );
+        assert_eq!(target("data"), Err("Docker mount target must be absolute: data".into()));
+        for reserved in ["/workspace", "/workspace/x", "/artifacts/pm", "/toolpacks", "/run/suzumio/s", "/"] {
+            assert_eq!(target(reserved), Err(format!("Docker mount target is reserved: {reserved}")), "{reserved}");
         }
         assert_eq!(target("/run/other"), Ok("/run/other".into()));
         assert_eq!(target("/workspacex"), Ok("/workspacex".into()));

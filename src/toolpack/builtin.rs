@@ -57,10 +57,7 @@ mod tests {
         for (pack, tools) in expect {
             let m = manifest(pack).unwrap_or_else(|d| panic!("{}: {:?}", pack.id(), d.errors));
             assert_eq!(m.id, pack.id());
-            assert_eq!(
-                m.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-                tools
-            );
+            assert_eq!(m.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), tools);
             assert!(m.runner.is_none() && m.controller.is_none());
         }
         let core = manifest(BuiltinPack::Core).unwrap();

@@ -82,32 +82,10 @@ pub struct Manifest {
     pub loc: Loc,
 }
 
-const MANIFEST_KEYS: &[&str] = &[
-    "id",
-    "description",
-    "tools",
-    "webui",
-    "runner",
-    "controller",
-];
-const TOOL_KEYS: &[&str] = &[
-    "name",
-    "description",
-    "inputSchema",
-    "annotations",
-    "requiresApproval",
-    "presentation",
-];
-const WEBUI_KEYS: &[&str] = &[
-    "id",
-    "title",
-    "description",
-    "kind",
-    "inputSchema",
-    "submitLabel",
-    "relatedTools",
-    "presentation",
-];
+const MANIFEST_KEYS: &[&str] = &["id", "description", "tools", "webui", "runner", "controller"];
+const TOOL_KEYS: &[&str] = &["name", "description", "inputSchema", "annotations", "requiresApproval", "presentation"];
+const WEBUI_KEYS: &[&str] =
+    &["id", "title", "description", "kind", "inputSchema", "submitLabel", "relatedTools", "presentation"];
 const RETIRED: &[(&str, &str)] = &[
     ("version", "manifests have no version field"),
     ("input_schema", "the key is inputSchema"),
@@ -118,28 +96,14 @@ const RETIRED: &[(&str, &str)] = &[
 /// object at all or its id is unusable (the caller then has nothing to register).
 pub fn parse_manifest(node: &Node, d: &mut Diagnostics) -> Option<Manifest> {
     if node.as_map().is_none() {
-        d.error(
-            Some(&node.loc),
-            "",
-            format!(
-                "a toolpack manifest must be a JSON object, got {}",
-                node.kind_name()
-            ),
-        );
+        d.error(Some(&node.loc), "", format!("a toolpack manifest must be a JSON object, got {}", node.kind_name()));
         return None;
     }
     let m = Obj::open(node, "", MANIFEST_KEYS, RETIRED, d)?;
     let id = match m.get("id") {
-        Some(Node {
-            value: Value::Str(id),
-            ..
-        }) if !id.is_empty() => id.clone(),
+        Some(Node { value: Value::Str(id), .. }) if !id.is_empty() => id.clone(),
         _ => {
-            d.error(
-                Some(&m.key_loc("id")),
-                "id",
-                "Toolpack manifest id is required",
-            );
+            d.error(Some(&m.key_loc("id")), "id", "Toolpack manifest id is required");
             return None;
         }
     };
@@ -155,54 +119,24 @@ pub fn parse_manifest(node: &Node, d: &mut Diagnostics) -> Option<Manifest> {
     let (tools, validators) = parse_tools(&m, &id, d);
     let webui = parse_webui(&m, d);
     let declared = |key: &str| match m.get(key) {
-        Some(Node {
-            value: Value::Seq(items),
-            ..
-        }) => items.len(),
+        Some(Node { value: Value::Seq(items), .. }) => items.len(),
         _ => 0,
     };
-    let tools_is_list = m
-        .get("tools")
-        .is_some_and(|t| matches!(t.value, Value::Seq(_)));
+    let tools_is_list = m.get("tools").is_some_and(|t| matches!(t.value, Value::Seq(_)));
     if tools_is_list && declared("tools") == 0 && declared("webui") == 0 {
-        d.error(
-            Some(&node.loc),
-            "",
-            format!("Toolpack {id} declares no tools or WebUI entries"),
-        );
+        d.error(Some(&node.loc), "", format!("Toolpack {id} declares no tools or WebUI entries"));
     }
     let module = |key: &str, d: &mut Diagnostics| m.string(key, d).map(|p| (p, m.key_loc(key)));
     let runner = module("runner", d);
     let controller = module("controller", d);
-    Some(Manifest {
-        id,
-        description,
-        tools,
-        validators,
-        webui,
-        runner,
-        controller,
-        loc: node.loc.clone(),
-    })
+    Some(Manifest { id, description, tools, validators, webui, runner, controller, loc: node.loc.clone() })
 }
 
-fn parse_tools(
-    m: &Obj,
-    pack_id: &str,
-    d: &mut Diagnostics,
-) -> (Vec<ToolDefinition>, Vec<jsonschema::Validator>) {
+fn parse_tools(m: &Obj, pack_id: &str, d: &mut Diagnostics) -> (Vec<ToolDefinition>, Vec<jsonschema::Validator>) {
     let mut tools: Vec<ToolDefinition> = Vec::new();
     let mut validators = Vec::new();
-    let Some(Node {
-        value: Value::Seq(items),
-        ..
-    }) = m.get("tools")
-    else {
-        d.error(
-            Some(&m.key_loc("tools")),
-            "tools",
-            "Toolpack manifest tools must be an array",
-        );
+    let Some(Node { value: Value::Seq(items), .. }) = m.get("tools") else {
+        d.error(Some(&m.key_loc("tools")), "tools", "Toolpack manifest tools must be an array");
         return (tools, validators);
     };
     for (i, item) in items.iter().enumerate() {
@@ -215,16 +149,15 @@ fn parse_tools(
             continue;
         };
         let name = non_empty(&t, "name", "Toolpack manifest tool.name is required", d);
-        let description = non_empty(
-            &t,
-            "description",
-            "Toolpack manifest tool.description is required",
-            d,
-        );
+        let description = non_empty(&t, "description", "Toolpack manifest tool.description is required", d);
         let name = name.filter(|n| {
             let ok = is_valid_tool_name(n);
             if !ok {
-                d.error(Some(&t.key_loc("name")), t.path_of("name"), format!("Tool name must be 1-128 characters of A-Z, a-z, 0-9, dot, underscore, or dash: {n}"));
+                d.error(
+                    Some(&t.key_loc("name")),
+                    t.path_of("name"),
+                    format!("Tool name must be 1-128 characters of A-Z, a-z, 0-9, dot, underscore, or dash: {n}"),
+                );
             }
             ok
         });
@@ -246,12 +179,9 @@ fn parse_tools(
                     Err(e) => {
                         let tool = name.as_deref().unwrap_or("?");
                         d.error(
-                            Some(&s.loc),
+                            Some(&s.at_pointer(&e.pointer).unwrap_or(s).loc),
                             t.path_of("inputSchema"),
-                            format!(
-                                "invalid inputSchema for tool {tool} at {}: {}",
-                                e.pointer, e.message
-                            ),
+                            format!("invalid inputSchema for tool {tool} at {}: {}", e.pointer, e.message),
                         );
                         None
                     }
@@ -269,9 +199,7 @@ fn parse_tools(
         let annotations = parse_annotations(&t, d);
         let requires_approval = t.bool("requiresApproval", d).unwrap_or(false);
         let presentation = parse_presentation(&t, d);
-        if let (Some(name), Some(description), Some((input_schema, validator))) =
-            (name, description, input_schema)
-        {
+        if let (Some(name), Some(description), Some((input_schema, validator))) = (name, description, input_schema) {
             tools.push(ToolDefinition {
                 name,
                 description,
@@ -288,10 +216,7 @@ fn parse_tools(
 
 fn non_empty(o: &Obj, key: &str, message: &str, d: &mut Diagnostics) -> Option<String> {
     match o.get(key) {
-        Some(Node {
-            value: Value::Str(s),
-            ..
-        }) if !s.trim().is_empty() => Some(s.clone()),
+        Some(Node { value: Value::Str(s), .. }) if !s.trim().is_empty() => Some(s.clone()),
         _ => {
             d.error(Some(&o.key_loc(key)), o.path_of(key), message);
             None
@@ -300,17 +225,8 @@ fn non_empty(o: &Obj, key: &str, message: &str, d: &mut Diagnostics) -> Option<S
 }
 
 fn parse_annotations(t: &Obj, d: &mut Diagnostics) -> ToolAnnotations {
-    let keys = &[
-        "title",
-        "readOnlyHint",
-        "destructiveHint",
-        "idempotentHint",
-        "openWorldHint",
-    ];
-    let Some(a) = t
-        .get("annotations")
-        .and_then(|n| Obj::open(n, &t.path_of("annotations"), keys, &[], d))
-    else {
+    let keys = &["title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"];
+    let Some(a) = t.get("annotations").and_then(|n| Obj::open(n, &t.path_of("annotations"), keys, &[], d)) else {
         return ToolAnnotations::default();
     };
     ToolAnnotations {
@@ -323,20 +239,9 @@ fn parse_annotations(t: &Obj, d: &mut Diagnostics) -> ToolAnnotations {
 }
 
 fn parse_presentation(o: &Obj, d: &mut Diagnostics) -> Option<Presentation> {
-    let p = Obj::open(
-        o.get("presentation")?,
-        &o.path_of("presentation"),
-        &["label", "icon", "group", "tone"],
-        &[],
-        d,
-    )?;
+    let p = Obj::open(o.get("presentation")?, &o.path_of("presentation"), &["label", "icon", "group", "tone"], &[], d)?;
     let tone = p.one_of("tone", &["info", "success", "warning", "error"], d);
-    Some(Presentation {
-        label: p.string("label", d),
-        icon: p.string("icon", d),
-        group: p.string("group", d),
-        tone,
-    })
+    Some(Presentation { label: p.string("label", d), icon: p.string("icon", d), group: p.string("group", d), tone })
 }
 
 fn parse_webui(m: &Obj, d: &mut Diagnostics) -> Vec<WebuiEntry> {
@@ -345,21 +250,13 @@ fn parse_webui(m: &Obj, d: &mut Diagnostics) -> Vec<WebuiEntry> {
         return entries;
     };
     let Value::Seq(items) = &node.value else {
-        d.error(
-            Some(&node.loc),
-            "webui",
-            "Toolpack manifest webui must be an array",
-        );
+        d.error(Some(&node.loc), "webui", "Toolpack manifest webui must be an array");
         return entries;
     };
     for (i, item) in items.iter().enumerate() {
         let path = index("webui", i);
         if item.as_map().is_none() {
-            d.error(
-                Some(&item.loc),
-                &path,
-                "Toolpack WebUI definition must be an object",
-            );
+            d.error(Some(&item.loc), &path, "Toolpack WebUI definition must be an object");
             continue;
         }
         let Some(w) = Obj::open(item, &path, WEBUI_KEYS, RETIRED, d) else {
@@ -368,40 +265,28 @@ fn parse_webui(m: &Obj, d: &mut Diagnostics) -> Vec<WebuiEntry> {
         let id = non_empty(&w, "id", "Toolpack manifest webui.id is required", d).filter(|id| {
             let ok = is_valid_pack_id(id);
             if !ok {
-                d.error(Some(&w.key_loc("id")), w.path_of("id"), format!("WebUI entry id must contain only A-Z, a-z, 0-9, dot, underscore, or dash: {id}"));
+                d.error(
+                    Some(&w.key_loc("id")),
+                    w.path_of("id"),
+                    format!("WebUI entry id must contain only A-Z, a-z, 0-9, dot, underscore, or dash: {id}"),
+                );
             }
             ok
         });
         if let Some(id) = &id
             && entries.iter().any(|e| &e.id == id)
         {
-            d.error(
-                Some(&w.key_loc("id")),
-                w.path_of("id"),
-                format!("Duplicate WebUI entry {id}"),
-            );
+            d.error(Some(&w.key_loc("id")), w.path_of("id"), format!("Duplicate WebUI entry {id}"));
             continue;
         }
         let title = non_empty(&w, "title", "Toolpack manifest webui.title is required", d);
         let kind = match w.get("kind") {
             None => Some(WebuiKind::Panel),
-            Some(Node {
-                value: Value::Str(k),
-                ..
-            }) if k == "panel" => Some(WebuiKind::Panel),
-            Some(Node {
-                value: Value::Str(k),
-                ..
-            }) if k == "action" => Some(WebuiKind::Action),
+            Some(Node { value: Value::Str(k), .. }) if k == "panel" => Some(WebuiKind::Panel),
+            Some(Node { value: Value::Str(k), .. }) if k == "action" => Some(WebuiKind::Action),
             Some(other) => {
-                let shown = other
-                    .as_str()
-                    .map_or_else(|| other.to_json().to_string(), str::to_string);
-                d.error(
-                    Some(&other.loc),
-                    w.path_of("kind"),
-                    format!("Invalid WebUI entry kind: {shown}"),
-                );
+                let shown = other.as_str().map_or_else(|| other.to_json().to_string(), str::to_string);
+                d.error(Some(&other.loc), w.path_of("kind"), format!("Invalid WebUI entry kind: {shown}"));
                 None
             }
         };
@@ -415,38 +300,24 @@ fn parse_webui(m: &Obj, d: &mut Diagnostics) -> Vec<WebuiEntry> {
                     Err(e) => {
                         let entry = id.as_deref().unwrap_or("?");
                         d.error(
-                            Some(&s.loc),
+                            Some(&s.at_pointer(&e.pointer).unwrap_or(s).loc),
                             w.path_of("inputSchema"),
-                            format!(
-                                "invalid inputSchema for WebUI entry {entry} at {}: {}",
-                                e.pointer, e.message
-                            ),
+                            format!("invalid inputSchema for WebUI entry {entry} at {}: {}", e.pointer, e.message),
                         );
                         None
                     }
                 }
             }
             Some(s) => {
-                d.error(
-                    Some(&s.loc),
-                    w.path_of("inputSchema"),
-                    "Toolpack WebUI inputSchema must be an object",
-                );
+                d.error(Some(&s.loc), w.path_of("inputSchema"), "Toolpack WebUI inputSchema must be an object");
                 None
             }
         };
-        let related_tools = w
-            .string_list("relatedTools", d)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(t, _)| t)
-            .collect();
+        let related_tools = w.string_list("relatedTools", d).unwrap_or_default().into_iter().map(|(t, _)| t).collect();
         let submit_label = w.string("submitLabel", d);
         let description = w.string("description", d);
         let presentation = parse_presentation(&w, d);
-        if let (Some(id), Some(title), Some(kind), Some(input_schema)) =
-            (id, title, kind, input_schema)
-        {
+        if let (Some(id), Some(title), Some(kind), Some(input_schema)) = (id, title, kind, input_schema) {
             entries.push(WebuiEntry {
                 id,
                 title,

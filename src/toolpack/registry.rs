@@ -68,9 +68,11 @@ pub struct ToolpackRegistry {
 impl ToolpackRegistry {
     /// Load every pack the config lists. Errors and warnings go to `d`; `None` when any error.
     pub fn build(refs: &[ToolpackRef], d: &mut Diagnostics) -> Option<ToolpackRegistry> {
-        let mut packs: Vec<(Toolpack, Loc)> = Vec::new();
+        // Each loaded pack with where the config lists it (location and key path).
+        let mut packs: Vec<(Toolpack, Loc, String)> = Vec::new();
         let mut failed = false;
-        for r in refs {
+        for (ri, r) in refs.iter().enumerate() {
+            let entry_path = format!("tools.toolpacks[{ri}]");
             let mut pd = Diagnostics::default();
             let loaded = match r {
                 ToolpackRef::Builtin { pack, loc } => match builtin::manifest(*pack) {
@@ -84,36 +86,31 @@ impl ToolpackRegistry {
                     load_local(path, id.as_deref(), loc, &mut pd).map(|p| (p, loc.clone()))
                 }
             };
-            let tag = loaded
-                .as_ref()
-                .map(|(p, _)| p.id.clone())
-                .or_else(|| match r {
-                    ToolpackRef::Local { id: Some(id), .. } => Some(id.clone()),
-                    _ => None,
-                });
+            // Tag problems with the pack id, or what stands for it when the manifest has none.
+            let tag = loaded.as_ref().map(|(p, _)| p.id.clone()).or_else(|| match r {
+                ToolpackRef::Local { id: Some(id), .. } => Some(id.clone()),
+                ToolpackRef::Local { path, .. } => path.file_name().map(|n| n.to_string_lossy().into_owned()),
+                ToolpackRef::Builtin { pack, .. } => Some(pack.id().to_string()),
+            });
             failed |= pd.has_errors() || loaded.is_none();
             d.extend_for_pack(pd, tag.as_deref());
             if let Some((pack, loc)) = loaded {
-                if packs.iter().any(|(p, _)| p.id == pack.id) {
-                    d.error(
-                        Some(&loc),
-                        "tools.toolpacks",
-                        format!("Duplicate toolpack: {}", pack.id),
-                    );
+                if packs.iter().any(|(p, _, _)| p.id == pack.id) {
+                    d.error(Some(&loc), entry_path, format!("Duplicate toolpack: {}", pack.id));
                     failed = true;
                     continue;
                 }
-                packs.push((pack, loc));
+                packs.push((pack, loc, entry_path));
             }
         }
         let mut by_tool: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-        for (pi, (pack, loc)) in packs.iter().enumerate() {
+        for (pi, (pack, loc, entry_path)) in packs.iter().enumerate() {
             for (ti, tool) in pack.tools.iter().enumerate() {
                 if let Some((other, _)) = by_tool.get(&tool.name) {
                     let other = &packs[*other].0.id;
                     d.error(
                         Some(loc),
-                        "tools.toolpacks",
+                        entry_path.as_str(),
                         format!("Duplicate tool {} in {other} and {}", tool.name, pack.id),
                     );
                     failed = true;
@@ -122,12 +119,19 @@ impl ToolpackRegistry {
                 }
             }
         }
-        for (pack, loc) in &packs {
+        for (pack, loc, _) in &packs {
             for entry in &pack.webui {
                 for related in &entry.related_tools {
                     if !by_tool.contains_key(related) {
                         let mut w = Diagnostics::default();
-                        w.warning(Some(loc), "", format!("WebUI entry {} lists related tool {related}, which no registered toolpack declares", entry.id));
+                        w.warning(
+                            Some(loc),
+                            "",
+                            format!(
+                                "WebUI entry {} lists related tool {related}, which no registered toolpack declares",
+                                entry.id
+                            ),
+                        );
                         d.extend_for_pack(w, Some(&pack.id));
                     }
                 }
@@ -136,10 +140,7 @@ impl ToolpackRegistry {
         if failed {
             return None;
         }
-        Some(ToolpackRegistry {
-            packs: packs.into_iter().map(|(p, _)| p).collect(),
-            by_tool,
-        })
+        Some(ToolpackRegistry { packs: packs.into_iter().map(|(p, _, _)| p).collect(), by_tool })
     }
 
     pub fn packs(&self) -> &[Toolpack] {
@@ -152,9 +153,7 @@ impl ToolpackRegistry {
 
     /// Every tool with the pack that declares it, in registration order.
     pub fn tools(&self) -> impl Iterator<Item = (&Toolpack, &ToolDefinition)> {
-        self.packs
-            .iter()
-            .flat_map(|p| p.tools.iter().map(move |t| (p, t)))
+        self.packs.iter().flat_map(|p| p.tools.iter().map(move |t| (p, t)))
     }
 
     pub fn tool(&self, name: &str) -> Option<(&Toolpack, &ToolDefinition)> {
@@ -164,16 +163,9 @@ impl ToolpackRegistry {
     }
 
     /// Check a tool input against the tool's compiled schema.
-    pub fn validate_input(
-        &self,
-        tool: &str,
-        input: &serde_json::Value,
-    ) -> Result<(), Vec<InputError>> {
+    pub fn validate_input(&self, tool: &str, input: &serde_json::Value) -> Result<(), Vec<InputError>> {
         let Some(&(pi, ti)) = self.by_tool.get(tool) else {
-            return Err(vec![InputError {
-                pointer: String::new(),
-                message: format!("Unknown tool: {tool}"),
-            }]);
+            return Err(vec![InputError { pointer: String::new(), message: format!("Unknown tool: {tool}") }]);
         };
         schema::check_input(&self.packs[pi].validators[ti], input)
     }
@@ -183,21 +175,13 @@ impl ToolpackRegistry {
         let mut tools = Vec::new();
         let mut mounted_packs = Vec::new();
         for pack in &self.packs {
-            let allowed: Vec<&ToolDefinition> = pack
-                .tools
-                .iter()
-                .filter(|t| agent.tools.allows(&t.name))
-                .collect();
+            let allowed: Vec<&ToolDefinition> = pack.tools.iter().filter(|t| agent.tools.allows(&t.name)).collect();
             if pack.is_local() && !allowed.is_empty() {
                 mounted_packs.push(pack.id.clone());
             }
             tools.extend(allowed.into_iter().map(|t| t.name.clone()));
         }
-        AgentToolset {
-            agent: agent.id.clone(),
-            tools,
-            mounted_packs,
-        }
+        AgentToolset { agent: agent.id.clone(), tools, mounted_packs }
     }
 
     /// Warnings for allowlist patterns that match no registered tool (once per configured agent).
@@ -222,22 +206,10 @@ impl ToolpackRegistry {
 }
 
 fn pack_from(m: Manifest, source: PackSource) -> Toolpack {
-    Toolpack {
-        id: m.id,
-        description: m.description,
-        source,
-        tools: m.tools,
-        validators: m.validators,
-        webui: m.webui,
-    }
+    Toolpack { id: m.id, description: m.description, source, tools: m.tools, validators: m.validators, webui: m.webui }
 }
 
-fn load_local(
-    root: &Path,
-    expected_id: Option<&str>,
-    site: &Loc,
-    d: &mut Diagnostics,
-) -> Option<Toolpack> {
+fn load_local(root: &Path, expected_id: Option<&str>, site: &Loc, d: &mut Diagnostics) -> Option<Toolpack> {
     let manifest_path = root.join(MANIFEST_FILE);
     let text = match std::fs::read_to_string(&manifest_path) {
         Ok(t) => t,
@@ -245,10 +217,7 @@ fn load_local(
             d.error(
                 Some(site),
                 "",
-                format!(
-                    "cannot read toolpack manifest {}: {e}",
-                    crate::config::diag::display_path(&manifest_path)
-                ),
+                format!("cannot read toolpack manifest {}: {e}", crate::config::diag::display_path(&manifest_path)),
             );
             return None;
         }
@@ -265,25 +234,10 @@ fn load_local(
     if let Some(expected) = expected_id
         && expected != manifest.id
     {
-        let loc = node
-            .get("id")
-            .map_or(manifest.loc.clone(), |n| n.loc.clone());
-        d.error(
-            Some(&loc),
-            "id",
-            format!(
-                "Toolpack id mismatch: expected {expected}, got {}",
-                manifest.id
-            ),
-        );
+        let loc = node.get("id").map_or(manifest.loc.clone(), |n| n.loc.clone());
+        d.error(Some(&loc), "id", format!("Toolpack id mismatch: expected {expected}, got {}", manifest.id));
     }
-    let controller = module_path(
-        root,
-        manifest.controller.as_ref(),
-        "controller",
-        &manifest.loc,
-        d,
-    );
+    let controller = module_path(root, manifest.controller.as_ref(), "controller", &manifest.loc, d);
     let runner = if manifest.tools.is_empty() {
         None
     } else {
@@ -292,11 +246,7 @@ fn load_local(
     if d.has_errors() {
         return None;
     }
-    let source = PackSource::Local {
-        root: root.to_path_buf(),
-        runner_module: runner,
-        controller_module: controller?,
-    };
+    let source = PackSource::Local { root: root.to_path_buf(), runner_module: runner, controller_module: controller? };
     Some(pack_from(manifest, source))
 }
 
@@ -313,11 +263,7 @@ fn module_path(
     let (raw, loc) = given.map_or((default.as_str(), manifest_loc), |(p, l)| (p.as_str(), l));
     let lower = raw.to_ascii_lowercase();
     if lower.starts_with("http://") || lower.starts_with("https://") {
-        d.error(
-            Some(loc),
-            which,
-            format!("HTTP(S) toolpack modules are disabled for reproducibility: {raw}"),
-        );
+        d.error(Some(loc), which, format!("HTTP(S) toolpack modules are disabled for reproducibility: {raw}"));
         return None;
     }
     let rel = Path::new(raw);
@@ -332,30 +278,18 @@ fn module_path(
             })
             .is_none();
     if escapes {
-        d.error(
-            Some(loc),
-            which,
-            format!("Path is outside toolpack root: {raw}"),
-        );
+        d.error(Some(loc), which, format!("Path is outside toolpack root: {raw}"));
         return None;
     }
     if rel.extension().is_none_or(|e| e != "mjs") {
-        d.error(
-            Some(loc),
-            which,
-            format!("Local toolpack {which} module must be a .mjs file: {raw}"),
-        );
+        d.error(Some(loc), which, format!("Local toolpack {which} module must be a .mjs file: {raw}"));
         return None;
     }
     let path = root.join(rel);
     let resolved = match path.canonicalize() {
         Ok(p) if p.is_file() => p,
         _ => {
-            d.error(
-                Some(loc),
-                which,
-                format!("Local toolpack {which} module does not exist: {raw}"),
-            );
+            d.error(Some(loc), which, format!("Local toolpack {which} module does not exist: {raw}"));
             return None;
         }
     };
@@ -364,10 +298,7 @@ fn module_path(
         d.error(
             Some(loc),
             which,
-            format!(
-                "Path is outside toolpack root: {raw} (it is a link to {})",
-                resolved.display()
-            ),
+            format!("Path is outside toolpack root: {raw} (it is a link to {})", resolved.display()),
         );
         return None;
     }

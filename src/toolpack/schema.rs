@@ -22,16 +22,18 @@ pub fn compile(schema: &Value) -> Result<Validator, SchemaError> {
             message: format!("tool input schemas must have type \"object\", got {t}"),
         });
     }
-    jsonschema::options()
-        .should_validate_formats(true)
-        .build(schema)
-        .map_err(|e| SchemaError {
-            pointer: {
-                let p = e.instance_path().to_string();
-                if p.is_empty() { "/".to_string() } else { p }
-            },
-            message: e.to_string(),
-        })
+    jsonschema::options().should_validate_formats(true).build(schema).map_err(|e| {
+        let pointer = e.instance_path().to_string();
+        // The meta-schema's own wording for a misspelt type ("not valid under any of the schemas
+        // listed in the 'anyOf' keyword") does not tell a pack author what to write instead.
+        let message = match (pointer.ends_with("/type"), e.instance().as_ref()) {
+            (true, Value::String(t)) => format!(
+                "\"{t}\" is not a valid JSON Schema type (use one of array, boolean, integer, null, number, object, string)"
+            ),
+            _ => e.to_string(),
+        };
+        SchemaError { pointer: if pointer.is_empty() { "/".to_string() } else { pointer }, message }
+    })
 }
 
 /// One reason an input does not match its schema: where in the input, and why.
@@ -44,16 +46,9 @@ pub struct InputError {
 pub fn check_input(validator: &Validator, input: &Value) -> Result<(), Vec<InputError>> {
     let errors: Vec<InputError> = validator
         .iter_errors(input)
-        .map(|e| InputError {
-            pointer: e.instance_path().to_string(),
-            message: e.to_string(),
-        })
+        .map(|e| InputError { pointer: e.instance_path().to_string(), message: e.to_string() })
         .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
+    if errors.is_empty() { Ok(()) } else { Err(errors) }
 }
 
 #[cfg(test)]
@@ -63,32 +58,23 @@ mod tests {
 
     #[test]
     fn typo_in_type_names_the_schema_path() {
-        let err = compile(&json!({"type": "object", "properties": {"a": {"type": "strng"}}}))
-            .unwrap_err();
+        let err = compile(&json!({"type": "object", "properties": {"a": {"type": "strng"}}})).unwrap_err();
         assert_eq!(err.pointer, "/properties/a/type");
     }
 
     #[test]
     fn root_must_be_an_object_schema() {
-        assert_eq!(
-            compile(&json!({"type": "string"})).unwrap_err().pointer,
-            "/type"
-        );
+        assert_eq!(compile(&json!({"type": "string"})).unwrap_err().pointer, "/type");
     }
 
     #[test]
     fn inputs_are_checked_with_their_paths() {
-        let v = compile(
-            &json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["s"]}),
-        )
-        .unwrap();
+        let v =
+            compile(&json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["s"]})).unwrap();
         let errors = check_input(&v, &json!({"n": "x"})).unwrap_err();
         let pointers: Vec<&str> = errors.iter().map(|e| e.pointer.as_str()).collect();
         assert_eq!(pointers.len(), 2);
-        assert!(
-            pointers.contains(&"/n") && pointers.contains(&""),
-            "{pointers:?}"
-        );
+        assert!(pointers.contains(&"/n") && pointers.contains(&""), "{pointers:?}");
         assert!(check_input(&v, &json!({"n": 1, "s": 2})).is_ok());
     }
 }

@@ -34,10 +34,7 @@ pub fn assert_golden(path: &Path, actual: &str) {
         return;
     }
     let expected = std::fs::read_to_string(path).unwrap_or_else(|e| {
-        panic!(
-            "golden file {} is missing ({e}); run with UPDATE_EXPECT=1 to create it",
-            path.display()
-        )
+        panic!("golden file {} is missing ({e}); run with UPDATE_EXPECT=1 to create it", path.display())
     });
     assert_eq!(actual, expected, "output differs from {}", path.display());
 }

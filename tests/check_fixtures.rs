@@ -1,0 +1,120 @@
+//! `suzumio check` against fixture projects: each directory under `tests/fixtures/invalid/` is one
+//! broken project whose exact error output is in its `expected.stderr` (exit code 2); each
+//! directory under `tests/fixtures/valid/` is a project that must pass, with its `expected.stdout`
+//! (and `expected.stderr` for warnings).
+
+mod support;
+
+use support::{assert_golden, fixture, suzumio, text};
+
+fn check_invalid(name: &str) {
+    let dir = fixture("invalid", name);
+    let out = suzumio(&dir, &["check", "."]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{name}: expected exit 2; stdout:\n{}\nstderr:\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty(), "{name}: nothing goes to stdout on failure, got:\n{}", text(&out.stdout));
+    assert_golden(&dir.join("expected.stderr"), &text(&out.stderr));
+}
+
+fn check_valid(name: &str) {
+    let dir = fixture("valid", name);
+    let out = suzumio(&dir, &["check", "."]);
+    assert_eq!(out.status.code(), Some(0), "{name}: expected exit 0; stderr:\n{}", text(&out.stderr));
+    assert_golden(&dir.join("expected.stdout"), &text(&out.stdout));
+    assert_golden(&dir.join("expected.stderr"), &text(&out.stderr));
+}
+
+/// One `#[test]` per fixture name, plus `LIST` with all the names.
+macro_rules! fixtures {
+    ($check:ident: $($name:ident),* $(,)?) => {
+        $( #[test] fn $name() { $check(stringify!($name)); } )*
+        pub const LIST: &[&str] = &[$(stringify!($name)),*];
+    };
+}
+
+mod invalid {
+    use super::*;
+    fixtures!(check_invalid:
+        unknown_top_level_key,
+        unknown_agent_key,
+        missing_name,
+        empty_agents,
+        agent_count_zero,
+        agent_id_collision_with_count,
+        reserved_agent_id_user,
+        agent_env_suzumio_prefix,
+        allowlist_invalid_pattern,
+        communication_unknown_priority,
+        yaml_syntax_error,
+        runner_models_missing,
+        agent_unknown_model_preset,
+        agent_without_model,
+        model_list_with_provider,
+        reserved_mount_target,
+        reserved_mount_target_run_suzumio,
+        mount_target_relative,
+        mount_source_missing,
+        circular_import,
+        import_https,
+        import_too_deep,
+        extends_not_list,
+        unknown_builtin_toolpack,
+        duplicate_toolpack,
+        toolpack_path_http,
+        toolpack_path_missing,
+        toolpack_path_is_file,
+        manifest_missing,
+        manifest_invalid_json,
+        manifest_id_missing,
+        manifest_id_bad_charset,
+        manifest_id_mismatch,
+        manifest_tools_not_array,
+        tool_description_missing,
+        tool_name_with_space,
+        schema_type_typo,
+        schema_property_type_typo,
+        pack_without_tools_or_webui,
+        controller_module_missing,
+        runner_module_missing,
+        runner_outside_root,
+        runner_https,
+        runner_js_module,
+        webui_bad_kind,
+        webui_duplicate_entry_id,
+        duplicate_tool_across_packs,
+        collects_every_error,
+    );
+}
+
+mod valid {
+    use super::*;
+    fixtures!(check_valid:
+        minimal,
+        webui_only_pack,
+        imports_and_extends,
+        env_substitution,
+        counted_agents_with_names,
+        warnings_only,
+    );
+}
+
+/// A fixture directory that no test names would silently never run.
+#[test]
+fn every_fixture_directory_has_a_test() {
+    for (kind, listed) in [("invalid", invalid::LIST), ("valid", valid::LIST)] {
+        let dir = support::repo_root().join("tests/fixtures").join(kind);
+        let mut found: Vec<String> = std::fs::read_dir(&dir)
+            .expect("fixture directory exists")
+            .map(|e| e.expect("readable entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        found.sort();
+        let mut listed: Vec<String> = listed.iter().map(|s| s.to_string()).collect();
+        listed.sort();
+        assert_eq!(found, listed, "tests/fixtures/{kind} and the list in this file differ");
+    }
+}
