@@ -12,6 +12,7 @@
 
 pub mod activation;
 pub mod backend;
+pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod js;

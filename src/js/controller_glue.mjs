@@ -1,0 +1,105 @@
+// Glue between the controller and a toolpack's controller.mjs. Evaluated as its own module
+// (`suzumio:controller-glue`) that imports the pack module; the Rust side calls the exports below
+// with JSON strings and gets JSON strings back. Export shapes follow the reference (§3.4, §3.7,
+// §3.8), except that a missing handler is an error here.
+import * as pack from "__PACK_MODULE__";
+
+const PACK_ID = __PACK_ID__;
+const hostCall = globalThis.__suzumio_host;
+const hostCallAsync = globalThis.__suzumio_host_async;
+delete globalThis.__suzumio_host;
+delete globalThis.__suzumio_host_async;
+
+function unwrap(reply) {
+  const parsed = JSON.parse(reply);
+  if (parsed.error !== undefined) throw new Error(parsed.error);
+  return parsed.ok;
+}
+const call = (op, args) => unwrap(hostCall(op, JSON.stringify(args === undefined ? null : args)));
+const callAsync = async (op, args) => unwrap(await hostCallAsync(op, JSON.stringify(args === undefined ? null : args)));
+
+function makeContext(base) {
+  const context = { ...base };
+  context.recordSignal = (request) => call("recordSignal", request);
+  context.store = Object.freeze({
+    sendMessage: (message) => call("store.sendMessage", message),
+    recordSignal: (request) => call("store.recordSignal", request),
+    listAgents: () => call("store.listAgents"),
+    listMessages: (query) => call("store.listMessages", query ?? {}),
+    listSignals: (query) => call("store.listSignals", query ?? {}),
+    projectStats: () => call("store.projectStats"),
+    config: () => call("store.config"),
+  });
+  context.state = Object.freeze({
+    read: (name) => call("state.read", { name }),
+    write: (name, value) => call("state.write", { name, value }),
+  });
+  context.time = Object.freeze({
+    now: () => call("time.now"),
+    nextCron: (expr, timezone, afterIso) => call("time.nextCron", { expr, timezone, after: afterIso }),
+    sleep: (ms) => callAsync("time.sleep", { ms }),
+  });
+  context.console = globalThis.console;
+  if (base.hooks) {
+    context.hasPendingSignals = () => call("hasPendingSignals");
+    context.hasPendingSignalsForAgent = (agentId, includeNotReady) =>
+      call("hasPendingSignalsForAgent", { agentId, includeNotReady: Boolean(includeNotReady) });
+    delete context.hooks;
+  }
+  return Object.freeze(context);
+}
+
+const out = (value) => JSON.stringify(value === undefined ? null : value);
+
+export async function support(baseJson, tool, inputJson) {
+  const factory = typeof pack.createControllerToolpack === "function" ? pack.createControllerToolpack : pack.default;
+  if (typeof factory !== "function") {
+    throw new Error(`Controller module for ${PACK_ID} must export createControllerToolpack`);
+  }
+  const instance = await factory(makeContext(JSON.parse(baseJson)));
+  const input = JSON.parse(inputJson);
+  if (instance && typeof instance.support === "function") {
+    return out(await instance.support(tool, input));
+  }
+  const handlers = instance && instance.tools !== undefined ? instance.tools : instance;
+  const handler = handlers ? handlers[tool] : undefined;
+  if (typeof handler !== "function") {
+    throw new Error(`Controller side for ${PACK_ID} did not handle ${tool}`);
+  }
+  return out(await handler(input));
+}
+
+export async function webui(baseJson, entryId, inputJson) {
+  const context = makeContext(JSON.parse(baseJson));
+  const instance = typeof pack.createWebuiToolpack === "function"
+    ? await pack.createWebuiToolpack(context)
+    : (pack.webui !== undefined ? pack.webui : pack.default);
+  const input = JSON.parse(inputJson);
+  if (typeof instance === "function") {
+    return out(await instance(entryId, input));
+  }
+  const handlers = instance && (instance.webui ?? instance.tools ?? instance);
+  const handler = handlers ? handlers[entryId] : undefined;
+  if (typeof handler !== "function") {
+    throw new Error(`WebUI side for ${PACK_ID} did not handle ${entryId}`);
+  }
+  return out(await handler(input));
+}
+
+export function hasSchedulerHook() {
+  return out(typeof pack.schedulerTick === "function" || typeof pack.createSchedulerToolpack === "function");
+}
+
+export async function schedulerTick(baseJson) {
+  const context = makeContext({ ...JSON.parse(baseJson), hooks: true });
+  if (typeof pack.schedulerTick === "function") {
+    return out(await pack.schedulerTick(context));
+  }
+  if (typeof pack.createSchedulerToolpack === "function") {
+    const instance = await pack.createSchedulerToolpack(context);
+    const handler = typeof instance === "function" ? instance : (instance?.schedulerTick ?? instance?.tick);
+    if (typeof handler !== "function") return out(null);
+    return out(await handler.call(instance));
+  }
+  return out(null);
+}

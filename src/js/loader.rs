@@ -1,0 +1,98 @@
+//! Module resolution and loading confined to one toolpack root.
+//!
+//! Only relative specifiers (`./x.mjs`, `../lib/y.js`) are accepted; they resolve against the
+//! importing module's directory, are normalized, followed through symlinks and must still be
+//! inside the pack root, and must end in `.mjs` or `.js`. Bare specifiers (`lodash`), URLs and
+//! absolute paths are refused. Internal modules (`suzumio:*`) are served from memory.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+
+use rquickjs::loader::{Loader, Resolver};
+use rquickjs::module::Declared;
+use rquickjs::{Ctx, Error, Module, Result};
+
+pub struct PackResolver {
+    root: PathBuf,
+    pack_id: String,
+}
+
+impl PackResolver {
+    pub fn new(root: PathBuf, pack_id: String) -> Self {
+        PackResolver { root, pack_id }
+    }
+
+    fn refuse(&self, base: &str, name: &str, why: &str) -> Error {
+        Error::new_resolving_message(base, name, format!("toolpack {}: {why}", self.pack_id))
+    }
+}
+
+impl Resolver for PackResolver {
+    fn resolve<'js>(
+        &mut self,
+        _ctx: &Ctx<'js>,
+        base: &str,
+        name: &str,
+        _attributes: Option<rquickjs::loader::ImportAttributes<'js>>,
+    ) -> Result<String> {
+        if name.starts_with("suzumio:") {
+            return Ok(name.to_string());
+        }
+        // The glue imports the pack module by its absolute path; pack code may not.
+        let from_glue = base.starts_with("suzumio:") && name.starts_with('/');
+        if !(name.starts_with("./") || name.starts_with("../") || from_glue) {
+            let why = if name.contains("://") || name.starts_with("data:") {
+                "URL imports are not allowed; ship the module inside the toolpack"
+            } else if name.starts_with('/') {
+                "absolute imports are not allowed; use a path relative to the importing module"
+            } else {
+                "bare module specifiers are not allowed (no packages are installed); use a relative path such as ./lib.mjs"
+            };
+            return Err(self.refuse(base, name, why));
+        }
+        let base_dir = if base.starts_with("suzumio:") {
+            self.root.clone()
+        } else {
+            Path::new(base).parent().map(Path::to_path_buf).unwrap_or_else(|| self.root.clone())
+        };
+        let mut joined = PathBuf::new();
+        for c in base_dir.join(name).components() {
+            match c {
+                Component::ParentDir => {
+                    joined.pop();
+                }
+                Component::CurDir => {}
+                other => joined.push(other),
+            }
+        }
+        if joined.extension().is_none_or(|e| e != "mjs" && e != "js") {
+            return Err(self.refuse(base, name, "only .mjs and .js modules can be imported"));
+        }
+        let canonical_root = self.root.canonicalize().unwrap_or_else(|_| self.root.clone());
+        let resolved = joined.canonicalize().map_err(|_| self.refuse(base, name, "module file does not exist"))?;
+        if !resolved.starts_with(&canonical_root) {
+            return Err(self.refuse(base, name, "imports must stay inside the toolpack directory"));
+        }
+        Ok(resolved.to_string_lossy().into_owned())
+    }
+}
+
+/// Loads resolved files from disk, and internal modules from memory.
+pub struct PackLoader {
+    pub internal: HashMap<String, String>,
+}
+
+impl Loader for PackLoader {
+    fn load<'js>(
+        &mut self,
+        ctx: &Ctx<'js>,
+        name: &str,
+        _attributes: Option<rquickjs::loader::ImportAttributes<'js>>,
+    ) -> Result<Module<'js, Declared>> {
+        let source = match self.internal.get(name) {
+            Some(source) => source.clone(),
+            None => std::fs::read_to_string(name).map_err(|e| Error::new_loading_message(name, e.to_string()))?,
+        };
+        Module::declare(ctx.clone(), name, source)
+    }
+}
