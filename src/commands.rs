@@ -173,3 +173,42 @@ fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
 fn list_or_none(items: &[String]) -> String {
     if items.is_empty() { "none".to_string() } else { items.join(", ") }
 }
+
+/// `suzumio ui <dir> <pack>/<entry> [json]`: run a WebUI entry and render its result.
+/// Errors carry their exit code: 2 for input the user must fix, 1 for handler failures.
+pub async fn ui(dir: &Path, target: &str, input: Option<&str>, as_json: bool) -> Result<String, (u8, String)> {
+    use crate::support::InvokeError;
+    let Some((pack, entry)) = target.split_once('/') else {
+        return Err((2, format!("`{target}` is not <toolpack>/<entry> (e.g. core/project.stats)")));
+    };
+    let input: serde_json::Value = match input {
+        None => json!({}),
+        Some(text) => serde_json::from_str(text).map_err(|e| (2, format!("the input is not valid JSON: {e}")))?,
+    };
+    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
+    let output = tools.invoke_webui(pack, entry, input).await.map_err(|e| {
+        let code = match e {
+            InvokeError::Handler(_) | InvokeError::Internal(_) => 1,
+            _ => 2,
+        };
+        (code, e.to_string())
+    })?;
+    if as_json {
+        return Ok(serde_json::to_string_pretty(&output).unwrap_or_default() + "\n");
+    }
+    let mut out = String::new();
+    if let Some(title) = &output.title {
+        let _ = writeln!(out, "{title}");
+    }
+    if let Some(metrics) = output.metadata.as_ref().and_then(|m| m.get("metrics")).and_then(|m| m.as_array()) {
+        for m in metrics {
+            let value = match &m["value"] {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let _ = writeln!(out, "  {}: {value}", m["label"].as_str().unwrap_or(""));
+        }
+    }
+    let _ = writeln!(out, "{}", output.output);
+    Ok(out)
+}

@@ -15,6 +15,7 @@ pub mod backend;
 pub mod clock;
 pub mod commands;
 pub mod config;
+pub mod controller;
 pub mod js;
 pub mod project;
 pub mod rpc;

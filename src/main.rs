@@ -1,15 +1,22 @@
 //! The `suzumio` CLI: parse arguments, call the library, map the outcome to an exit code
 //! (0 ok, 1 failure at run time, 2 invalid input or config).
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use suzumio::commands;
 use suzumio::config::InvalidInput;
+use suzumio::config::diag::sorted;
+use suzumio::controller::{self, RunOptions};
 
 #[derive(Parser)]
-#[command(name = "suzumio", version = suzumio::VERSION, about = "Run multi-agent projects: hardened runner containers, allowlisted toolpacks, a signal scheduler.")]
+#[command(
+    name = "suzumio",
+    version = suzumio::VERSION,
+    about = "Run multi-agent projects: hardened runner containers, allowlisted toolpacks, a signal scheduler."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -33,24 +40,112 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the project: open its state and serve the HTTP API until Ctrl-C.
+    Run {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// Address to listen on. Anything but loopback requires --token.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: IpAddr,
+        /// Port to listen on (0 picks a free one).
+        #[arg(long, default_value_t = 39400)]
+        port: u16,
+        /// API token required as `Authorization: Bearer <token>` on every request.
+        #[arg(long, env = "SUZUMIO_API_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
+    /// Invoke a toolpack's WebUI entry against the project state and print the result.
+    Ui {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The entry as <toolpack>/<entry>, e.g. core/project.stats.
+        target: String,
+        /// The input as a JSON object (default {}).
+        input: Option<String>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Check { dir } => commands::check(&dir),
-        Command::Tools { dir, agent, json } => commands::tools(&dir, agent.as_deref(), json),
-    };
+    let verbose = matches!(cli.command, Command::Run { .. });
+    init_logging(verbose);
+    match cli.command {
+        Command::Check { dir } => print_output(commands::check(&dir)),
+        Command::Tools { dir, agent, json } => print_output(commands::tools(&dir, agent.as_deref(), json)),
+        Command::Run { dir, host, port, token } => block_on(async move {
+            let options = RunOptions { host, port, token };
+            let announce = |tools: &suzumio::support::ToolHost, addr: std::net::SocketAddr| {
+                println!("suzumio: project {} is served at http://{addr} (Ctrl-C to stop)", tools.name());
+            };
+            let shutdown = async {
+                let _ = tokio::signal::ctrl_c().await;
+                eprintln!("suzumio: shutting down");
+            };
+            match controller::run(&dir, options, announce, shutdown).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("{}", error_text(&e.to_string()));
+                    ExitCode::from(e.exit_code())
+                }
+            }
+        }),
+        Command::Ui { dir, target, input, json } => block_on(async move {
+            match commands::ui(&dir, &target, input.as_deref(), json).await {
+                Ok(out) => {
+                    print!("{out}");
+                    ExitCode::SUCCESS
+                }
+                Err((code, message)) => {
+                    eprintln!("{}", error_text(&message));
+                    ExitCode::from(code)
+                }
+            }
+        }),
+    }
+}
+
+fn init_logging(verbose: bool) {
+    let default = if verbose { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SUZUMIO_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_target(false)
+        .init();
+}
+
+fn block_on(work: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt.block_on(work),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Errors already rendered as `error: ...` lines (config validation) are printed as they are.
+fn error_text(message: &str) -> String {
+    if message.starts_with("error: ") { message.to_string() } else { format!("error: {message}") }
+}
+
+fn print_output(result: Result<commands::Output, InvalidInput>) -> ExitCode {
     match result {
         Ok(out) => {
-            for w in suzumio::config::diag::sorted(&out.warnings) {
+            for w in sorted(&out.warnings) {
                 eprintln!("warning: {w}");
             }
             print!("{}", out.stdout);
             ExitCode::SUCCESS
         }
         Err(InvalidInput(d)) => {
-            for w in suzumio::config::diag::sorted(&d.warnings) {
+            for w in sorted(&d.warnings) {
                 eprintln!("warning: {w}");
             }
             eprintln!("{}", InvalidInput(d));

@@ -192,12 +192,27 @@ pub enum ToolpackRef {
         pack: BuiltinPack,
         loc: Loc,
     },
-    /// A local pack directory (absolute) and the id the config expects, if it says one.
+    /// A local pack directory (absolute), the id the config expects if it says one, and the
+    /// limits of its JavaScript runtimes.
     Local {
         path: PathBuf,
         id: Option<String>,
+        limits: PackLimits,
         loc: Loc,
     },
+}
+
+/// Limits of a local pack's JavaScript (per call deadline, heap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackLimits {
+    pub timeout_ms: u64,
+    pub memory_mb: u64,
+}
+
+impl Default for PackLimits {
+    fn default() -> Self {
+        PackLimits { timeout_ms: 10_000, memory_mb: 64 }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -367,8 +367,14 @@ fn read_toolpacks(top: &Obj, config_dir: &Path, d: &mut Diagnostics) -> Vec<Tool
                 ),
             },
             Value::Map(_) => {
-                let Some(entry) = Obj::open(item, &path, &["path", "id"], &[], d) else { continue };
+                let keys = &["path", "id", "timeoutMs", "memoryMb"];
+                let Some(entry) = Obj::open(item, &path, keys, &[], d) else { continue };
                 let id = entry.string("id", d);
+                let defaults = PackLimits::default();
+                let limits = PackLimits {
+                    timeout_ms: entry.int_at_least("timeoutMs", 1, d).map_or(defaults.timeout_ms, |v| v as u64),
+                    memory_mb: entry.int_at_least("memoryMb", 4, d).map_or(defaults.memory_mb, |v| v as u64),
+                };
                 let Some(raw) = entry.req_string("path", d) else { continue };
                 let loc = entry.key_loc("path");
                 let lower = raw.to_ascii_lowercase();
@@ -384,7 +390,7 @@ fn read_toolpacks(top: &Obj, config_dir: &Path, d: &mut Diagnostics) -> Vec<Tool
                 match std::fs::metadata(&dir) {
                     Ok(m) if m.is_dir() => {
                         let dir = dir.canonicalize().unwrap_or(dir);
-                        out.push(ToolpackRef::Local { path: dir, id, loc: item.loc.clone() });
+                        out.push(ToolpackRef::Local { path: dir, id, limits, loc: item.loc.clone() });
                     }
                     Ok(_) => d.error(
                         Some(&loc),

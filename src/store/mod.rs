@@ -1,4 +1,526 @@
-//! The project store: SQLite (WAL, one writer, migrations) for agents, activations, messages,
-//! signals, tool calls and events; atomic toolpack state files. The only module that writes SQL.
+//! The project store: SQLite (WAL, one writer, versioned migrations) for the project, agents,
+//! activations, messages, signals, tool calls, events and history; plus atomic toolpack state
+//! files ([`state_files`]). The only module that writes SQL.
 //!
-//! Lands with issue [B]; nothing here yet.
+//! Shape: [`Store`] is a cheap handle (an `Arc`) over two connections to
+//! `<root>/.suzumio/state.db` — one writer behind a mutex, through which every state change runs
+//! as exactly one transaction together with the events it appends, and one read connection for
+//! queries. After a commit the new events go out on a broadcast channel ([`Store::subscribe`]).
+//! The API is synchronous: async callers use `spawn_blocking` or a dedicated thread.
+//!
+//! It enforces the data rules of the reference (signal targets, statuses, priorities, useful
+//! effects, signal selection) but makes no scheduling decisions and never talks to containers,
+//! models or the network. Who may send what (communication policy, callSupport checks) is the
+//! callers' business.
+
+mod activations;
+mod error;
+mod messages;
+mod model;
+mod schema;
+mod signals;
+pub mod state_files;
+mod stats;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rusqlite::types::Type;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::clock::{Clock, iso};
+use crate::config::ProjectConfig;
+
+pub use error::StoreError;
+pub use model::*;
+pub use schema::latest_version as schema_version;
+pub use state_files::{StateError, StateFiles, StateLock};
+pub use stats::{LAST_ERROR_CAP, TARGET_CAP};
+
+/// The directory (under the project root) that holds the controller's own state.
+pub const STATE_DIR: &str = ".suzumio";
+pub const DB_FILE: &str = "state.db";
+/// Broadcast buffer: a subscriber that falls further behind gets `Lagged` and should resume from
+/// [`Store::events_after`].
+pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
+/// Upper bound for every list query, whatever the caller asks for.
+pub const MAX_LIMIT: usize = 500;
+const DEFAULT_LIMIT: usize = 50;
+const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
+
+/// A handle on one project's state. Clone it freely; all clones share the connections.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    clock: Arc<dyn Clock>,
+    /// Agent ids of the current config, in config order: the recipients and channel members.
+    /// Rows of agents removed from the config stay in the table (status `stopped`) but are not
+    /// addressable.
+    roster: Vec<String>,
+    channels: Vec<String>,
+    writer: Mutex<Connection>,
+    reader: Mutex<Connection>,
+    events: broadcast::Sender<EventRecord>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.inner.path).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Open (creating if needed) `<config.root>/.suzumio/state.db`, migrate it, and sync the
+    /// project row and agent rows with `config`.
+    pub fn open(config: &ProjectConfig, clock: Arc<dyn Clock>) -> Result<Store, StoreError> {
+        Store::open_with_config_json(config, clock, None)
+    }
+
+    /// [`Store::open`], also recording the resolved config as JSON on the project row
+    /// (`None` keeps what is stored).
+    pub fn open_with_config_json(
+        config: &ProjectConfig,
+        clock: Arc<dyn Clock>,
+        config_json: Option<&str>,
+    ) -> Result<Store, StoreError> {
+        let dir = config.root.join(STATE_DIR);
+        std::fs::create_dir_all(&dir).map_err(|source| StoreError::CreateDir { path: dir.clone(), source })?;
+        let path = dir.join(DB_FILE);
+
+        let mut writer = Connection::open(&path)?;
+        configure(&writer, &path)?;
+        schema::migrate(&mut writer, &path)?;
+
+        // Opened read-only after the writer put the file in WAL mode: the "one writer" rule is
+        // then enforced by SQLite, not only by convention.
+        let reader = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        reader.busy_timeout(BUSY_TIMEOUT)?;
+
+        let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
+        let store = Store {
+            inner: Arc::new(Inner {
+                path,
+                clock,
+                roster: config.agents.iter().map(|a| a.id.clone()).collect(),
+                channels: config.channels.clone(),
+                writer: Mutex::new(writer),
+                reader: Mutex::new(reader),
+                events,
+            }),
+        };
+        store.sync_config(config, config_json)?;
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The store's clock reading (the time every write stamps).
+    pub fn now(&self) -> DateTime<Utc> {
+        self.inner.clock.now()
+    }
+
+    /// Channels declared in the config.
+    pub fn channels(&self) -> &[String] {
+        &self.inner.channels
+    }
+
+    /// Events committed from now on. Events are sent in id order, after their transaction
+    /// committed, so a receiver never sees a change it cannot read back.
+    pub fn subscribe(&self) -> broadcast::Receiver<EventRecord> {
+        self.inner.events.subscribe()
+    }
+
+    /// Events with `id > after_id`, oldest first, at most `limit` (capped at 1000).
+    pub fn events_after(&self, after_id: i64, limit: usize) -> Result<Vec<EventRecord>, StoreError> {
+        let limit = limit.clamp(1, 1000) as i64;
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, type, data_json, created_at FROM events WHERE id > ?1 ORDER BY id LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![after_id, limit], event_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// Append a free-form timeline event (monitors record their dedupe keys this way).
+    pub fn append_event(&self, kind: &str, data: Value) -> Result<EventRecord, StoreError> {
+        self.write(|w| w.event(kind, data))
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // project and agents
+
+    pub fn project(&self) -> Result<ProjectRecord, StoreError> {
+        self.read(|conn| Ok(project_row(conn)?))
+    }
+
+    pub fn set_project_status(&self, status: ProjectStatus) -> Result<ProjectRecord, StoreError> {
+        self.write(|w| {
+            let previous = project_row(w.tx)?.status;
+            w.tx.execute("UPDATE project SET status = ?1, updated_at = ?2 WHERE id = 1", params![status, w.now])?;
+            if previous != status {
+                w.event("project.status", json!({"status": status.as_str(), "previous": previous.as_str()}))?;
+            }
+            Ok(project_row(w.tx)?)
+        })
+    }
+
+    /// `completion.submit`'s store side (reference §4.4): the project becomes `submitted` with
+    /// `submitted_report` = `report_path`, plus a `project.submitted` event and a closed, useful
+    /// `completion.submitted` signal attributed to the submitting activation. Writing the report
+    /// file is the caller's job.
+    pub fn submit_project(
+        &self,
+        report_path: &str,
+        source_agent: Option<&str>,
+        source_activation: Option<&str>,
+    ) -> Result<SignalRecord, StoreError> {
+        self.write(|w| {
+            let previous = project_row(w.tx)?.status;
+            w.tx.execute(
+                "UPDATE project SET status = 'submitted', submitted_report = ?1, updated_at = ?2 WHERE id = 1",
+                params![report_path, w.now],
+            )?;
+            if previous != ProjectStatus::Submitted {
+                w.event("project.status", json!({"status": "submitted", "previous": previous.as_str()}))?;
+            }
+            w.event("project.submitted", json!({"reportPath": report_path, "agentId": source_agent}))?;
+            let kind = "completion.submitted";
+            let plan = signals::plan_signals(&self.inner.roster, None, None, None, kind, None);
+            w.insert_signal(
+                &plan[0],
+                kind,
+                source_agent,
+                source_activation,
+                crate::config::Priority::P2,
+                &json!({"reportPath": report_path}),
+                None,
+            )
+        })
+    }
+
+    /// Every agent row, current config agents first in config order, then removed ones.
+    pub fn agents(&self) -> Result<Vec<AgentRecord>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!("SELECT {AGENT_COLUMNS} FROM agents ORDER BY position, id"))?;
+            let rows = stmt.query_map([], agent_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    pub fn agent(&self, id: &str) -> Result<Option<AgentRecord>, StoreError> {
+        self.read(|conn| Ok(agent_row(conn, id)?))
+    }
+
+    /// Set an agent's status (the scheduler sets idle agents `quiet`). Adds `agent.status` when
+    /// it changes.
+    pub fn set_agent_status(&self, id: &str, status: AgentStatus) -> Result<AgentRecord, StoreError> {
+        self.write(|w| {
+            w.set_agent_status(id, status)?;
+            agent_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownAgent(id.to_string()))
+        })
+    }
+
+    /// Make the project row and agent rows match the config. Tokens are created once and kept.
+    fn sync_config(&self, config: &ProjectConfig, config_json: Option<&str>) -> Result<(), StoreError> {
+        self.write(|w| {
+            let exists = w.tx.query_row("SELECT COUNT(*) FROM project", [], |r| r.get::<_, i64>(0))? > 0;
+            if exists {
+                w.tx.execute(
+                    "UPDATE project SET name = ?1, task = ?2, config_json = COALESCE(?3, config_json), updated_at = ?4
+                     WHERE id = 1",
+                    params![config.name, config.task, config_json, w.now],
+                )?;
+            } else {
+                w.tx.execute(
+                    "INSERT INTO project (id, name, task, status, config_json, created_at, updated_at)
+                     VALUES (1, ?1, ?2, 'initialized', ?3, ?4, ?4)",
+                    params![config.name, config.task, config_json, w.now],
+                )?;
+                w.event("project.initialized", json!({"name": config.name}))?;
+            }
+
+            for (position, agent) in config.agents.iter().enumerate() {
+                match agent_row(w.tx, &agent.id)? {
+                    Some(existing) => {
+                        w.tx.execute(
+                            "UPDATE agents SET position = ?2, role = ?3, display_name = ?4 WHERE id = ?1",
+                            params![agent.id, position as i64, agent.role, agent.display_name],
+                        )?;
+                        // An agent put back into the config comes back to life.
+                        if existing.status == AgentStatus::Stopped {
+                            w.set_agent_status(&agent.id, AgentStatus::Quiet)?;
+                        }
+                    }
+                    None => {
+                        w.tx.execute(
+                            "INSERT INTO agents (id, position, role, display_name, status, token, created_at, updated_at)
+                             VALUES (?1, ?2, ?3, ?4, 'quiet', ?5, ?6, ?6)",
+                            params![agent.id, position as i64, agent.role, agent.display_name, new_token(), w.now],
+                        )?;
+                        w.event("agent.added", json!({"agentId": agent.id}))?;
+                    }
+                }
+            }
+
+            // Removed agents keep their rows (their messages and history still point at them)
+            // but stop: the scheduler skips `stopped` agents.
+            let removed: Vec<String> = {
+                let mut stmt = w.tx.prepare("SELECT id FROM agents WHERE status != 'stopped'")?;
+                let ids = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
+                ids.into_iter().filter(|id| config.agent(id).is_none()).collect()
+            };
+            for (offset, id) in removed.iter().enumerate() {
+                w.tx.execute(
+                    "UPDATE agents SET position = ?2 WHERE id = ?1",
+                    params![id, (config.agents.len() + offset) as i64],
+                )?;
+                w.set_agent_status(id, AgentStatus::Stopped)?;
+            }
+            Ok(())
+        })
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // plumbing
+
+    /// Run `f` as one IMMEDIATE transaction on the writer; publish its events after commit.
+    fn write<T>(&self, f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut conn = lock(&self.inner.writer);
+        // IMMEDIATE takes the write lock at BEGIN, so a CLI process writing to the same file
+        // waits (busy_timeout) instead of failing on a read-to-write upgrade.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut w = WriteTx { tx: &tx, now: iso(self.inner.clock.now()), events: Vec::new() };
+        let out = f(&mut w)?;
+        let events = std::mem::take(&mut w.events);
+        tx.commit()?;
+        // Still holding the writer lock, so subscribers see events in id order.
+        for event in events {
+            // No receivers is not an error: nobody is watching.
+            let _ = self.inner.events.send(event);
+        }
+        Ok(out)
+    }
+
+    /// Run `f` on the read connection.
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let conn = lock(&self.inner.reader);
+        f(&conn)
+    }
+
+    fn is_roster_agent(&self, id: &str) -> bool {
+        self.inner.roster.iter().any(|a| a == id)
+    }
+}
+
+/// A poisoned mutex only means another thread panicked mid-call; the connection itself is
+/// still consistent (SQLite rolled back the unfinished transaction), so keep using it.
+fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn configure(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::NotWal { path: path.to_path_buf(), mode });
+    }
+    // FULL: a commit is on disk before we report it, so no acknowledged signal is lost on a crash.
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+/// One write transaction in progress: the rows it writes and the events it will publish.
+struct WriteTx<'a> {
+    tx: &'a Transaction<'a>,
+    /// The timestamp of everything this transaction writes.
+    now: String,
+    events: Vec<EventRecord>,
+}
+
+impl WriteTx<'_> {
+    fn event(&mut self, kind: &str, data: Value) -> Result<EventRecord, StoreError> {
+        self.tx.execute(
+            "INSERT INTO events (type, data_json, created_at) VALUES (?1, ?2, ?3)",
+            params![kind, data.to_string(), self.now],
+        )?;
+        let record =
+            EventRecord { id: self.tx.last_insert_rowid(), kind: kind.to_string(), data, created_at: self.now.clone() };
+        self.events.push(record.clone());
+        Ok(record)
+    }
+
+    /// Set the status (no-op when unchanged), adding `agent.status`.
+    fn set_agent_status(&mut self, id: &str, status: AgentStatus) -> Result<(), StoreError> {
+        let previous: Option<AgentStatus> =
+            self.tx.query_row("SELECT status FROM agents WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+        let previous = previous.ok_or_else(|| StoreError::UnknownAgent(id.to_string()))?;
+        if previous != status {
+            self.tx.execute(
+                "UPDATE agents SET status = ?2, updated_at = ?3 WHERE id = ?1",
+                params![id, status, self.now],
+            )?;
+            self.event(
+                "agent.status",
+                json!({"agentId": id, "status": status.as_str(), "previous": previous.as_str()}),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ids, tokens, row mapping
+
+/// `<prefix>_<uuid v7>`: unique, and roughly time-ordered within a process.
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// An agent's private token: 24 random bytes, base64url without padding (32 characters).
+fn new_token() -> String {
+    // Version-4 UUIDs come from the OS CSPRNG; bytes 6 and 8 carry the version and variant bits,
+    // so only the other 14 bytes of each are random. Two UUIDs give 28 random bytes.
+    let mut bytes = Vec::with_capacity(28);
+    for _ in 0..2 {
+        let uuid = uuid::Uuid::new_v4();
+        bytes.extend(uuid.as_bytes().iter().enumerate().filter(|(i, _)| *i != 6 && *i != 8).map(|(_, b)| *b));
+    }
+    base64url(&bytes[..24])
+}
+
+/// base64url (RFC 4648 §5) without padding; a dozen lines instead of a dependency.
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = (u32::from(chunk[0]) << 16)
+            | (u32::from(chunk.get(1).copied().unwrap_or(0)) << 8)
+            | u32::from(chunk.get(2).copied().unwrap_or(0));
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+        }
+    }
+    out
+}
+
+/// Parse a JSON text column, reporting a corrupt value as a conversion error of that column.
+fn json_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Value> {
+    let text: String = row.get(index)?;
+    serde_json::from_str(&text).map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(e)))
+}
+
+fn opt_json_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<Value>> {
+    let text: Option<String> = row.get(index)?;
+    text.map(|t| {
+        serde_json::from_str(&t).map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(e)))
+    })
+    .transpose()
+}
+
+fn event_from_row(row: &Row<'_>) -> rusqlite::Result<EventRecord> {
+    Ok(EventRecord { id: row.get(0)?, kind: row.get(1)?, data: json_column(row, 2)?, created_at: row.get(3)? })
+}
+
+fn project_row(conn: &Connection) -> rusqlite::Result<ProjectRecord> {
+    conn.query_row(
+        "SELECT name, task, status, config_json, submitted_report, created_at, updated_at FROM project WHERE id = 1",
+        [],
+        |r| {
+            Ok(ProjectRecord {
+                name: r.get(0)?,
+                task: r.get(1)?,
+                status: r.get(2)?,
+                config_json: r.get(3)?,
+                submitted_report: r.get(4)?,
+                created_at: r.get(5)?,
+                updated_at: r.get(6)?,
+            })
+        },
+    )
+}
+
+const AGENT_COLUMNS: &str = "id, role, display_name, status, token, active_activation_id, created_at, updated_at";
+
+fn agent_from_row(r: &Row<'_>) -> rusqlite::Result<AgentRecord> {
+    Ok(AgentRecord {
+        id: r.get(0)?,
+        role: r.get(1)?,
+        display_name: r.get(2)?,
+        status: r.get(3)?,
+        token: r.get(4)?,
+        active_activation_id: r.get(5)?,
+        created_at: r.get(6)?,
+        updated_at: r.get(7)?,
+    })
+}
+
+fn agent_row(conn: &Connection, id: &str) -> rusqlite::Result<Option<AgentRecord>> {
+    conn.query_row(&format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = ?1"), [id], agent_from_row).optional()
+}
+
+/// Clamp a caller's limit to `1..=MAX_LIMIT` (default when absent).
+fn clamp_limit(limit: Option<usize>) -> i64 {
+    limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT) as i64
+}
+
+/// An absent or empty string is "not given" (JS callers send `""` for unset form fields).
+fn given(value: &Option<String>) -> Option<&str> {
+    value.as_deref().filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64url_matches_rfc4648_vectors() {
+        // RFC 4648 §10 vectors, without padding, plus bytes that hit `-` and `_`.
+        let cases: &[(&[u8], &str)] = &[
+            (b"", ""),
+            (b"f", "Zg"),
+            (b"fo", "Zm8"),
+            (b"foo", "Zm9v"),
+            (b"foob", "Zm9vYg"),
+            (b"fooba", "Zm9vYmE"),
+            (b"foobar", "Zm9vYmFy"),
+            (&[0xfb, 0xff, 0xbf], "-_-_"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(base64url(input), *expected, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn tokens_are_32_url_safe_chars_and_differ() {
+        let a = new_token();
+        let b = new_token();
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'), "{a}");
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn ids_have_prefix_and_are_unique() {
+        let a = new_id("sig");
+        let b = new_id("sig");
+        assert!(a.starts_with("sig_") && a.len() == 4 + 32, "{a}");
+        assert_ne!(a, b);
+    }
+}

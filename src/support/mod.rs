@@ -1,4 +1,325 @@
-//! The callSupport broker: the verification chain, then dispatch to a built-in handler or a
-//! pack's controller module.
+//! The controller side of tools: running controller-side handlers (built-in Rust ones and the
+//! `controller.mjs` of local packs) for WebUI entries and support calls, with the capabilities
+//! packs get through [`ops::ControllerOps`]. The verification chain of runner `callSupport`
+//! requests (issue [D]) sits in front of [`ToolHost::support`].
 //!
-//! Lands with issue [D]; nothing here yet.
+//! It validates every input against its schema before a handler runs and every handler result
+//! against the `{output, title?, metadata?}` shape after. It does not speak HTTP (see `web`).
+
+pub mod builtin_webui;
+pub mod ops;
+pub mod output;
+pub mod packs;
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::js::{CallScope, JsCall, JsError};
+use crate::project::Project;
+use crate::store::{MessageSent, SendMessage, StateFiles, Store, StoreError};
+use crate::toolpack::schema::InputError;
+use crate::toolpack::{Toolpack, WebuiEntry};
+pub use output::{ToolOutput, parse_output};
+
+/// Why an invocation did not produce an output. Each variant maps to one HTTP status.
+#[derive(Debug, thiserror::Error)]
+pub enum InvokeError {
+    #[error("Unknown toolpack: {0}")]
+    UnknownPack(String),
+    #[error("Unknown WebUI tool entry {entry} in {pack}")]
+    UnknownEntry { pack: String, entry: String },
+    #[error("Unknown tool {tool} in toolpack {pack}")]
+    UnknownTool { pack: String, tool: String },
+    /// The input does not match the schema; every failing instance path is listed.
+    #[error("input does not match the schema: {}", describe_input_errors(.0))]
+    InvalidInput(Vec<InputError>),
+    /// A request the user can fix (unknown agent, bad priority, ...).
+    #[error("{0}")]
+    Rejected(String),
+    /// The handler (a pack or a built-in) failed; the message says which and why.
+    #[error("{0}")]
+    Handler(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+pub fn describe_input_errors(errors: &[InputError]) -> String {
+    errors
+        .iter()
+        .map(|e| if e.pointer.is_empty() { e.message.clone() } else { format!("{}: {}", e.pointer, e.message) })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl From<StoreError> for InvokeError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Database(_) | StoreError::Io(_) | StoreError::CreateDir { .. } => {
+                InvokeError::Internal(e.to_string())
+            }
+            other => InvokeError::Rejected(other.to_string()),
+        }
+    }
+}
+
+impl From<JsError> for InvokeError {
+    fn from(e: JsError) -> Self {
+        tracing::warn!("{}", e.with_stack());
+        InvokeError::Handler(e.to_string())
+    }
+}
+
+/// Everything the controller needs to run controller-side handlers for one project.
+pub struct ToolHost {
+    pub project: Arc<Project>,
+    pub store: Store,
+    pub state: StateFiles,
+    packs: packs::PackRuntimes,
+}
+
+impl ToolHost {
+    pub fn new(project: Arc<Project>, store: Store, state: StateFiles) -> Arc<ToolHost> {
+        let ops = Arc::new(ops::ControllerOps::new(project.clone(), store.clone(), state.clone()));
+        Arc::new(ToolHost { project, store, state, packs: packs::PackRuntimes::new(ops) })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.project.config.name
+    }
+
+    /// Every WebUI entry of every registered pack, as `GET tool-ui` returns them.
+    pub fn webui_catalog(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for pack in self.project.registry.packs() {
+            for entry in &pack.webui {
+                let mut item = json!({
+                    "id": entry.id,
+                    "title": entry.title,
+                    "kind": entry.kind.as_str(),
+                    "toolpackId": pack.id,
+                    "toolpackKind": pack.kind_name(),
+                    "relatedTools": entry.related_tools,
+                });
+                let extra = [
+                    ("description", entry.description.as_ref().map(|d| json!(d))),
+                    ("inputSchema", entry.input_schema.clone()),
+                    ("submitLabel", entry.submit_label.as_ref().map(|s| json!(s))),
+                    ("presentation", entry.presentation.as_ref().map(presentation_json)),
+                ];
+                for (key, value) in extra {
+                    if let Some(value) = value {
+                        item[key] = value;
+                    }
+                }
+                out.push(item);
+            }
+        }
+        out
+    }
+
+    fn find_entry(&self, pack_id: &str, entry_id: &str) -> Result<(&Toolpack, &WebuiEntry), InvokeError> {
+        let pack = self.project.registry.pack(pack_id).ok_or_else(|| InvokeError::UnknownPack(pack_id.to_string()))?;
+        let entry = pack
+            .webui
+            .iter()
+            .find(|e| e.id == entry_id)
+            .ok_or_else(|| InvokeError::UnknownEntry { pack: pack_id.to_string(), entry: entry_id.to_string() })?;
+        Ok((pack, entry))
+    }
+
+    /// Run a WebUI entry: input checked against the entry's schema first, then the handler
+    /// (built-in Rust or the pack's controller module), then the output shape.
+    pub async fn invoke_webui(&self, pack_id: &str, entry_id: &str, input: Value) -> Result<ToolOutput, InvokeError> {
+        let (pack, entry) = self.find_entry(pack_id, entry_id)?;
+        let input = if input.is_null() { json!({}) } else { input };
+        if !input.is_object() {
+            return Err(InvokeError::InvalidInput(vec![InputError {
+                pointer: String::new(),
+                message: "the input must be a JSON object".into(),
+            }]));
+        }
+        entry.check_input(&input).map_err(InvokeError::InvalidInput)?;
+        let Some(host) = self.packs.controller(pack).await else {
+            return builtin_webui::invoke(self, &pack.id, &entry.id, &input);
+        };
+        let host = host?;
+        let base = json!({ "project": self.name(), "toolpackId": pack.id }).to_string();
+        let call = JsCall {
+            export: "webui",
+            args: vec![base, entry.id.clone(), input.to_string()],
+            scope: CallScope::default(),
+        };
+        let value = host.call(call).await?;
+        parse_output(&format!("toolpack {} (WebUI entry {})", pack.id, entry.id), value).map_err(InvokeError::Handler)
+    }
+
+    /// A controller-side tool call for an agent's activation, after the support broker has
+    /// verified the caller (issue [D]). Here: schema check, dispatch to the pack, output check.
+    pub async fn support(
+        &self,
+        agent_id: &str,
+        activation_id: &str,
+        pack_id: &str,
+        tool: &str,
+        input: Value,
+    ) -> Result<ToolOutput, InvokeError> {
+        let pack = self.project.registry.pack(pack_id).ok_or_else(|| InvokeError::UnknownPack(pack_id.to_string()))?;
+        if !pack.tools.iter().any(|t| t.name == tool) {
+            return Err(InvokeError::UnknownTool { pack: pack_id.into(), tool: tool.into() });
+        }
+        self.project.registry.validate_input(tool, &input).map_err(InvokeError::InvalidInput)?;
+        let Some(host) = self.packs.controller(pack).await else {
+            return Err(InvokeError::Handler(format!("built-in tool {tool} has no controller-side handler here")));
+        };
+        let host = host?;
+        let agent =
+            self.store.agent(agent_id)?.ok_or_else(|| InvokeError::Rejected(format!("Unknown agent: {agent_id}")))?;
+        let base = json!({
+            "project": self.name(),
+            "agent": { "id": agent.id, "role": agent.role, "displayName": agent.display_name, "status": agent.status },
+            "activationId": activation_id,
+            "toolpackId": pack.id,
+        })
+        .to_string();
+        let scope = CallScope { agent_id: Some(agent_id.to_string()), activation_id: Some(activation_id.to_string()) };
+        let call = JsCall { export: "support", args: vec![base, tool.to_string(), input.to_string()], scope };
+        let value = host.call(call).await?;
+        parse_output(&format!("toolpack {} (tool {tool})", pack.id), value).map_err(InvokeError::Handler)
+    }
+
+    /// `GET tool-status` (reference §3.9): every registered tool plus any tool seen in calls,
+    /// sorted by name; call counts and the last call, never inputs or outputs.
+    pub fn tool_status(&self) -> Result<Vec<Value>, InvokeError> {
+        let stats = self.store.tool_stats()?;
+        let project = self.store.project()?;
+        let mut names: Vec<String> = self.project.registry.tools().map(|(_, t)| t.name.clone()).collect();
+        names.extend(stats.iter().map(|s| s.tool.clone()));
+        names.sort();
+        names.dedup();
+        let agents = &self.project.config.agents;
+        Ok(names
+            .into_iter()
+            .map(|name| {
+                let registered = self.project.registry.tool(&name);
+                let stat = stats.iter().find(|s| s.tool == name);
+                let mut item = json!({
+                    "tool": name,
+                    "enabledForAgents": agents.iter().filter(|a| a.tools.allows(&name)).map(|a| a.id.as_str()).collect::<Vec<_>>(),
+                    "callCount": stat.map_or(0, |s| s.call_count),
+                    "runningCount": stat.map_or(0, |s| s.running_count),
+                    "completedCount": stat.map_or(0, |s| s.completed_count),
+                    "failedCount": stat.map_or(0, |s| s.failed_count),
+                });
+                if let Some((pack, tool)) = registered {
+                    item["toolpackId"] = json!(pack.id);
+                    item["toolpackKind"] = json!(pack.kind_name());
+                    item["description"] = json!(tool.description);
+                    item["requiresApproval"] = json!(tool.requires_approval);
+                    if let Some(p) = &tool.presentation {
+                        item["presentation"] = presentation_json(p);
+                    }
+                } else if let Some(s) = stat {
+                    item["toolpackId"] = json!(s.toolpack_id);
+                }
+                if let Some(s) = stat {
+                    item["lastStatus"] = json!(s.last_status);
+                    item["lastAgentId"] = json!(s.last_agent_id);
+                    item["lastAt"] = json!(s.last_at);
+                    if let Some(e) = &s.last_error {
+                        item["lastError"] = json!(e);
+                    }
+                }
+                if name == "completion.submit"
+                    && let Some(path) = &project.submitted_report
+                {
+                    item["submittedReportPath"] = json!(path);
+                }
+                item
+            })
+            .collect())
+    }
+
+    /// `GET agents`: the roster with live status and what each agent may use. Never tokens.
+    pub fn agents_view(&self) -> Result<Vec<Value>, InvokeError> {
+        let records = self.store.agents()?;
+        let config = &self.project.config;
+        Ok(config
+            .agents
+            .iter()
+            .map(|a| {
+                let record = records.iter().find(|r| r.id == a.id);
+                let set = self.project.registry.resolve_agent(a);
+                json!({
+                    "id": a.id,
+                    "role": a.role,
+                    "displayName": a.display_name,
+                    "status": record.map(|r| json!(r.status)).unwrap_or(json!("quiet")),
+                    "activeActivationId": record.and_then(|r| r.active_activation_id.clone()),
+                    "updatedAt": record.map(|r| r.updated_at.clone()),
+                    "model": a.model,
+                    "tools": set.tools,
+                    "mountedToolpacks": set.mounted_packs,
+                })
+            })
+            .collect())
+    }
+
+    /// `POST messages`: a message from the user (or another named sender) to an agent or channel.
+    pub fn post_message(&self, body: &Value) -> Result<MessageSent, InvokeError> {
+        let text = |key: &str| body.get(key).and_then(Value::as_str).map(str::to_string);
+        let Some(obj) = body.as_object() else {
+            return Err(InvokeError::InvalidInput(vec![InputError {
+                pointer: String::new(),
+                message: "the body must be a JSON object".into(),
+            }]));
+        };
+        let allowed = ["sender", "recipient", "channel", "priority", "body"];
+        let mut problems: Vec<InputError> = obj
+            .iter()
+            .filter(|(k, _)| !allowed.contains(&k.as_str()))
+            .map(|(k, _)| InputError {
+                pointer: format!("/{k}"),
+                message: format!("unknown field `{k}` (allowed: {})", allowed.join(", ")),
+            })
+            .collect();
+        for key in allowed {
+            if let Some(v) = obj.get(key)
+                && !v.is_string()
+                && !v.is_null()
+            {
+                problems.push(InputError { pointer: format!("/{key}"), message: format!("`{key}` must be a string") });
+            }
+        }
+        if text("body").is_none_or(|b| b.trim().is_empty()) {
+            problems.push(InputError {
+                pointer: "/body".into(),
+                message: "`body` is required and must not be empty".into(),
+            });
+        }
+        if !problems.is_empty() {
+            return Err(InvokeError::InvalidInput(problems));
+        }
+        let sender = text("sender").unwrap_or_else(|| "user".into());
+        builtin_webui::check_sender(self, &sender)?;
+        Ok(self.store.send_message(SendMessage {
+            sender,
+            recipient: text("recipient"),
+            channel: text("channel"),
+            priority: text("priority"),
+            body: text("body").unwrap_or_default(),
+            source_agent: None,
+            source_activation: None,
+        })?)
+    }
+}
+
+fn presentation_json(p: &crate::toolpack::Presentation) -> Value {
+    let mut out = serde_json::Map::new();
+    for (key, value) in [("label", &p.label), ("icon", &p.icon), ("group", &p.group), ("tone", &p.tone)] {
+        if let Some(v) = value {
+            out.insert(key.into(), json!(v));
+        }
+    }
+    Value::Object(out)
+}

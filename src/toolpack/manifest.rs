@@ -66,6 +66,18 @@ pub struct WebuiEntry {
     /// Tool pages this control belongs on; empty = a standalone control page.
     pub related_tools: Vec<String>,
     pub presentation: Option<Presentation>,
+    /// The compiled `inputSchema`, used to check every invocation before its handler runs.
+    pub validator: Option<jsonschema::Validator>,
+}
+
+impl WebuiEntry {
+    /// Check an invocation's input against the entry's schema (no schema: anything goes).
+    pub fn check_input(&self, input: &Json) -> Result<(), Vec<schema::InputError>> {
+        match &self.validator {
+            Some(v) => schema::check_input(v, input),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A parsed manifest: contents only, module paths still as written.
@@ -296,7 +308,7 @@ fn parse_webui(m: &Obj, d: &mut Diagnostics) -> Vec<WebuiEntry> {
                 let json = s.to_json();
                 // WebUI inputs are validated like tool inputs, so the schema must compile.
                 match schema::compile(&json) {
-                    Ok(_) => Some(Some(json)),
+                    Ok(v) => Some(Some((json, v))),
                     Err(e) => {
                         let entry = id.as_deref().unwrap_or("?");
                         d.error(
@@ -318,7 +330,9 @@ fn parse_webui(m: &Obj, d: &mut Diagnostics) -> Vec<WebuiEntry> {
         let description = w.string("description", d);
         let presentation = parse_presentation(&w, d);
         if let (Some(id), Some(title), Some(kind), Some(input_schema)) = (id, title, kind, input_schema) {
+            let (input_schema, validator) = input_schema.unzip();
             entries.push(WebuiEntry {
+                validator,
                 id,
                 title,
                 description,

@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::diag::Diagnostics;
-use crate::config::model::{AgentConfig, BuiltinPack, ToolpackRef};
+use crate::config::model::{AgentConfig, BuiltinPack, PackLimits, ToolpackRef};
 use crate::config::node::{Loc, parse_json};
 use crate::toolpack::builtin;
 use crate::toolpack::manifest::{Manifest, ToolDefinition, WebuiEntry, parse_manifest};
@@ -26,6 +26,7 @@ pub enum PackSource {
         /// Present when the pack declares tools (a WebUI-only pack needs no runner).
         runner_module: Option<PathBuf>,
         controller_module: PathBuf,
+        limits: PackLimits,
     },
 }
 
@@ -82,8 +83,8 @@ impl ToolpackRegistry {
                         None
                     }
                 },
-                ToolpackRef::Local { path, id, loc } => {
-                    load_local(path, id.as_deref(), loc, &mut pd).map(|p| (p, loc.clone()))
+                ToolpackRef::Local { path, id, limits, loc } => {
+                    load_local(path, id.as_deref(), *limits, loc, &mut pd).map(|p| (p, loc.clone()))
                 }
             };
             // Tag problems with the pack id, or what stands for it when the manifest has none.
@@ -209,7 +210,13 @@ fn pack_from(m: Manifest, source: PackSource) -> Toolpack {
     Toolpack { id: m.id, description: m.description, source, tools: m.tools, validators: m.validators, webui: m.webui }
 }
 
-fn load_local(root: &Path, expected_id: Option<&str>, site: &Loc, d: &mut Diagnostics) -> Option<Toolpack> {
+fn load_local(
+    root: &Path,
+    expected_id: Option<&str>,
+    limits: PackLimits,
+    site: &Loc,
+    d: &mut Diagnostics,
+) -> Option<Toolpack> {
     let manifest_path = root.join(MANIFEST_FILE);
     let text = match std::fs::read_to_string(&manifest_path) {
         Ok(t) => t,
@@ -246,7 +253,8 @@ fn load_local(root: &Path, expected_id: Option<&str>, site: &Loc, d: &mut Diagno
     if d.has_errors() {
         return None;
     }
-    let source = PackSource::Local { root: root.to_path_buf(), runner_module: runner, controller_module: controller? };
+    let source =
+        PackSource::Local { root: root.to_path_buf(), runner_module: runner, controller_module: controller?, limits };
     Some(pack_from(manifest, source))
 }
 

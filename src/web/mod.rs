@@ -1,3 +1,147 @@
-//! The HTTP API (axum), the SSE stream and the embedded WebUI.
+//! The HTTP API (axum): JSON in and out, one error body `{"error", "details"}`, loopback by
+//! default and a bearer token whenever it listens elsewhere.
 //!
-//! Lands with issue [F]; nothing here yet.
+//! Handlers only translate HTTP to calls on [`ToolHost`] and back; no business rule lives here.
+//! Errors a user can fix are 4xx with the real message; 5xx hide internals and log the cause.
+
+mod api;
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::support::ToolHost;
+
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub host: IpAddr,
+    pub port: u16,
+    /// Required when `host` is not loopback; then every request but `/health` needs it.
+    pub token: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(
+        "listening on {0} (not loopback) needs an API token: pass --token or set SUZUMIO_API_TOKEN, so that nobody else on the network can drive the project"
+    )]
+    TokenRequired(IpAddr),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("HTTP server failed: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    pub tools: Arc<ToolHost>,
+    token: Option<Arc<str>>,
+}
+
+/// The router with every route, its auth and origin checks.
+pub fn router(tools: Arc<ToolHost>, token: Option<String>) -> Router {
+    let state = AppState { tools, token: token.map(Arc::from) };
+    api::routes().layer(middleware::from_fn_with_state(state.clone(), guard)).with_state(state)
+}
+
+/// Bind and serve until `shutdown` completes. `on_listening` gets the bound address (the port
+/// may have been 0).
+pub async fn serve(
+    tools: Arc<ToolHost>,
+    options: ServeOptions,
+    on_listening: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    if !options.host.is_loopback() && options.token.is_none() {
+        return Err(ServeError::TokenRequired(options.host));
+    }
+    let addr = SocketAddr::new(options.host, options.port);
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
+    let bound = listener.local_addr().map_err(ServeError::Serve)?;
+    on_listening(bound);
+    axum::serve(listener, router(tools, options.token))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(ServeError::Serve)
+}
+
+/// Token check (when configured) and, for state-changing requests, same-origin only: a page
+/// on another site must not be able to drive the API from a user's browser.
+async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if let Some(token) = &state.token
+        && request.uri().path() != "/health"
+    {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
+            return ApiError::Unauthorized.into_response();
+        }
+    }
+    if request.method() != Method::GET && request.method() != Method::HEAD && !same_origin(request.headers()) {
+        return ApiError::Forbidden("cross-origin requests may not change the project".into()).into_response();
+    }
+    next.run(request).await
+}
+
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else { return true };
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Every error the API returns.
+#[derive(Debug)]
+pub enum ApiError {
+    NotFound(String),
+    BadRequest { message: String, details: Vec<Value> },
+    Unprocessable(String),
+    UnsupportedMediaType,
+    Unauthorized,
+    Forbidden(String),
+    Internal(String),
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, message, details) = match self {
+            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m, Vec::new()),
+            ApiError::BadRequest { message, details } => (StatusCode::BAD_REQUEST, message, details),
+            ApiError::Unprocessable(m) => (StatusCode::UNPROCESSABLE_ENTITY, m, Vec::new()),
+            ApiError::UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "request bodies must be JSON (Content-Type: application/json)".into(),
+                Vec::new(),
+            ),
+            ApiError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong API token (Authorization: Bearer <token>)".into(),
+                Vec::new(),
+            ),
+            ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, m, Vec::new()),
+            ApiError::Internal(cause) => {
+                tracing::error!("internal error serving a request: {cause}");
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal error; see the controller log".into(), Vec::new())
+            }
+        };
+        (status, axum::Json(json!({ "error": message, "details": details }))).into_response()
+    }
+}

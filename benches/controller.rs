@@ -1,0 +1,151 @@
+//! Per-call costs on the controller side, side by side in one run (medians and p99):
+//! - a controller-side `support` call into a pack's warm JavaScript runtime, in process;
+//! - a built-in WebUI entry (`core/project.stats`, Rust + SQLite), in process;
+//! - `POST /api/projects/:p/tool-ui/...` over loopback HTTP (keep-alive), for a JS pack entry
+//!   and for the built-in entry.
+//!
+//! Run with `cargo bench --bench controller` (optionally `-- <iterations>`).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use suzumio::clock::SystemClock;
+use suzumio::config::load::ProcessEnv;
+use suzumio::project::Project;
+use suzumio::store::{StateFiles, Store};
+use suzumio::support::ToolHost;
+
+struct Stats {
+    name: &'static str,
+    samples: Vec<Duration>,
+}
+
+impl Stats {
+    fn percentile(&self, p: f64) -> Duration {
+        let mut s = self.samples.clone();
+        s.sort();
+        s[((s.len() as f64 - 1.0) * p).round() as usize]
+    }
+}
+
+fn measure(name: &'static str, iterations: usize, mut f: impl FnMut()) -> Stats {
+    for _ in 0..iterations / 10 + 1 {
+        f(); // warm up
+    }
+    let samples = (0..iterations)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    Stats { name, samples }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A keep-alive HTTP/1.1 connection (requests with Content-Length, responses read by length).
+struct Conn {
+    reader: BufReader<TcpStream>,
+    host: String,
+}
+
+impl Conn {
+    fn post(&mut self, path: &str, body: &str) -> u16 {
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            self.host,
+            body.len()
+        );
+        self.reader.get_mut().write_all(request.as_bytes()).unwrap();
+        let mut status_line = String::new();
+        self.reader.read_line(&mut status_line).unwrap();
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).unwrap();
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body).unwrap();
+        status_line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+    }
+}
+
+fn main() {
+    let iterations: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(2000);
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::temp_dir().join(format!("suzumio-bench-{}", std::process::id()));
+    copy_dir(&repo.join("tests/fixtures/projects/review"), &dir);
+
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let project = Arc::new(Project::load(&dir, &ProcessEnv).expect("fixture project loads"));
+    let store = Store::open(&project.config, Arc::new(SystemClock)).unwrap();
+    let host = ToolHost::new(project.clone(), store, StateFiles::new(&dir));
+    let activation = host.store.start_activation("reviewer", "bench", &[]).unwrap();
+
+    let mut results = Vec::new();
+    results.push(measure("support call, JS pack (in process)", iterations, || {
+        let out = rt.block_on(host.support(
+            "reviewer",
+            &activation.id,
+            "review-tools",
+            "review.summarize",
+            json!({"summary": "ok"}),
+        ));
+        assert!(out.is_ok(), "{out:?}");
+    }));
+    results.push(measure("WebUI panel, JS pack review.stats (in process)", iterations, || {
+        let out = rt.block_on(host.invoke_webui("review-tools", "review.stats", json!({})));
+        assert!(out.is_ok(), "{out:?}");
+    }));
+    results.push(measure("WebUI panel, built-in project.stats (in process)", iterations, || {
+        let out = rt.block_on(host.invoke_webui("core", "project.stats", json!({})));
+        assert!(out.is_ok(), "{out:?}");
+    }));
+
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = suzumio::web::router(host.clone(), None);
+    rt.spawn(async move { axum::serve(listener, router).await });
+    let mut conn = Conn { reader: BufReader::new(TcpStream::connect(addr).unwrap()), host: addr.to_string() };
+    conn.reader.get_mut().set_nodelay(true).unwrap();
+    let base = format!("/api/projects/{}/tool-ui", project.config.name);
+    results.push(measure("POST tool-ui, JS pack review.stats (loopback HTTP)", iterations, || {
+        assert_eq!(conn.post(&format!("{base}/review-tools/review.stats"), "{}"), 200);
+    }));
+    results.push(measure("POST tool-ui, built-in project.stats (loopback HTTP)", iterations, || {
+        assert_eq!(conn.post(&format!("{base}/core/project.stats"), "{}"), 200);
+    }));
+
+    println!("{iterations} iterations each");
+    println!("{:<55} {:>12} {:>12}", "case", "median", "p99");
+    for r in &results {
+        println!("{:<55} {:>10.1}µs {:>10.1}µs", r.name, micros(r.percentile(0.5)), micros(r.percentile(0.99)));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}

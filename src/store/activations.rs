@@ -1,0 +1,239 @@
+//! Activations and tool calls: their rows, the agent status changes they imply, and the
+//! delivery marks on the signals an activation carries — each change one transaction.
+//!
+//! Minimal on purpose: the model loop (issue [E]) and the support broker (issue [D]) extend it.
+//! It records; it does not start containers or decide which signals to deliver.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde_json::{Value, json};
+
+use crate::store::{
+    ActivationOutcome, ActivationRecord, ActivationStatus, AgentStatus, Store, StoreError, ToolCallOutcome,
+    ToolCallRecord, ToolCallStatus, agent_row, json_column, new_id, opt_json_column,
+};
+
+impl Store {
+    /// Start an activation of `agent_id` carrying `signal_ids`: the activation row, the agent
+    /// `running` with this activation active, and each signal `delivered` to it — all or nothing.
+    pub fn start_activation(
+        &self,
+        agent_id: &str,
+        prompt: &str,
+        signal_ids: &[String],
+    ) -> Result<ActivationRecord, StoreError> {
+        self.write(|w| {
+            let agent = agent_row(w.tx, agent_id)?.ok_or_else(|| StoreError::UnknownAgent(agent_id.to_string()))?;
+            if let Some(active) = agent.active_activation_id {
+                return Err(StoreError::AgentBusy { agent: agent_id.to_string(), activation: active });
+            }
+            let id = new_id("act");
+            w.tx.execute(
+                "INSERT INTO activations (id, agent_id, status, prompt, signal_ids_json, started_at)
+                 VALUES (?1, ?2, 'running', ?3, ?4, ?5)",
+                params![id, agent_id, prompt, json!(signal_ids).to_string(), w.now],
+            )?;
+            for signal in signal_ids {
+                let changed = w.tx.execute(
+                    "UPDATE signals SET status = 'delivered', delivered_at = ?3, delivered_activation_id = ?4
+                     WHERE id = ?1 AND target_agent = ?2 AND status = 'pending'",
+                    params![signal, agent_id, w.now, id],
+                )?;
+                if changed == 0 {
+                    return Err(StoreError::SignalNotPending { signal: signal.clone(), agent: agent_id.to_string() });
+                }
+            }
+            w.tx.execute(
+                "UPDATE agents SET active_activation_id = ?2, updated_at = ?3 WHERE id = ?1",
+                params![agent_id, id, w.now],
+            )?;
+            w.set_agent_status(agent_id, AgentStatus::Running)?;
+            w.event("activation.started", json!({"activationId": id, "agentId": agent_id, "signalIds": signal_ids}))?;
+            activation_row(w.tx, &id)?.ok_or(StoreError::UnknownActivation(id))
+        })
+    }
+
+    /// End a running activation. The agent goes `quiet` (completed, cancelled) or `failed`, and
+    /// its active activation is cleared — only if it is still this one, so a late finish of an
+    /// old activation cannot clobber a newer one.
+    pub fn finish_activation(
+        &self,
+        id: &str,
+        outcome: ActivationOutcome,
+        text: Option<&str>,
+        error: Option<&str>,
+    ) -> Result<ActivationRecord, StoreError> {
+        self.write(|w| {
+            let activation = activation_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownActivation(id.to_string()))?;
+            if activation.status != ActivationStatus::Running {
+                return Err(StoreError::ActivationNotRunning {
+                    id: id.to_string(),
+                    status: activation.status.to_string(),
+                });
+            }
+            let status = outcome.status();
+            w.tx.execute(
+                "UPDATE activations SET status = ?2, ended_at = ?3, text = ?4, error = ?5 WHERE id = ?1",
+                params![id, status, w.now, text, error],
+            )?;
+            let agent_id = activation.agent_id.as_str();
+            let is_active = agent_row(w.tx, agent_id)?.is_some_and(|a| a.active_activation_id.as_deref() == Some(id));
+            if is_active {
+                w.tx.execute(
+                    "UPDATE agents SET active_activation_id = NULL, updated_at = ?2 WHERE id = ?1",
+                    params![agent_id, w.now],
+                )?;
+                let agent_status = match outcome {
+                    ActivationOutcome::Failed => AgentStatus::Failed,
+                    ActivationOutcome::Completed | ActivationOutcome::Cancelled => AgentStatus::Quiet,
+                };
+                w.set_agent_status(agent_id, agent_status)?;
+            }
+            w.event(
+                &format!("activation.{status}"),
+                json!({"activationId": id, "agentId": agent_id, "status": status.as_str(), "error": error}),
+            )?;
+            activation_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownActivation(id.to_string()))
+        })
+    }
+
+    pub fn activation(&self, id: &str) -> Result<Option<ActivationRecord>, StoreError> {
+        self.read(|conn| Ok(activation_row(conn, id)?))
+    }
+
+    /// Record the start of a tool call in a running activation of `agent_id`; returns its id.
+    pub fn start_tool_call(
+        &self,
+        activation_id: &str,
+        agent_id: &str,
+        tool: &str,
+        toolpack_id: Option<&str>,
+        input: &Value,
+    ) -> Result<String, StoreError> {
+        self.write(|w| {
+            let activation = activation_row(w.tx, activation_id)?
+                .ok_or_else(|| StoreError::UnknownActivation(activation_id.to_string()))?;
+            if activation.agent_id != agent_id {
+                return Err(StoreError::ActivationOfOtherAgent {
+                    activation: activation_id.to_string(),
+                    owner: activation.agent_id,
+                    agent: agent_id.to_string(),
+                });
+            }
+            if activation.status != ActivationStatus::Running {
+                return Err(StoreError::ActivationNotRunning {
+                    id: activation_id.to_string(),
+                    status: activation.status.to_string(),
+                });
+            }
+            let id = new_id("tc");
+            w.tx.execute(
+                "INSERT INTO tool_calls (id, activation_id, agent_id, tool, toolpack_id, status, input_json, started_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7)",
+                params![id, activation_id, agent_id, tool, toolpack_id, input.to_string(), w.now],
+            )?;
+            // Inputs stay out of events: they can be large and hold file contents.
+            w.event(
+                "tool_call.started",
+                json!({
+                    "toolCallId": id,
+                    "activationId": activation_id,
+                    "agentId": agent_id,
+                    "tool": tool,
+                    "toolpackId": toolpack_id,
+                }),
+            )?;
+            Ok(id)
+        })
+    }
+
+    /// Record the end of a running tool call.
+    pub fn finish_tool_call(
+        &self,
+        id: &str,
+        outcome: ToolCallOutcome,
+        output: Option<&Value>,
+        error: Option<&str>,
+    ) -> Result<ToolCallRecord, StoreError> {
+        self.write(|w| {
+            let call = tool_call_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownToolCall(id.to_string()))?;
+            if call.status != ToolCallStatus::Running {
+                return Err(StoreError::ToolCallFinished { id: id.to_string(), status: call.status.to_string() });
+            }
+            let status = outcome.status();
+            w.tx.execute(
+                "UPDATE tool_calls SET status = ?2, output_json = ?3, error = ?4, finished_at = ?5 WHERE id = ?1",
+                params![id, status, output.map(Value::to_string), error, w.now],
+            )?;
+            w.event(
+                "tool_call.finished",
+                json!({
+                    "toolCallId": id,
+                    "activationId": call.activation_id,
+                    "agentId": call.agent_id,
+                    "tool": call.tool,
+                    "status": status.as_str(),
+                    "error": error,
+                }),
+            )?;
+            tool_call_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownToolCall(id.to_string()))
+        })
+    }
+
+    pub fn tool_call(&self, id: &str) -> Result<Option<ToolCallRecord>, StoreError> {
+        self.read(|conn| Ok(tool_call_row(conn, id)?))
+    }
+}
+
+fn activation_row(conn: &Connection, id: &str) -> rusqlite::Result<Option<ActivationRecord>> {
+    conn.query_row(
+        "SELECT id, agent_id, status, prompt, signal_ids_json, started_at, ended_at, error, text, usage_json
+         FROM activations WHERE id = ?1",
+        [id],
+        |r| {
+            let signal_ids = json_column(r, 4)?;
+            Ok(ActivationRecord {
+                id: r.get(0)?,
+                agent_id: r.get(1)?,
+                status: r.get(2)?,
+                prompt: r.get(3)?,
+                signal_ids: signal_ids
+                    .as_array()
+                    .map(|ids| ids.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+                    .unwrap_or_default(),
+                started_at: r.get(5)?,
+                ended_at: r.get(6)?,
+                error: r.get(7)?,
+                text: r.get(8)?,
+                usage: opt_json_column(r, 9)?,
+            })
+        },
+    )
+    .optional()
+}
+
+fn tool_call_from_row(r: &Row<'_>) -> rusqlite::Result<ToolCallRecord> {
+    Ok(ToolCallRecord {
+        id: r.get(0)?,
+        activation_id: r.get(1)?,
+        agent_id: r.get(2)?,
+        tool: r.get(3)?,
+        toolpack_id: r.get(4)?,
+        status: r.get(5)?,
+        input: json_column(r, 6)?,
+        output: opt_json_column(r, 7)?,
+        error: r.get(8)?,
+        started_at: r.get(9)?,
+        finished_at: r.get(10)?,
+    })
+}
+
+fn tool_call_row(conn: &Connection, id: &str) -> rusqlite::Result<Option<ToolCallRecord>> {
+    conn.query_row(
+        "SELECT id, activation_id, agent_id, tool, toolpack_id, status, input_json, output_json, error, started_at,
+                finished_at
+         FROM tool_calls WHERE id = ?1",
+        [id],
+        tool_call_from_row,
+    )
+    .optional()
+}

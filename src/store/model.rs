@@ -1,0 +1,430 @@
+//! The store's record types (what queries return), request types (what writes take) and status
+//! enums, with their SQL and JSON text forms.
+//!
+//! Records serialize with the reference's camelCase field names because the JS toolpack API
+//! (`store.listSignals()`, ...) and the web layer hand them out as JSON unchanged. Secrets never
+//! serialize: an agent's token is skipped. Nothing here touches the database.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::config::Priority;
+use crate::store::StoreError;
+
+/// Declares a status enum with one text form shared by SQL, JSON and `FromStr`, so the three can
+/// never drift apart.
+macro_rules! status_enum {
+    ($(#[$meta:meta])* $name:ident, $what:literal { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name {
+            $($variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = StoreError;
+            fn from_str(s: &str) -> Result<Self, StoreError> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(StoreError::InvalidStatus { what: $what, value: other.to_string() }),
+                }
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl ToSql for $name {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.as_str()))
+            }
+        }
+
+        impl FromSql for $name {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                value.as_str()?.parse().map_err(|e: StoreError| FromSqlError::Other(Box::new(e)))
+            }
+        }
+    };
+}
+
+status_enum!(
+    /// Only `running` projects are scheduled.
+    ProjectStatus, "project" {
+        Initialized => "initialized",
+        Running => "running",
+        Submitted => "submitted",
+        Completed => "completed",
+        Stopped => "stopped",
+        Failed => "failed",
+    }
+);
+
+status_enum!(
+    /// `stopped` also marks agents that were removed from the config: their rows (and history)
+    /// are kept, and the scheduler skips them.
+    AgentStatus, "agent" {
+        Quiet => "quiet",
+        Ready => "ready",
+        Running => "running",
+        Failed => "failed",
+        Stopped => "stopped",
+    }
+);
+
+status_enum!(ActivationStatus, "activation" {
+    Running => "running",
+    Completed => "completed",
+    Failed => "failed",
+    Cancelled => "cancelled",
+});
+
+status_enum!(SignalStatus, "signal" {
+    Pending => "pending",
+    Delivered => "delivered",
+    Closed => "closed",
+});
+
+status_enum!(ToolCallStatus, "tool call" {
+    Running => "running",
+    Completed => "completed",
+    Failed => "failed",
+});
+
+/// How an activation ends (a running activation cannot "end" as running).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivationOutcome {
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl ActivationOutcome {
+    pub fn status(self) -> ActivationStatus {
+        match self {
+            ActivationOutcome::Completed => ActivationStatus::Completed,
+            ActivationOutcome::Failed => ActivationStatus::Failed,
+            ActivationOutcome::Cancelled => ActivationStatus::Cancelled,
+        }
+    }
+}
+
+/// How a tool call ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolCallOutcome {
+    Completed,
+    Failed,
+}
+
+impl ToolCallOutcome {
+    pub fn status(self) -> ToolCallStatus {
+        match self {
+            ToolCallOutcome::Completed => ToolCallStatus::Completed,
+            ToolCallOutcome::Failed => ToolCallStatus::Failed,
+        }
+    }
+}
+
+// Priority lives in `config`; the store gives it its SQL form here (same crate, so allowed),
+// keeping SQL concerns out of the config module.
+impl ToSql for Priority {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for Priority {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        value.as_str()?.parse().map_err(|e: String| FromSqlError::Other(e.into()))
+    }
+}
+
+/// Parse a caller's priority text; the error is the reference's `Invalid priority: <x>`.
+pub fn parse_priority(text: &str) -> Result<Priority, StoreError> {
+    text.parse().map_err(|_| StoreError::InvalidPriority(text.to_string()))
+}
+
+fn priority_str<S: Serializer>(p: &Priority, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(p.as_str())
+}
+
+// ---------------------------------------------------------------------------------------------
+// records
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectRecord {
+    pub name: String,
+    pub task: String,
+    pub status: ProjectStatus,
+    pub config_json: Option<String>,
+    pub submitted_report: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentRecord {
+    pub id: String,
+    pub role: String,
+    pub display_name: String,
+    pub status: AgentStatus,
+    /// The agent's private credential (24 random bytes, base64url). Never serialized.
+    #[serde(skip)]
+    pub token: String,
+    pub active_activation_id: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageRecord {
+    pub id: String,
+    pub sender: String,
+    pub recipient: Option<String>,
+    pub channel: Option<String>,
+    #[serde(serialize_with = "priority_str")]
+    pub priority: Priority,
+    pub body: String,
+    pub source_agent: Option<String>,
+    pub source_activation: Option<String>,
+    pub created_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignalRecord {
+    pub id: String,
+    pub kind: String,
+    pub source_agent: Option<String>,
+    pub source_activation: Option<String>,
+    pub target_agent: Option<String>,
+    pub target_channel: Option<String>,
+    #[serde(serialize_with = "priority_str")]
+    pub priority: Priority,
+    pub payload: Value,
+    pub status: SignalStatus,
+    pub useful_effect: bool,
+    pub created_at: String,
+    pub not_before: Option<String>,
+    pub delivered_at: Option<String>,
+    pub delivered_activation_id: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivationRecord {
+    pub id: String,
+    pub agent_id: String,
+    pub status: ActivationStatus,
+    pub prompt: String,
+    pub signal_ids: Vec<String>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub error: Option<String>,
+    pub text: Option<String>,
+    pub usage: Option<Value>,
+}
+
+/// A full tool call row, input and output included. Status views use [`ToolStat`] and
+/// [`ToolCallSummary`], which never carry them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallRecord {
+    pub id: String,
+    pub activation_id: String,
+    pub agent_id: String,
+    pub tool: String,
+    pub toolpack_id: Option<String>,
+    pub status: ToolCallStatus,
+    pub input: Value,
+    pub output: Option<Value>,
+    pub error: Option<String>,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+}
+
+/// One timeline row. `id` grows strictly, so it is the resume point for SSE streams.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventRecord {
+    pub id: i64,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub data: Value,
+    pub created_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageSent {
+    pub message_id: String,
+    pub signal_ids: Vec<String>,
+}
+
+/// Two participants of direct messages (`a < b`), with how many messages went between them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DirectPair {
+    pub a: String,
+    pub b: String,
+    pub count: u64,
+    pub last_message_id: String,
+    pub last_at: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignalCounts {
+    pub total: u64,
+    /// Every status, zero included.
+    pub by_status: BTreeMap<String, u64>,
+    /// Every priority, zero included.
+    pub by_priority: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectStats {
+    pub name: String,
+    pub status: ProjectStatus,
+    pub agents: AgentCounts,
+    pub messages: u64,
+    pub activations: ActivationCounts,
+    pub tool_calls: u64,
+    pub history_compactions: u64,
+    pub events: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCounts {
+    pub total: u64,
+    /// Only statuses some agent has.
+    pub by_status: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivationCounts {
+    pub total: u64,
+    pub running: u64,
+    pub failed: u64,
+}
+
+/// Per-tool aggregates for tool status views (reference §3.9). Never holds inputs or outputs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolStat {
+    pub tool: String,
+    pub toolpack_id: Option<String>,
+    pub call_count: u64,
+    pub running_count: u64,
+    pub completed_count: u64,
+    pub failed_count: u64,
+    pub last_status: ToolCallStatus,
+    pub last_agent_id: String,
+    pub last_at: String,
+    /// The latest call's error, capped at [`crate::store::LAST_ERROR_CAP`] characters.
+    pub last_error: Option<String>,
+}
+
+/// A recent call for activity panels: what was touched (`target`), never contents.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallSummary {
+    pub id: String,
+    pub tool: String,
+    pub agent_id: String,
+    pub activation_id: String,
+    pub status: ToolCallStatus,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub error: Option<String>,
+    /// `file.*`: the path(s); `shell.exec`: the command and its cwd; `web.fetch`: the URL.
+    pub target: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// requests
+
+/// `store.sendMessage` input (reference §4.2). The sender is not validated here: callers decide
+/// who may speak (an agent over its socket, `user` from the UI, a virtual `monitor`).
+#[derive(Clone, Debug, Default)]
+pub struct SendMessage {
+    pub sender: String,
+    pub recipient: Option<String>,
+    pub channel: Option<String>,
+    /// `P0`..`P3`; default P3.
+    pub priority: Option<String>,
+    pub body: String,
+    pub source_agent: Option<String>,
+    pub source_activation: Option<String>,
+}
+
+/// `store.recordSignal` input (reference §3.6).
+#[derive(Clone, Debug, Default)]
+pub struct SignalRequest {
+    pub kind: String,
+    pub source_agent: Option<String>,
+    pub source_activation: Option<String>,
+    /// An agent id; `user` counts as no target.
+    pub target_agent: Option<String>,
+    pub target_channel: Option<String>,
+    /// `P0`..`P3`; default P2.
+    pub priority: Option<String>,
+    /// An object; anything else is wrapped as `{"value": x}` (`null` becomes `{}`).
+    pub payload: Value,
+    /// `pending` or `closed`; default by target (see reference §3.6).
+    pub status: Option<String>,
+    pub useful_effect: Option<bool>,
+    pub not_before: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct MessageQuery {
+    /// With `participant_b`: direct messages between the two, either direction. Alone: direct
+    /// messages the participant sent or received.
+    pub participant_a: Option<String>,
+    pub participant_b: Option<String>,
+    pub channel: Option<String>,
+    /// Default 50, capped at 500.
+    pub limit: Option<usize>,
+    /// Only messages older than this one (paging back).
+    pub before_id: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct SignalQuery {
+    pub target_agent: Option<String>,
+    pub status: Option<SignalStatus>,
+    /// Default 50, capped at 500.
+    pub limit: Option<usize>,
+}

@@ -1,0 +1,154 @@
+//! The database schema as an ordered list of migrations, and the code that applies them.
+//!
+//! `PRAGMA user_version` records how many steps a database has seen; opening applies the missing
+//! ones, each in its own transaction together with the version bump, so a crash never leaves a
+//! half-migrated file. Steps are append-only: never edit a released step, add a new one.
+//! A database from a newer build (more steps than we know) is refused rather than guessed at.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::store::StoreError;
+
+/// Each entry is one migration step; index `i` brings a database from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: the initial schema.
+    r#"
+    CREATE TABLE project (
+        id               INTEGER PRIMARY KEY CHECK (id = 1),
+        name             TEXT NOT NULL,
+        task             TEXT NOT NULL,
+        status           TEXT NOT NULL DEFAULT 'initialized',
+        config_json      TEXT,
+        submitted_report TEXT,
+        created_at       TEXT NOT NULL,
+        updated_at       TEXT NOT NULL
+    );
+
+    CREATE TABLE agents (
+        id                   TEXT PRIMARY KEY,
+        position             INTEGER NOT NULL,
+        role                 TEXT NOT NULL,
+        display_name         TEXT NOT NULL,
+        status               TEXT NOT NULL DEFAULT 'quiet',
+        token                TEXT NOT NULL UNIQUE,
+        active_activation_id TEXT,
+        created_at           TEXT NOT NULL,
+        updated_at           TEXT NOT NULL
+    );
+
+    CREATE TABLE activations (
+        id              TEXT PRIMARY KEY,
+        agent_id        TEXT NOT NULL REFERENCES agents(id),
+        status          TEXT NOT NULL,
+        prompt          TEXT NOT NULL,
+        signal_ids_json TEXT NOT NULL DEFAULT '[]',
+        started_at      TEXT NOT NULL,
+        ended_at        TEXT,
+        error           TEXT,
+        text            TEXT,
+        usage_json      TEXT
+    );
+    CREATE INDEX activations_by_agent ON activations(agent_id, started_at);
+    CREATE INDEX activations_by_status ON activations(status);
+
+    CREATE TABLE messages (
+        id                TEXT PRIMARY KEY,
+        sender            TEXT NOT NULL,
+        recipient         TEXT,
+        channel           TEXT,
+        priority          TEXT NOT NULL,
+        body              TEXT NOT NULL,
+        source_agent      TEXT,
+        source_activation TEXT,
+        created_at        TEXT NOT NULL
+    );
+    CREATE INDEX messages_by_pair ON messages(sender, recipient);
+    CREATE INDEX messages_by_recipient ON messages(recipient);
+    CREATE INDEX messages_by_channel ON messages(channel);
+
+    CREATE TABLE signals (
+        id                      TEXT PRIMARY KEY,
+        kind                    TEXT NOT NULL,
+        source_agent            TEXT,
+        source_activation       TEXT,
+        target_agent            TEXT,
+        target_channel          TEXT,
+        priority                TEXT NOT NULL,
+        payload_json            TEXT NOT NULL,
+        status                  TEXT NOT NULL,
+        useful_effect           INTEGER NOT NULL,
+        created_at              TEXT NOT NULL,
+        not_before              TEXT,
+        delivered_at            TEXT,
+        delivered_activation_id TEXT
+    );
+    CREATE INDEX signals_ready ON signals(target_agent, status, priority, not_before);
+    CREATE INDEX signals_by_status ON signals(status, not_before);
+    CREATE INDEX signals_by_source_activation ON signals(source_activation);
+
+    CREATE TABLE tool_calls (
+        id            TEXT PRIMARY KEY,
+        activation_id TEXT NOT NULL REFERENCES activations(id),
+        agent_id      TEXT NOT NULL REFERENCES agents(id),
+        tool          TEXT NOT NULL,
+        toolpack_id   TEXT,
+        status        TEXT NOT NULL,
+        input_json    TEXT NOT NULL,
+        output_json   TEXT,
+        error         TEXT,
+        started_at    TEXT NOT NULL,
+        finished_at   TEXT
+    );
+    CREATE INDEX tool_calls_by_tool ON tool_calls(tool);
+    CREATE INDEX tool_calls_by_activation ON tool_calls(activation_id);
+
+    CREATE TABLE events (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        type       TEXT NOT NULL,
+        data_json  TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX events_by_type ON events(type, id);
+
+    CREATE TABLE history (
+        id            TEXT PRIMARY KEY,
+        agent_id      TEXT NOT NULL REFERENCES agents(id),
+        activation_id TEXT REFERENCES activations(id),
+        kind          TEXT NOT NULL,
+        content_json  TEXT NOT NULL,
+        created_at    TEXT NOT NULL
+    );
+    CREATE INDEX history_by_agent ON history(agent_id, created_at);
+    CREATE INDEX history_by_kind ON history(kind);
+    "#,
+];
+
+/// The schema version this build writes.
+pub fn latest_version() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+/// Bring `conn` to the latest version; returns the version the file had before.
+pub fn migrate(conn: &mut Connection, path: &Path) -> Result<i64, StoreError> {
+    let found: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    let known = latest_version();
+    if found > known {
+        return Err(StoreError::SchemaTooNew { path: path.to_path_buf(), found, known });
+    }
+    for (index, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        // IMMEDIATE: take the write lock up front, so two processes opening the same fresh
+        // project cannot both decide to run the same step.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let current: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        if current > index as i64 {
+            // Another process migrated while we waited for the lock.
+            continue;
+        }
+        tx.execute_batch(step)?;
+        tx.pragma_update(None, "user_version", index as i64 + 1)?;
+        tx.commit()?;
+    }
+    Ok(found)
+}

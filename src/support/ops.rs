@@ -1,0 +1,200 @@
+//! What a pack's controller-side JavaScript may do: the narrow `context.store` API, its own
+//! state files, `recordSignal` attributed to the calling activation, time helpers. Each
+//! operation checks its arguments and answers with JSON or an error message that becomes a
+//! JavaScript `Error`. Callers' identities come from the [`CallScope`] Rust set for the call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::clock::{iso, parse_iso};
+use crate::js::{CallScope, HostFuture, HostOps};
+use crate::project::Project;
+use crate::store::{MessageQuery, SendMessage, SignalQuery, SignalRequest, SignalStatus, StateFiles, Store};
+
+pub struct ControllerOps {
+    project: Arc<Project>,
+    store: Store,
+    state: StateFiles,
+}
+
+impl ControllerOps {
+    pub fn new(project: Arc<Project>, store: Store, state: StateFiles) -> Self {
+        ControllerOps { project, store, state }
+    }
+
+    fn signal_request(&self, args: &Value, scope: Option<&CallScope>) -> Result<SignalRequest, String> {
+        let Some(obj) = args.as_object() else { return Err("Tool input must be an object".into()) };
+        let allowed =
+            ["kind", "targetAgent", "targetChannel", "priority", "payload", "status", "usefulEffect", "notBefore"];
+        if let Some(extra) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return Err(format!("Unknown signal field `{extra}` (allowed: {})", allowed.join(", ")));
+        }
+        let string = |key: &str| -> Result<Option<String>, String> {
+            match obj.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(other) => Err(format!("{key} must be a string, got {other}")),
+            }
+        };
+        let kind = string("kind")?.unwrap_or_default();
+        let useful_effect = match obj.get("usefulEffect") {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(other) => return Err(format!("Expected boolean, got {other}")),
+        };
+        let not_before = match string("notBefore")? {
+            None => None,
+            Some(text) => Some(parse_iso(&text).ok_or_else(|| format!("Invalid notBefore timestamp: {text}"))?),
+        };
+        Ok(SignalRequest {
+            kind,
+            source_agent: scope.and_then(|s| s.agent_id.clone()),
+            source_activation: scope.and_then(|s| s.activation_id.clone()),
+            target_agent: string("targetAgent")?,
+            target_channel: string("targetChannel")?,
+            priority: string("priority")?,
+            payload: obj.get("payload").cloned().unwrap_or(Value::Null),
+            status: string("status")?,
+            useful_effect,
+            not_before,
+        })
+    }
+
+    fn send_message(&self, args: &Value, scope: &CallScope) -> Result<Value, String> {
+        let Some(obj) = args.as_object() else { return Err("Tool input must be an object".into()) };
+        let text = |key: &str| obj.get(key).and_then(Value::as_str).map(str::to_string);
+        let body = text("body").filter(|b| !b.trim().is_empty()).ok_or("body is required")?;
+        let sender = text("sender").or_else(|| scope.agent_id.clone()).unwrap_or_else(|| "user".into());
+        let sent = self
+            .store
+            .send_message(SendMessage {
+                sender,
+                recipient: text("recipient"),
+                channel: text("channel"),
+                priority: text("priority"),
+                body,
+                source_agent: scope.agent_id.clone(),
+                source_activation: scope.activation_id.clone(),
+            })
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(sent).map_err(|e| e.to_string())
+    }
+
+    fn list_agents(&self) -> Result<Value, String> {
+        let agents = self.store.agents().map_err(|e| e.to_string())?;
+        Ok(Value::Array(
+            agents
+                .into_iter()
+                .map(|a| {
+                    let model_alive = a.status.as_str() == "running" && a.active_activation_id.is_some();
+                    json!({
+                        "id": a.id, "role": a.role, "displayName": a.display_name, "status": a.status,
+                        "activeActivationId": a.active_activation_id, "updatedAt": a.updated_at, "modelAlive": model_alive,
+                    })
+                })
+                .collect(),
+        ))
+    }
+
+    /// The config as packs see it: no providers, keys, headers or environment.
+    fn config_view(&self) -> Value {
+        let c = &self.project.config;
+        json!({
+            "name": c.name,
+            "task": c.task,
+            "channels": c.channels,
+            "communication": {
+                "coordinatorAgent": c.communication.coordinator_agent,
+                "restrictNonCoordinatorToCoordinator": c.communication.restrict_non_coordinator_to_coordinator,
+                "nonCoordinatorMaxPriority": c.communication.non_coordinator_max_priority.as_str(),
+            },
+            "agents": c.agents.iter().map(|a| json!({
+                "id": a.id, "role": a.role, "displayName": a.display_name,
+                "tools": a.tools.entries.iter().map(|(p, _)| p.to_string()).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "toolpacks": self.project.registry.packs().iter().map(|p| p.id.clone()).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: Result<T, crate::store::StoreError>) -> Result<Value, String> {
+    serde_json::to_value(v.map_err(|e| e.to_string())?).map_err(|e| e.to_string())
+}
+
+fn limit(args: &Value) -> Option<usize> {
+    args.get("limit").and_then(Value::as_u64).map(|l| l as usize)
+}
+
+fn str_arg(args: &Value, key: &str) -> Option<String> {
+    args.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+impl HostOps for ControllerOps {
+    fn call(&self, pack_id: &str, scope: &CallScope, op: &str, args: Value) -> Result<Value, String> {
+        match op {
+            "recordSignal" => {
+                let request = self.signal_request(&args, Some(scope))?;
+                to_json(self.store.record_signal(request))
+            }
+            "store.recordSignal" => {
+                let request = self.signal_request(&args, None)?;
+                to_json(self.store.record_signal(request))
+            }
+            "store.sendMessage" => self.send_message(&args, scope),
+            "store.listAgents" => self.list_agents(),
+            "store.listMessages" => to_json(self.store.list_messages(&MessageQuery {
+                participant_a: str_arg(&args, "participantA").or_else(|| str_arg(&args, "agentA")),
+                participant_b: str_arg(&args, "participantB").or_else(|| str_arg(&args, "agentB")),
+                channel: str_arg(&args, "channel"),
+                limit: limit(&args),
+                before_id: str_arg(&args, "beforeId"),
+            })),
+            "store.listSignals" => {
+                let status = match str_arg(&args, "status") {
+                    None => None,
+                    Some(s) => Some(s.parse::<SignalStatus>().map_err(|e| e.to_string())?),
+                };
+                to_json(self.store.list_signals(&SignalQuery {
+                    target_agent: str_arg(&args, "targetAgent"),
+                    status,
+                    limit: limit(&args),
+                }))
+            }
+            "store.projectStats" => to_json(self.store.project_stats()),
+            "store.config" => Ok(self.config_view()),
+            "state.read" => {
+                let name = str_arg(&args, "name").ok_or("state.read needs a file name")?;
+                self.state.read(pack_id, &name).map(|v| v.unwrap_or(Value::Null)).map_err(|e| e.to_string())
+            }
+            "state.write" => {
+                let name = str_arg(&args, "name").ok_or("state.write needs a file name")?;
+                let value = args.get("value").cloned().unwrap_or(Value::Null);
+                self.state.write(pack_id, &name, &value).map(|_| Value::Null).map_err(|e| e.to_string())
+            }
+            "time.now" => Ok(json!(iso(self.store.now()))),
+            "hasPendingSignals" => to_json(self.store.has_pending_signals(false)),
+            "hasPendingSignalsForAgent" => {
+                let agent = str_arg(&args, "agentId").ok_or("hasPendingSignalsForAgent needs an agent id")?;
+                let include = args.get("includeNotReady").and_then(Value::as_bool).unwrap_or(false);
+                to_json(self.store.has_pending_signals_for_agent(&agent, include))
+            }
+            other => Err(format!("context operation {other} is not available")),
+        }
+    }
+
+    fn call_async(&self, _pack_id: &str, _scope: &CallScope, op: &str, args: Value) -> HostFuture {
+        let op = op.to_string();
+        Box::pin(async move {
+            match op.as_str() {
+                "time.sleep" => {
+                    let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0).min(600_000);
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    Ok(Value::Null)
+                }
+                other => Err(format!("context operation {other} is not available")),
+            }
+        })
+    }
+}

@@ -1,0 +1,238 @@
+//! The HTTP API of `suzumio run` over real sockets: tool-ui listing and invocation (built-in and
+//! local packs), schema errors, misbehaving packs, tool status, agents, messages, auth, restarts.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::{Controller, TempProject, http};
+
+const P: &str = "/api/projects/review-demo";
+
+fn get(c: &Controller, path: &str) -> support::Response {
+    http("GET", &c.url(path), &[], None)
+}
+
+fn post(c: &Controller, path: &str, body: &str) -> support::Response {
+    http("POST", &c.url(path), &[], Some(body))
+}
+
+#[test]
+fn tool_ui_lists_every_entry_with_its_pack() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    let r = get(&c, &format!("{P}/tool-ui"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let entries = r.json();
+    let rebuild = entries.as_array().unwrap().iter().find(|e| e["id"] == "review.rebuild").expect("listed");
+    assert_eq!(rebuild["toolpackId"], "review-tools");
+    assert_eq!(rebuild["toolpackKind"], "local");
+    assert_eq!(rebuild["kind"], "action");
+    assert_eq!(rebuild["submitLabel"], "Rebuild");
+    assert_eq!(rebuild["inputSchema"]["properties"]["scope"]["enum"], json!(["all", "recent"]));
+    let stats = entries.as_array().unwrap().iter().find(|e| e["id"] == "project.stats").expect("built-in listed");
+    assert_eq!(stats["toolpackKind"], "builtin");
+    let ids: Vec<String> = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| format!("{}/{}", e["toolpackId"].as_str().unwrap(), e["id"].as_str().unwrap()))
+        .collect();
+    support::assert_golden(&support::repo_root().join("tests/golden/review.tool-ui.ids.txt"), &(ids.join("\n") + "\n"));
+}
+
+#[test]
+fn seed_pack_panel_and_action_over_http() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    let sent = post(&c, &format!("{P}/messages"), r#"{"recipient": "pm", "body": "Please review."}"#);
+    assert_eq!(sent.status, 201, "{}", sent.body);
+
+    let stats = post(&c, &format!("{P}/tool-ui/review-tools/review.stats"), "");
+    assert_eq!(stats.status, 200, "{}", stats.body);
+    let stats = stats.json();
+    assert_eq!(stats["metadata"]["stats"]["messages"], 1, "context.store.projectStats() sees the message");
+    assert_eq!(stats["metadata"]["metrics"][0], json!({"label": "Messages", "value": 1}));
+
+    let rebuilt = post(&c, &format!("{P}/tool-ui/review-tools/review.rebuild"), r#"{"scope": "all"}"#);
+    assert_eq!(rebuilt.status, 200, "{}", rebuilt.body);
+    assert_eq!(rebuilt.json()["output"], "Rebuilt all reviews (1 rebuilds so far).");
+}
+
+#[test]
+fn bad_scope_is_a_400_naming_the_field() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    let r = post(&c, &format!("{P}/tool-ui/review-tools/review.rebuild"), r#"{"scope": "everything"}"#);
+    assert_eq!(r.status, 400, "{}", r.body);
+    let body = r.json();
+    assert_eq!(body["details"][0]["path"], "/scope");
+    assert!(body["error"].as_str().unwrap().contains("/scope"), "{body}");
+}
+
+#[test]
+fn unknown_pack_entry_project_and_traversal_are_404() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    let cases = [
+        (format!("{P}/tool-ui/nope/x"), "Unknown toolpack: nope"),
+        (format!("{P}/tool-ui/review-tools/review.nope"), "Unknown WebUI tool entry review.nope in review-tools"),
+        ("/api/projects/other/tool-ui/core/project.stats".to_string(), "Unknown project: other"),
+        ("/api/projects/..%2F..%2Fetc/tool-ui/core/project.stats".to_string(), "Unknown project: ../../etc"),
+    ];
+    for (path, message) in cases {
+        let r = post(&c, &path, "{}");
+        assert_eq!((r.status, r.json()["error"].as_str().unwrap().to_string()), (404, message.to_string()), "{path}");
+    }
+}
+
+#[test]
+fn malformed_bodies_are_400_and_non_json_is_415() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    let r = post(&c, &format!("{P}/tool-ui/core/project.stats"), "{not json");
+    assert_eq!(r.status, 400);
+    assert!(r.json()["error"].as_str().unwrap().starts_with("the request body is not valid JSON"));
+    let r = http("POST", &c.url(&format!("{P}/messages")), &[("Content-Type", "text/plain")], Some("hello"));
+    assert_eq!(r.status, 415);
+    let r = post(&c, &format!("{P}/messages"), r#"{"recipient": "pm"}"#);
+    assert_eq!((r.status, r.json()["details"][0]["path"].clone()), (400, json!("/body")));
+    let r = post(&c, &format!("{P}/messages"), r#"{"recipient": "nobody", "body": "hi"}"#);
+    assert_eq!((r.status, r.json()["error"].clone()), (422, json!("Unknown agent: nobody")));
+}
+
+/// A looping controller is stopped at its deadline while the server keeps answering.
+#[test]
+fn looping_pack_times_out_and_health_keeps_answering() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    let url = c.url(&format!("{P}/tool-ui/slow/slow.loop"));
+    let started = Instant::now();
+    let looping = std::thread::spawn(move || http("POST", &url, &[], Some("{}")));
+    std::thread::sleep(Duration::from_millis(100));
+    let health = get(&c, "/health");
+    assert_eq!(health.status, 200);
+    assert!(started.elapsed() < Duration::from_millis(450), "/health answered while the pack looped");
+    let r = looping.join().unwrap();
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(
+        r.json()["error"].as_str().unwrap().starts_with("toolpack slow: the call did not finish within 500 ms"),
+        "{}",
+        r.body
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let again = post(&c, &format!("{P}/tool-ui/slow/slow.ok"), "");
+    assert_eq!((again.status, again.json()["output"].clone()), (200, json!("still here")));
+}
+
+#[test]
+fn misbehaving_pack_errors_are_422_with_the_pack_named() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    let cases = [
+        ("slow.grow", "toolpack slow: out of memory (the limit is 16 MiB"),
+        ("slow.throw", "toolpack slow: RangeError: scope out of range"),
+        (
+            "slow.garbage",
+            "toolpack slow (WebUI entry slow.garbage) returned a number, expected an object {output, title?, metadata?}",
+        ),
+    ];
+    for (entry, message) in cases {
+        let r = post(&c, &format!("{P}/tool-ui/slow/{entry}"), "");
+        assert_eq!(r.status, 422, "{entry}: {}", r.body);
+        assert!(r.json()["error"].as_str().unwrap().starts_with(message), "{entry}: {}", r.body);
+    }
+    assert_eq!(get(&c, "/health").status, 200);
+}
+
+#[test]
+fn built_in_entries_send_and_show_messages_and_signals() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    let r = post(&c, &format!("{P}/tool-ui/core/messages.send"), r#"{"body": "Start the review.", "priority": "P2"}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.json()["output"].as_str().unwrap().contains("user -> pm"), "defaults to the coordinator: {}", r.body);
+    let r = post(&c, &format!("{P}/tool-ui/core/messages.send"), r#"{"sender": "ghost", "body": "x"}"#);
+    assert_eq!((r.status, r.json()["error"].clone()), (422, json!("Unknown sender: ghost")));
+    let r = post(&c, &format!("{P}/tool-ui/core/coordination.signals"), r#"{"targetAgent": "pm"}"#);
+    let signals = r.json();
+    assert_eq!(signals["metadata"]["signals"][0]["kind"], "message.created");
+    assert_eq!(signals["metadata"]["signals"][0]["priority"], "P2");
+    let r = post(&c, &format!("{P}/tool-ui/core/messages.conversation"), r#"{"agentA": "user", "agentB": "pm"}"#);
+    assert!(r.json()["output"].as_str().unwrap().contains("Start the review."), "{}", r.body);
+    let r = post(&c, &format!("{P}/tool-ui/core/messages.conversation"), r#"{"limit": 500}"#);
+    assert_eq!(r.status, 400, "limit is capped by the schema: {}", r.body);
+}
+
+#[test]
+fn tool_status_lists_tools_without_inputs_and_agents_without_tokens() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    let r = get(&c, &format!("{P}/tool-status"));
+    assert_eq!(r.status, 200);
+    assert!(!r.body.contains("input"), "inputs are never exposed: {}", r.body);
+    let status = r.json();
+    let names: Vec<&str> = status.as_array().unwrap().iter().map(|t| t["tool"].as_str().unwrap()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "sorted by name");
+    let summarize = status.as_array().unwrap().iter().find(|t| t["tool"] == "review.summarize").unwrap();
+    assert_eq!(summarize["enabledForAgents"], json!(["reviewer"]));
+    assert_eq!(summarize["callCount"], 0);
+
+    let r = get(&c, &format!("{P}/agents"));
+    assert!(!r.body.contains("token"), "{}", r.body);
+    let agents = r.json();
+    assert_eq!(agents[1]["id"], "reviewer");
+    assert_eq!(agents[1]["mountedToolpacks"], json!(["review-tools"]));
+}
+
+#[test]
+fn state_written_by_a_pack_survives_a_restart() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    let r = post(&c, &format!("{P}/tool-ui/review-tools/review.rebuild"), "{}");
+    assert_eq!(r.json()["output"], "Rebuilt recent reviews (1 rebuilds so far).");
+    assert_eq!(c.stop(), Some(0), "Ctrl-C stops cleanly");
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(project.dir.join("toolpack-state/review-tools/cache.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(state, json!({"rebuilds": 1, "scope": "recent"}));
+    let c = Controller::start(&project.dir, &[]);
+    let r = post(&c, &format!("{P}/tool-ui/review-tools/review.rebuild"), "{}");
+    assert_eq!(r.json()["output"], "Rebuilt recent reviews (2 rebuilds so far).");
+}
+
+#[test]
+fn cross_origin_posts_are_refused() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    let r = http(
+        "POST",
+        &c.url(&format!("{P}/messages")),
+        &[("Origin", "http://evil.example")],
+        Some(r#"{"recipient":"pm","body":"x"}"#),
+    );
+    assert_eq!(r.status, 403);
+}
+
+#[test]
+fn non_loopback_needs_a_token_and_then_every_request_carries_it() {
+    let project = TempProject::copy_of("review");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["run", project.dir.to_str().unwrap(), "--host", "0.0.0.0", "--port", "0"])
+        .env_remove("SUZUMIO_API_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs an API token"));
+
+    let c = Controller::start(&project.dir, &["--token", "s3cret-token"]);
+    let path = format!("{P}/tool-status");
+    assert_eq!(get(&c, &path).status, 401);
+    assert_eq!(http("GET", &c.url(&path), &[("Authorization", "Bearer wrong")], None).status, 401);
+    assert_eq!(http("GET", &c.url(&path), &[("Authorization", "Bearer s3cret-token")], None).status, 200);
+    assert_eq!(get(&c, "/health").status, 200, "health needs no token");
+}
