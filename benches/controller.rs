@@ -115,6 +115,10 @@ fn main() {
         ));
         assert!(out.is_ok(), "{out:?}");
     }));
+    results.push(measure("WebUI entry, JS pack, trivial handler (in process)", iterations, || {
+        let out = rt.block_on(host.invoke_webui("slow", "slow.ok", json!({})));
+        assert!(out.is_ok(), "{out:?}");
+    }));
     results.push(measure("WebUI panel, JS pack review.stats (in process)", iterations, || {
         let out = rt.block_on(host.invoke_webui("review-tools", "review.stats", json!({})));
         assert!(out.is_ok(), "{out:?}");

@@ -80,3 +80,39 @@ fn runner_binary_reports_its_version() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio-runner")).output().expect("runs");
     assert_eq!(text(&out.stdout), format!("suzumio-runner {}\n", env!("CARGO_PKG_VERSION")));
 }
+
+#[test]
+fn ui_runs_a_webui_entry_against_the_project_state() {
+    let project = support::TempProject::copy_of("review");
+    let dir = project.dir.to_str().unwrap();
+    let out = suzumio(&repo_root(), &["ui", dir, "review-tools/review.rebuild", r#"{"scope": "all"}"#]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "Review cache rebuilt\nRebuilt all reviews (1 rebuilds so far).\n");
+    let out = suzumio(&repo_root(), &["ui", dir, "core/project.stats", "--json"]);
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(stats["metadata"]["metrics"][0], serde_json::json!({"label": "Status", "value": "initialized"}));
+}
+
+#[test]
+fn ui_input_errors_exit_2_and_pack_failures_exit_1() {
+    let project = support::TempProject::copy_of("review");
+    let dir = project.dir.to_str().unwrap();
+    let cases: [(&[&str], i32, &str); 5] = [
+        (
+            &["review-tools/review.rebuild", r#"{"scope": "everything"}"#],
+            2,
+            "error: input does not match the schema: /scope:",
+        ),
+        (&["review-tools/review.rebuild", "{oops"], 2, "error: the input is not valid JSON"),
+        (&["review-tools"], 2, "error: `review-tools` is not <toolpack>/<entry>"),
+        (&["nope/x"], 2, "error: Unknown toolpack: nope"),
+        (&["slow/slow.throw"], 1, "error: toolpack slow: RangeError: scope out of range"),
+    ];
+    for (args, code, message) in cases {
+        let mut full = vec!["ui", dir];
+        full.extend_from_slice(args);
+        let out = suzumio(&repo_root(), &full);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).lines().any(|l| l.starts_with(message)), "{args:?}: {}", text(&out.stderr));
+    }
+}
