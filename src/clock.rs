@@ -52,3 +52,72 @@ pub fn iso(t: DateTime<Utc>) -> String {
 pub fn parse_iso(text: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(text.trim()).ok().map(|t| t.with_timezone(&Utc))
 }
+
+/// The first time strictly after `after` at which a cron expression fires, in an IANA time zone.
+/// Five fields (`min hour dom mon dow`) get a `0` seconds field in front; six (`sec min hour dom
+/// mon dow`) are taken as they are. Local times skipped by a DST jump do not fire that day; a
+/// local time that happens twice (DST ends) fires once, at its first occurrence.
+pub fn next_cron(expr: &str, timezone: &str, after: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, String> {
+    let tz = parse_timezone(timezone)?;
+    let schedule = parse_cron(expr)?;
+    let local_after = after.with_timezone(&tz);
+    let Some(first) = schedule.after(&local_after).next() else { return Ok(None) };
+    // The cron crate walks local wall-clock times; when DST ends, the repeated hour maps to
+    // two instants. Keep the first: if the previous firing had the same wall-clock time an hour
+    // earlier, this one is the repeat, so take the one after it.
+    let wall = first.naive_local();
+    let earlier = first.clone() - Duration::hours(1);
+    let is_repeat = earlier.naive_local() == wall && earlier.with_timezone(&Utc) > after && schedule.includes(earlier.clone());
+    let chosen = if is_repeat { earlier } else { first };
+    Ok(Some(chosen.with_timezone(&Utc)))
+}
+
+pub fn parse_timezone(name: &str) -> Result<chrono_tz::Tz, String> {
+    name.parse::<chrono_tz::Tz>().map_err(|_| format!("Unknown time zone: {name} (use an IANA name such as Europe/Berlin or UTC)"))
+}
+
+pub fn parse_cron(expr: &str) -> Result<cron::Schedule, String> {
+    let fields = expr.split_whitespace().count();
+    let full = match fields {
+        5 => format!("0 {}", expr.trim()),
+        6 => expr.trim().to_string(),
+        n => return Err(format!("Invalid cron expression `{expr}`: expected 5 fields (min hour day month weekday) or 6 (with seconds first), got {n}")),
+    };
+    full.parse::<cron::Schedule>().map_err(|e| format!("Invalid cron expression `{expr}`: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        parse_iso(s).expect("timestamp")
+    }
+
+    fn next(expr: &str, tz: &str, after: &str) -> String {
+        iso(next_cron(expr, tz, at(after)).expect("valid").expect("fires"))
+    }
+
+    #[test]
+    fn five_and_six_fields() {
+        assert_eq!(next("*/15 * * * *", "UTC", "2026-01-01T10:07:00Z"), "2026-01-01T10:15:00.000Z");
+        assert_eq!(next("30 0 9 * * Mon", "UTC", "2026-01-01T00:00:00Z"), "2026-01-05T09:00:30.000Z");
+        assert!(next_cron("* * *", "UTC", at("2026-01-01T00:00:00Z")).unwrap_err().contains("expected 5 fields"));
+        assert!(next_cron("61 * * * *", "UTC", at("2026-01-01T00:00:00Z")).is_err());
+        assert!(next_cron("* * * * *", "Mars/Base", at("2026-01-01T00:00:00Z")).unwrap_err().starts_with("Unknown time zone"));
+    }
+
+    /// Europe/Berlin springs forward on 2026-03-29 (02:00 → 03:00) and falls back on 2026-10-25
+    /// (03:00 → 02:00).
+    #[test]
+    fn daily_cron_across_berlin_dst_changes() {
+        // 09:00 local stays 09:00 local: 08:00Z in winter, 07:00Z in summer.
+        assert_eq!(next("0 9 * * *", "Europe/Berlin", "2026-03-28T09:00:00Z"), "2026-03-29T07:00:00.000Z");
+        assert_eq!(next("0 9 * * *", "Europe/Berlin", "2026-10-24T08:00:00Z"), "2026-10-25T08:00:00.000Z");
+        // 02:30 does not exist on 2026-03-29: the next firing is the day after.
+        assert_eq!(next("30 2 * * *", "Europe/Berlin", "2026-03-28T02:00:00Z"), "2026-03-30T00:30:00.000Z");
+        // 02:30 happens twice on 2026-10-25: it fires once, at the first (summer time) one.
+        assert_eq!(next("30 2 * * *", "Europe/Berlin", "2026-10-24T02:00:00Z"), "2026-10-25T00:30:00.000Z");
+        assert_eq!(next("30 2 * * *", "Europe/Berlin", "2026-10-25T00:30:00Z"), "2026-10-26T01:30:00.000Z");
+    }
+}

@@ -37,8 +37,10 @@ function makeContext(base) {
   context.time = Object.freeze({
     now: () => call("time.now"),
     nextCron: (expr, timezone, afterIso) => call("time.nextCron", { expr, timezone, after: afterIso }),
+    checkTimezone: (timezone) => call("time.checkTimezone", { timezone }),
     sleep: (ms) => callAsync("time.sleep", { ms }),
   });
+  context.uuid = () => call("uuid");
   context.console = globalThis.console;
   if (base.hooks) {
     context.hasPendingSignals = () => call("hasPendingSignals");

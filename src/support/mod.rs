@@ -323,3 +323,111 @@ fn presentation_json(p: &crate::toolpack::Presentation) -> Value {
     }
     Value::Object(out)
 }
+
+/// What one pack's scheduler hook did in a tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookOutcome {
+    pub pack: String,
+    /// Ids of the signals recorded from what the hook returned.
+    pub recorded: Vec<String>,
+    /// When the hook asked to be called again (`{wakeAt}`), so the scheduler can sleep until then.
+    pub wake_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Why the hook (or some of its requests) failed; logged with the pack id and skipped.
+    pub errors: Vec<String>,
+}
+
+impl ToolHost {
+    /// Run every local pack's scheduler hook once (reference §3.7). Each hook is isolated: one
+    /// that throws, times out or returns garbage is logged and skipped; the others still run.
+    pub async fn run_scheduler_hooks(&self) -> Vec<HookOutcome> {
+        let mut outcomes = Vec::new();
+        for pack in self.project.registry.packs() {
+            let Some(host) = self.packs.controller(pack).await else { continue };
+            let mut outcome = HookOutcome { pack: pack.id.clone(), recorded: Vec::new(), wake_at: None, errors: Vec::new() };
+            match host {
+                Err(e) => outcome.errors.push(e.to_string()),
+                Ok(host) => match self.hook_base(pack) {
+                    Err(e) => outcome.errors.push(e.to_string()),
+                    Ok(base) => {
+                        let call = JsCall { export: "schedulerTick", args: vec![base], scope: CallScope::default() };
+                        match host.call(call).await {
+                            Err(e) => outcome.errors.push(e.with_stack()),
+                            Ok(value) => self.record_hook_requests(&pack.id, value, &mut outcome),
+                        }
+                    }
+                },
+            }
+            for e in &outcome.errors {
+                tracing::warn!(toolpack = %pack.id, "scheduler hook: {e}");
+            }
+            outcomes.push(outcome);
+        }
+        outcomes
+    }
+
+    fn hook_base(&self, pack: &Toolpack) -> Result<String, InvokeError> {
+        let agents: Vec<Value> = self
+            .store
+            .agents()?
+            .into_iter()
+            .filter(|a| self.project.config.agent(&a.id).is_some())
+            .map(|a| {
+                let model_alive = a.status.as_str() == "running" && a.active_activation_id.is_some();
+                json!({
+                    "id": a.id, "displayName": a.display_name, "role": a.role, "status": a.status,
+                    "activeActivationId": a.active_activation_id, "modelAlive": model_alive, "updatedAt": a.updated_at,
+                })
+            })
+            .collect();
+        Ok(json!({
+            "project": self.name(),
+            "toolpackId": pack.id,
+            "now": crate::clock::iso(self.store.now()),
+            "agents": agents,
+        })
+        .to_string())
+    }
+
+    /// A hook returns nothing, an array of signal requests, or `{signals, wakeAt?}`.
+    fn record_hook_requests(&self, pack: &str, value: Value, outcome: &mut HookOutcome) {
+        let (requests, wake_at) = match value {
+            Value::Null => (Vec::new(), None),
+            Value::Array(items) => (items, None),
+            Value::Object(mut map) if map.contains_key("signals") || map.contains_key("wakeAt") => {
+                let signals = match map.remove("signals") {
+                    None | Some(Value::Null) => Vec::new(),
+                    Some(Value::Array(items)) => items,
+                    Some(_) => {
+                        outcome.errors.push("returned `signals` that is not an array".into());
+                        Vec::new()
+                    }
+                };
+                (signals, map.remove("wakeAt"))
+            }
+            other => {
+                outcome.errors.push(format!(
+                    "returned {other}, expected an array of signal requests, {{signals, wakeAt?}}, or nothing"
+                ));
+                return;
+            }
+        };
+        match wake_at {
+            None | Some(Value::Null) => {}
+            Some(Value::String(text)) => match crate::clock::parse_iso(&text) {
+                Some(t) => outcome.wake_at = Some(t),
+                None => outcome.errors.push(format!("returned an invalid wakeAt timestamp: {text}")),
+            },
+            Some(other) => outcome.errors.push(format!("returned wakeAt {other}, expected an ISO timestamp")),
+        }
+        let ops = ops::ControllerOps::new(self.project.clone(), self.store.clone(), self.state.clone());
+        for (i, item) in requests.iter().enumerate() {
+            let recorded = ops
+                .signal_request(item, None)
+                .and_then(|request| self.store.record_signal(request).map_err(|e| e.to_string()));
+            match recorded {
+                Ok(signals) => outcome.recorded.extend(signals.into_iter().map(|s| s.id)),
+                Err(e) => outcome.errors.push(format!("signal request {i} from {pack}: {e}")),
+            }
+        }
+    }
+}

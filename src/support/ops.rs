@@ -24,7 +24,8 @@ impl ControllerOps {
         ControllerOps { project, store, state }
     }
 
-    fn signal_request(&self, args: &Value, scope: Option<&CallScope>) -> Result<SignalRequest, String> {
+    /// A signal request from pack code, checked field by field with the reference's messages.
+    pub fn signal_request(&self, args: &Value, scope: Option<&CallScope>) -> Result<SignalRequest, String> {
         let Some(obj) = args.as_object() else { return Err("Tool input must be an object".into()) };
         let allowed =
             ["kind", "targetAgent", "targetChannel", "priority", "payload", "status", "usefulEffect", "notBefore"];
@@ -174,6 +175,20 @@ impl HostOps for ControllerOps {
                 self.state.write(pack_id, &name, &value).map(|_| Value::Null).map_err(|e| e.to_string())
             }
             "time.now" => Ok(json!(iso(self.store.now()))),
+            "time.nextCron" => {
+                let expr = str_arg(&args, "expr").ok_or("nextCron needs a cron expression")?;
+                let timezone = str_arg(&args, "timezone").unwrap_or_else(|| "UTC".into());
+                let after = match str_arg(&args, "after") {
+                    Some(text) => parse_iso(&text).ok_or_else(|| format!("Invalid timestamp: {text}"))?,
+                    None => self.store.now(),
+                };
+                Ok(crate::clock::next_cron(&expr, &timezone, after)?.map_or(Value::Null, |t| json!(iso(t))))
+            }
+            "time.checkTimezone" => {
+                let name = str_arg(&args, "timezone").ok_or("checkTimezone needs a time zone name")?;
+                crate::clock::parse_timezone(&name).map(|_| json!(name))
+            }
+            "uuid" => Ok(json!(uuid::Uuid::new_v4().to_string())),
             "hasPendingSignals" => to_json(self.store.has_pending_signals(false)),
             "hasPendingSignalsForAgent" => {
                 let agent = str_arg(&args, "agentId").ok_or("hasPendingSignalsForAgent needs an agent id")?;
