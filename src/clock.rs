@@ -66,14 +66,15 @@ pub fn next_cron(expr: &str, timezone: &str, after: DateTime<Utc>) -> Result<Opt
     // two instants. Keep the first: if the previous firing had the same wall-clock time an hour
     // earlier, this one is the repeat, so take the one after it.
     let wall = first.naive_local();
-    let earlier = first.clone() - Duration::hours(1);
-    let is_repeat = earlier.naive_local() == wall && earlier.with_timezone(&Utc) > after && schedule.includes(earlier.clone());
+    let earlier = first - Duration::hours(1);
+    let is_repeat = earlier.naive_local() == wall && earlier.with_timezone(&Utc) > after && schedule.includes(earlier);
     let chosen = if is_repeat { earlier } else { first };
     Ok(Some(chosen.with_timezone(&Utc)))
 }
 
 pub fn parse_timezone(name: &str) -> Result<chrono_tz::Tz, String> {
-    name.parse::<chrono_tz::Tz>().map_err(|_| format!("Unknown time zone: {name} (use an IANA name such as Europe/Berlin or UTC)"))
+    name.parse::<chrono_tz::Tz>()
+        .map_err(|_| format!("Unknown time zone: {name} (use an IANA name such as Europe/Berlin or UTC)"))
 }
 
 pub fn parse_cron(expr: &str) -> Result<cron::Schedule, String> {
@@ -81,7 +82,11 @@ pub fn parse_cron(expr: &str) -> Result<cron::Schedule, String> {
     let full = match fields {
         5 => format!("0 {}", expr.trim()),
         6 => expr.trim().to_string(),
-        n => return Err(format!("Invalid cron expression `{expr}`: expected 5 fields (min hour day month weekday) or 6 (with seconds first), got {n}")),
+        n => {
+            return Err(format!(
+                "Invalid cron expression `{expr}`: expected 5 fields (min hour day month weekday) or 6 (with seconds first), got {n}"
+            ));
+        }
     };
     full.parse::<cron::Schedule>().map_err(|e| format!("Invalid cron expression `{expr}`: {e}"))
 }
@@ -104,7 +109,11 @@ mod tests {
         assert_eq!(next("30 0 9 * * Mon", "UTC", "2026-01-01T00:00:00Z"), "2026-01-05T09:00:30.000Z");
         assert!(next_cron("* * *", "UTC", at("2026-01-01T00:00:00Z")).unwrap_err().contains("expected 5 fields"));
         assert!(next_cron("61 * * * *", "UTC", at("2026-01-01T00:00:00Z")).is_err());
-        assert!(next_cron("* * * * *", "Mars/Base", at("2026-01-01T00:00:00Z")).unwrap_err().starts_with("Unknown time zone"));
+        assert!(
+            next_cron("* * * * *", "Mars/Base", at("2026-01-01T00:00:00Z"))
+                .unwrap_err()
+                .starts_with("Unknown time zone")
+        );
     }
 
     /// Europe/Berlin springs forward on 2026-03-29 (02:00 → 03:00) and falls back on 2026-10-25

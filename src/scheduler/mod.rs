@@ -1,3 +1,176 @@
-//! The scheduler tick: signal delivery rules, nudges and monitors, toolpack scheduler hooks.
+//! The scheduler: one tick per running project, woken by store events (a signal, a message, an
+//! activation ending), by the next due time (a delayed signal, a pack's `wakeAt`, a monitor) and
+//! by a periodic timer. A tick (reference §1.5, exact order):
 //!
-//! Lands with issue [C]; nothing here yet.
+//! 1. for each agent: deliver pending signals (P0 pre-empts a running activation; otherwise an
+//!    idle agent gets its P0/P1 batch or exactly one P2/P3 signal) — see `delivery.rs`;
+//! 2. the local packs' scheduler hooks (isolated: one failing never stops the others);
+//! 3. the failed nudge, the failed-agent monitor, the quiet-agent monitor, the all-quiet nudge.
+//!
+//! Starting and stopping the work of an activation goes through [`ActivationLauncher`], so the
+//! rules are testable without the model loop. The no-effect nudge is created when an activation
+//! completes: [`Scheduler::activation_finished`].
+
+mod delivery;
+mod monitors;
+mod nudges;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+
+use crate::clock::parse_iso;
+use crate::config::AgentConfig;
+use crate::store::{ActivationRecord, ProjectStatus, SignalRecord, Store, StoreError};
+use crate::support::{HookOutcome, ToolHost};
+
+/// What runs an activation's work (the model loop in the controller; a fake in tests).
+pub trait ActivationLauncher: Send + Sync + 'static {
+    /// The activation prompt for an agent and the signals it is given (reference §1.6).
+    fn prompt(&self, agent: &AgentConfig, signals: &[SignalRecord]) -> String;
+    /// Begin the work of an activation the scheduler has just recorded. Must not block.
+    fn start(&self, activation: ActivationRecord, signals: Vec<SignalRecord>);
+    /// Stop the work of an activation the scheduler has just marked cancelled (P0).
+    fn cancel(&self, activation: &ActivationRecord, reason: &str);
+}
+
+/// What one tick did.
+#[derive(Debug, Default)]
+pub struct TickReport {
+    /// False when the project is not `running` (nothing is scheduled then).
+    pub ran: bool,
+    pub started: Vec<ActivationRecord>,
+    pub cancelled: Vec<ActivationRecord>,
+    pub hooks: Vec<HookOutcome>,
+    /// Nudge signals created (failed, all-quiet).
+    pub nudges: Vec<SignalRecord>,
+    /// Monitor messages sent (message ids).
+    pub monitor_messages: Vec<String>,
+    /// Problems met (logged); a tick never stops at the first one.
+    pub errors: Vec<String>,
+    /// The earliest time something becomes due (a delayed signal, a hook's `wakeAt`, a monitor).
+    pub next_due: Option<DateTime<Utc>>,
+}
+
+impl TickReport {
+    fn due(&mut self, at: Option<DateTime<Utc>>) {
+        if let Some(at) = at {
+            self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
+        }
+    }
+}
+
+/// One of the rules run after the hooks, in the reference's order.
+type TickStep = fn(&Scheduler, &mut TickReport) -> Result<(), StoreError>;
+
+pub struct Scheduler {
+    tools: Arc<ToolHost>,
+    launcher: Arc<dyn ActivationLauncher>,
+}
+
+impl Scheduler {
+    pub fn new(tools: Arc<ToolHost>, launcher: Arc<dyn ActivationLauncher>) -> Scheduler {
+        Scheduler { tools, launcher }
+    }
+
+    fn store(&self) -> &Store {
+        &self.tools.store
+    }
+
+    /// One tick (reference §1.5).
+    pub async fn tick(&self) -> TickReport {
+        let mut report = TickReport::default();
+        match self.store().project() {
+            Ok(p) if p.status == ProjectStatus::Running => report.ran = true,
+            Ok(_) => return report,
+            Err(e) => {
+                report.errors.push(e.to_string());
+                return report;
+            }
+        }
+        if let Err(e) = delivery::deliver(self, &mut report) {
+            report.errors.push(format!("signal delivery: {e}"));
+        }
+        report.hooks = self.tools.run_scheduler_hooks().await;
+        for hook in &report.hooks {
+            report.errors.extend(hook.errors.iter().map(|e| format!("toolpack {}: {e}", hook.pack)));
+        }
+        let wakes: Vec<_> = report.hooks.iter().filter_map(|h| h.wake_at).collect();
+        for at in wakes {
+            report.due(Some(at));
+        }
+        let steps: [(&str, TickStep); 4] = [
+            ("failed nudge", nudges::failed_nudges),
+            ("failed-agent monitor", monitors::failed_agent_monitor),
+            ("quiet-agent monitor", monitors::quiet_agent_monitor),
+            ("all-quiet nudge", nudges::all_quiet_nudge),
+        ];
+        for (name, step) in steps {
+            if let Err(e) = step(self, &mut report) {
+                report.errors.push(format!("{name}: {e}"));
+            }
+        }
+        match self.store().next_signal_ready_at() {
+            Ok(at) => report.due(at.as_deref().and_then(parse_iso)),
+            Err(e) => report.errors.push(e.to_string()),
+        }
+        for e in &report.errors {
+            tracing::warn!(project = %self.tools.name(), "scheduler: {e}");
+        }
+        report
+    }
+
+    /// Called when an activation has finished (its row already updated): a completed
+    /// activation with no useful effect gets the no-effect nudge (reference §1.4).
+    pub fn activation_finished(&self, activation: &ActivationRecord) -> Result<Option<SignalRecord>, StoreError> {
+        nudges::no_effect_nudge(self, activation)
+    }
+
+    /// P1 signals for a running activation, handed over at a tool boundary (reference §1.3).
+    pub fn tool_boundary_signals(&self, agent_id: &str, activation_id: &str) -> Result<Vec<SignalRecord>, StoreError> {
+        let limit = self.tools.project.config.scheduler.max_signals_per_activation as usize;
+        self.store().deliver_at_tool_boundary(agent_id, activation_id, limit)
+    }
+
+    /// Tick until `shutdown` turns true: after every relevant store event, at the next due time,
+    /// and at least every `tickIntervalMs`.
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let interval = Duration::from_millis(self.tools.project.config.scheduler.tick_interval_ms);
+        let mut events = self.store().subscribe();
+        loop {
+            let report = self.tick().await;
+            let mut wait = interval;
+            if let Some(due) = report.next_due {
+                let until = (due - self.store().now()).to_std().unwrap_or(Duration::ZERO);
+                wait = wait.min(until.max(Duration::from_millis(5)));
+            }
+            let deadline = tokio::time::Instant::now() + wait;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => break,
+                    _ = shutdown.changed() => return,
+                    event = events.recv() => match event {
+                        Ok(e) if !wakes_scheduler(&e.kind) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                        _ => {
+                            // Coalesce a burst of events into one tick.
+                            while let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(2), events.recv()).await {}
+                            break;
+                        }
+                    },
+                }
+            }
+            if *shutdown.borrow() {
+                return;
+            }
+        }
+    }
+}
+
+/// Store events after which the scheduler should look again.
+fn wakes_scheduler(kind: &str) -> bool {
+    matches!(kind, "signal.created" | "message.created" | "project.status" | "agent.status")
+        || kind.starts_with("activation.")
+}

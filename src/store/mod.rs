@@ -17,6 +17,7 @@ mod activations;
 mod error;
 mod messages;
 mod model;
+mod scheduling;
 mod schema;
 mod signals;
 pub mod state_files;
@@ -434,7 +435,7 @@ fn opt_json_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<Value
     .transpose()
 }
 
-fn event_from_row(row: &Row<'_>) -> rusqlite::Result<EventRecord> {
+pub(crate) fn event_from_row(row: &Row<'_>) -> rusqlite::Result<EventRecord> {
     Ok(EventRecord { id: row.get(0)?, kind: row.get(1)?, data: json_column(row, 2)?, created_at: row.get(3)? })
 }
 

@@ -343,7 +343,8 @@ impl ToolHost {
         let mut outcomes = Vec::new();
         for pack in self.project.registry.packs() {
             let Some(host) = self.packs.controller(pack).await else { continue };
-            let mut outcome = HookOutcome { pack: pack.id.clone(), recorded: Vec::new(), wake_at: None, errors: Vec::new() };
+            let mut outcome =
+                HookOutcome { pack: pack.id.clone(), recorded: Vec::new(), wake_at: None, errors: Vec::new() };
             match host {
                 Err(e) => outcome.errors.push(e.to_string()),
                 Ok(host) => match self.hook_base(pack) {

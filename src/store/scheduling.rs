@@ -1,0 +1,162 @@
+//! Queries and changes the scheduler needs beyond the basic records: tool-boundary delivery of
+//! P1 signals, what an activation was given, the latest activation or signal of a kind, the
+//! next time a delayed signal becomes ready, and event lookups for monitor dedupe.
+
+use rusqlite::{OptionalExtension, params};
+
+use crate::clock::iso;
+use crate::store::signals::{SIGNAL_COLUMNS, signal_from_row};
+use crate::store::{ActivationRecord, ActivationStatus, EventRecord, SignalRecord, Store, StoreError, event_from_row};
+
+impl Store {
+    /// P1 signals ready for `agent_id`, handed to its running activation at a tool boundary
+    /// (reference §1.3): marked `delivered` to `activation_id` in one transaction and returned,
+    /// oldest first, at most `limit`. Nothing is delivered unless the activation is the agent's
+    /// running one.
+    pub fn deliver_at_tool_boundary(
+        &self,
+        agent_id: &str,
+        activation_id: &str,
+        limit: usize,
+    ) -> Result<Vec<SignalRecord>, StoreError> {
+        self.write(|w| {
+            let running: Option<String> = w
+                .tx
+                .query_row(
+                    "SELECT a.id FROM activations a JOIN agents g ON g.active_activation_id = a.id
+                     WHERE a.id = ?1 AND a.agent_id = ?2 AND a.status = 'running'",
+                    params![activation_id, agent_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if running.is_none() {
+                return Ok(Vec::new());
+            }
+            let mut stmt = w.tx.prepare_cached(&format!(
+                "SELECT {SIGNAL_COLUMNS} FROM signals
+                 WHERE target_agent = ?1 AND status = 'pending' AND priority = 'P1'
+                   AND (not_before IS NULL OR not_before <= ?2)
+                 ORDER BY created_at, rowid LIMIT ?3"
+            ))?;
+            let signals: Vec<SignalRecord> = stmt
+                .query_map(params![agent_id, w.now, limit.max(1) as i64], signal_from_row)?
+                .collect::<Result<_, _>>()?;
+            drop(stmt);
+            for s in &signals {
+                w.tx.execute(
+                    "UPDATE signals SET status = 'delivered', delivered_at = ?2, delivered_activation_id = ?3 WHERE id = ?1",
+                    params![s.id, w.now, activation_id],
+                )?;
+            }
+            if !signals.is_empty() {
+                let ids: Vec<&str> = signals.iter().map(|s| s.id.as_str()).collect();
+                w.event(
+                    "signals.delivered",
+                    serde_json::json!({"agentId": agent_id, "activationId": activation_id, "signalIds": ids, "at": "tool_boundary"}),
+                )?;
+            }
+            Ok(signals
+                .into_iter()
+                .map(|mut s| {
+                    s.status = crate::store::SignalStatus::Delivered;
+                    s.delivered_at = Some(w.now.clone());
+                    s.delivered_activation_id = Some(activation_id.to_string());
+                    s
+                })
+                .collect())
+        })
+    }
+
+    /// The signals delivered to one activation (at its start or at tool boundaries).
+    pub fn signals_delivered_to(&self, activation_id: &str) -> Result<Vec<SignalRecord>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {SIGNAL_COLUMNS} FROM signals WHERE delivered_activation_id = ?1 ORDER BY rowid"
+            ))?;
+            let rows = stmt.query_map([activation_id], signal_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// The agent's most recent activation, optionally only one with `status`.
+    pub fn latest_activation(
+        &self,
+        agent_id: &str,
+        status: Option<ActivationStatus>,
+    ) -> Result<Option<ActivationRecord>, StoreError> {
+        let id: Option<String> = self.read(|conn| {
+            Ok(conn
+                .query_row(
+                    "SELECT id FROM activations WHERE agent_id = ?1 AND (?2 IS NULL OR status = ?2)
+                     ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                    params![agent_id, status.map(ActivationStatus::as_str)],
+                    |r| r.get(0),
+                )
+                .optional()?)
+        })?;
+        match id {
+            Some(id) => self.activation(&id),
+            None => Ok(None),
+        }
+    }
+
+    /// The newest signal of a kind (optionally for one target).
+    pub fn latest_signal_of_kind(
+        &self,
+        kind: &str,
+        target_agent: Option<&str>,
+    ) -> Result<Option<SignalRecord>, StoreError> {
+        self.read(|conn| {
+            Ok(conn
+                .query_row(
+                    &format!(
+                        "SELECT {SIGNAL_COLUMNS} FROM signals WHERE kind = ?1 AND (?2 IS NULL OR target_agent = ?2)
+                         ORDER BY created_at DESC, rowid DESC LIMIT 1"
+                    ),
+                    params![kind, target_agent],
+                    signal_from_row,
+                )
+                .optional()?)
+        })
+    }
+
+    /// When the earliest delayed pending signal becomes ready (its `not_before`), if any is
+    /// still in the future: the scheduler sleeps until then.
+    pub fn next_signal_ready_at(&self) -> Result<Option<String>, StoreError> {
+        let now = iso(self.now());
+        self.read(|conn| {
+            Ok(conn.query_row(
+                "SELECT MIN(not_before) FROM signals WHERE status = 'pending' AND not_before > ?1",
+                [now],
+                |r| r.get(0),
+            )?)
+        })
+    }
+
+    /// Events of one type, newest first, at most `limit` (capped at 1000).
+    pub fn events_of_kind(&self, kind: &str, limit: usize) -> Result<Vec<EventRecord>, StoreError> {
+        let limit = limit.clamp(1, 1000) as i64;
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, type, data_json, created_at FROM events WHERE type = ?1 ORDER BY id DESC LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![kind, limit], event_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// Agents (of the current config) with at least one ready pending signal, and the priority
+    /// of the most urgent one: one query instead of one per agent on every tick.
+    pub fn agents_with_ready_signals(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let now = iso(self.now());
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT target_agent, MIN(priority) FROM signals
+                 WHERE status = 'pending' AND target_agent IS NOT NULL AND (not_before IS NULL OR not_before <= ?1)
+                 GROUP BY target_agent",
+            )?;
+            let rows = stmt.query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+}
