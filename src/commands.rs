@@ -212,3 +212,93 @@ pub async fn ui(dir: &Path, target: &str, input: Option<&str>, as_json: bool) ->
     let _ = writeln!(out, "{}", output.output);
     Ok(out)
 }
+
+/// `suzumio start|stop <dir>`: set the project status (only `running` projects are scheduled).
+pub fn set_status(dir: &Path, status: crate::store::ProjectStatus) -> Result<String, (u8, String)> {
+    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
+    let before = tools.store.project().map_err(|e| (1, e.to_string()))?;
+    let after = tools.store.set_project_status(status).map_err(|e| (1, e.to_string()))?;
+    Ok(format!("project {}: {} -> {}\n", after.name, before.status.as_str(), after.status.as_str()))
+}
+
+/// `suzumio tick <dir>`: one scheduler tick, and what it did.
+pub async fn tick(dir: &Path) -> Result<String, (u8, String)> {
+    use crate::scheduler::{RecordingLauncher, Scheduler};
+    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
+    let scheduler = Scheduler::new(tools.clone(), std::sync::Arc::new(RecordingLauncher));
+    let report = scheduler.tick().await;
+    let mut out = String::new();
+    if !report.ran {
+        let status = tools.store.project().map(|p| p.status.as_str().to_string()).unwrap_or_default();
+        let _ =
+            writeln!(out, "project {} is {status}; only running projects are scheduled (suzumio start)", tools.name());
+        return Ok(out);
+    }
+    for a in &report.cancelled {
+        let _ = writeln!(out, "cancelled {} of {}: {}", a.id, a.agent_id, a.error.as_deref().unwrap_or(""));
+    }
+    for a in &report.started {
+        let _ = writeln!(out, "started {} for {} with {}", a.id, a.agent_id, a.signal_ids.join(", "));
+    }
+    for h in &report.hooks {
+        let wake = h.wake_at.map(|t| format!(", wake at {}", crate::clock::iso(t))).unwrap_or_default();
+        let _ = writeln!(out, "hook {}: {} signal(s){wake}", h.pack, h.recorded.len());
+    }
+    for n in &report.nudges {
+        let _ = writeln!(out, "nudge {} {} -> {}", n.id, n.kind, n.target_agent.as_deref().unwrap_or("-"));
+    }
+    for m in &report.monitor_messages {
+        let _ = writeln!(out, "monitor message {m}");
+    }
+    for e in &report.errors {
+        let _ = writeln!(out, "error: {e}");
+    }
+    if let Some(due) = report.next_due {
+        let _ = writeln!(out, "next due {}", crate::clock::iso(due));
+    }
+    if out.is_empty() {
+        out.push_str("nothing to do\n");
+    }
+    Ok(out)
+}
+
+/// `suzumio signals <dir> [--agent ID] [--status S] [--limit N] [--json]`.
+pub fn signals(
+    dir: &Path,
+    agent: Option<&str>,
+    status: Option<&str>,
+    limit: usize,
+    as_json: bool,
+) -> Result<String, (u8, String)> {
+    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
+    let status = match status {
+        None => None,
+        Some(s) => Some(s.parse::<crate::store::SignalStatus>().map_err(|e| (2, e.to_string()))?),
+    };
+    if let Some(a) = agent
+        && tools.project.config.agent(a).is_none()
+    {
+        return Err((2, format!("Unknown agent: {a}")));
+    }
+    let query = crate::store::SignalQuery { target_agent: agent.map(str::to_string), status, limit: Some(limit) };
+    let signals = tools.store.list_signals(&query).map_err(|e| (1, e.to_string()))?;
+    if as_json {
+        return Ok(serde_json::to_string_pretty(&signals).unwrap_or_default() + "\n");
+    }
+    let rows: Vec<[String; 7]> = signals
+        .iter()
+        .map(|s| {
+            let target = s.target_agent.clone().or_else(|| s.target_channel.clone()).unwrap_or_else(|| "-".into());
+            [
+                s.id.clone(),
+                s.kind.clone(),
+                s.priority.to_string(),
+                s.status.as_str().to_string(),
+                target,
+                s.created_at.clone(),
+                s.not_before.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    Ok(render_table(["SIGNAL", "KIND", "PRI", "STATUS", "TARGET", "CREATED", "NOT BEFORE"], &rows))
+}

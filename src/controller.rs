@@ -11,6 +11,7 @@ use crate::clock::SystemClock;
 use crate::config::InvalidInput;
 use crate::config::load::ProcessEnv;
 use crate::project::Project;
+use crate::scheduler::{RecordingLauncher, Scheduler};
 use crate::store::{StateFiles, Store, StoreError};
 use crate::support::ToolHost;
 use crate::web::{ServeError, ServeOptions};
@@ -52,7 +53,8 @@ pub struct RunOptions {
     pub token: Option<String>,
 }
 
-/// Serve the project until `shutdown` resolves. `on_listening` is told the bound address.
+/// Serve the project and run its scheduler until `shutdown` resolves. `on_listening` is told
+/// the bound address.
 pub async fn run(
     dir: &Path,
     options: RunOptions,
@@ -60,8 +62,21 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     let tools = open(dir)?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    let stop_on_shutdown = stop_tx.clone();
+    let scheduler = Arc::new(Scheduler::new(tools.clone(), Arc::new(RecordingLauncher)));
+    let scheduler_task = tokio::spawn(scheduler.run(stop_rx));
     let serve_options = ServeOptions { host: options.host, port: options.port, token: options.token };
     let announce = tools.clone();
-    crate::web::serve(tools, serve_options, move |addr| on_listening(&announce, addr), shutdown).await?;
+    let served = crate::web::serve(tools, serve_options, move |addr| on_listening(&announce, addr), async move {
+        shutdown.await;
+        let _ = stop_on_shutdown.send(true);
+    })
+    .await;
+    let _ = stop_tx.send(true);
+    // The scheduler stops at its next await point; a tick in progress finishes its writes first.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), scheduler_task).await;
+    served?;
     Ok(())
 }

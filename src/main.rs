@@ -10,6 +10,7 @@ use suzumio::commands;
 use suzumio::config::InvalidInput;
 use suzumio::config::diag::sorted;
 use suzumio::controller::{self, RunOptions};
+use suzumio::store::ProjectStatus;
 
 #[derive(Parser)]
 #[command(
@@ -54,6 +55,38 @@ enum Command {
         #[arg(long, env = "SUZUMIO_API_TOKEN", hide_env_values = true)]
         token: Option<String>,
     },
+    /// Mark the project running, so the scheduler delivers its signals.
+    Start {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+    },
+    /// Mark the project stopped: nothing is scheduled until it is started again.
+    Stop {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+    },
+    /// Run one scheduler tick (delivery, toolpack hooks, nudges, monitors) and show what it did.
+    Tick {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+    },
+    /// List signals, newest first.
+    Signals {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// Only signals targeted at this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only signals with this status (pending, delivered, closed).
+        #[arg(long)]
+        status: Option<String>,
+        /// How many (at most 500).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Invoke a toolpack's WebUI entry against the project state and print the result.
     Ui {
         /// Project directory (holding suzumio.yaml) or the config file itself.
@@ -92,18 +125,28 @@ fn main() -> ExitCode {
                 }
             }
         }),
-        Command::Ui { dir, target, input, json } => block_on(async move {
-            match commands::ui(&dir, &target, input.as_deref(), json).await {
-                Ok(out) => {
-                    print!("{out}");
-                    ExitCode::SUCCESS
-                }
-                Err((code, message)) => {
-                    eprintln!("{}", error_text(&message));
-                    ExitCode::from(code)
-                }
-            }
-        }),
+        Command::Ui { dir, target, input, json } => {
+            block_on(async move { print_result(commands::ui(&dir, &target, input.as_deref(), json).await) })
+        }
+        Command::Start { dir } => print_result(commands::set_status(&dir, ProjectStatus::Running)),
+        Command::Stop { dir } => print_result(commands::set_status(&dir, ProjectStatus::Stopped)),
+        Command::Tick { dir } => block_on(async move { print_result(commands::tick(&dir).await) }),
+        Command::Signals { dir, agent, status, limit, json } => {
+            print_result(commands::signals(&dir, agent.as_deref(), status.as_deref(), limit, json))
+        }
+    }
+}
+
+fn print_result(result: Result<String, (u8, String)>) -> ExitCode {
+    match result {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err((code, message)) => {
+            eprintln!("{}", error_text(&message));
+            ExitCode::from(code)
+        }
     }
 }
 

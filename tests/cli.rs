@@ -116,3 +116,31 @@ fn ui_input_errors_exit_2_and_pack_failures_exit_1() {
         assert!(text(&out.stderr).lines().any(|l| l.starts_with(message)), "{args:?}: {}", text(&out.stderr));
     }
 }
+
+#[test]
+fn start_tick_and_signals_from_the_terminal() {
+    let project = support::TempProject::copy_of("review");
+    let dir = project.dir.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let mut full = args.to_vec();
+        full.insert(1, dir);
+        let out = suzumio(&repo_root(), &full);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    assert_eq!(
+        run(&["tick"]),
+        "project review-demo is initialized; only running projects are scheduled (suzumio start)\n"
+    );
+    assert_eq!(run(&["start"]), "project review-demo: initialized -> running\n");
+    run(&["ui", "core/messages.send", r#"{"recipient": "reviewer", "body": "Review PR 7", "priority": "P2"}"#]);
+    let pending = run(&["signals", "--agent", "reviewer", "--status", "pending"]);
+    assert!(pending.lines().nth(1).is_some_and(|l| l.contains("message.created") && l.contains("P2")), "{pending}");
+    let ticked = run(&["tick"]);
+    assert!(ticked.lines().any(|l| l.starts_with("started act_") && l.contains(" for reviewer with sig_")), "{ticked}");
+    let delivered = run(&["signals", "--agent", "reviewer", "--json"]);
+    let list: serde_json::Value = serde_json::from_str(&delivered).unwrap();
+    assert_eq!(list[0]["status"], "delivered");
+    let out = suzumio(&repo_root(), &["signals", dir, "--agent", "nobody"]);
+    assert_eq!((out.status.code(), text(&out.stderr)), (Some(2), "error: Unknown agent: nobody\n".to_string()));
+}

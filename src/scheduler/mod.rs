@@ -174,3 +174,27 @@ fn wakes_scheduler(kind: &str) -> bool {
     matches!(kind, "signal.created" | "message.created" | "project.status" | "agent.status")
         || kind.starts_with("activation.")
 }
+
+/// The launcher used until the model loop exists (issue [E]): activations are recorded and
+/// their signals delivered, and the work itself is logged as waiting for the model loop.
+pub struct RecordingLauncher;
+
+impl ActivationLauncher for RecordingLauncher {
+    fn prompt(&self, agent: &AgentConfig, signals: &[SignalRecord]) -> String {
+        let ids: Vec<&str> = signals.iter().map(|s| s.id.as_str()).collect();
+        format!("Activation of {} with signals {}", agent.id, ids.join(", "))
+    }
+
+    fn start(&self, activation: ActivationRecord, signals: Vec<SignalRecord>) {
+        tracing::info!(
+            agent = %activation.agent_id,
+            activation = %activation.id,
+            signals = signals.len(),
+            "activation recorded; the model loop that runs it arrives with issue [E]"
+        );
+    }
+
+    fn cancel(&self, activation: &ActivationRecord, reason: &str) {
+        tracing::info!(agent = %activation.agent_id, activation = %activation.id, "activation cancelled: {reason}");
+    }
+}
