@@ -280,7 +280,8 @@ pub fn signals(
     {
         return Err((2, format!("Unknown agent: {a}")));
     }
-    let query = crate::store::SignalQuery { target_agent: agent.map(str::to_string), status, limit: Some(limit) };
+    let query =
+        crate::store::SignalQuery { target_agent: agent.map(str::to_string), status, limit: Some(limit), kind: None };
     let signals = tools.store.list_signals(&query).map_err(|e| (1, e.to_string()))?;
     if as_json {
         return Ok(serde_json::to_string_pretty(&signals).unwrap_or_default() + "\n");

@@ -1,3 +1,4 @@
-//! Activations: prompt building, the model loop and the model providers.
-//!
-//! Lands with issue [E]; nothing here yet.
+//! Activations: prompt building (`prompt.rs`, reference §1.6); the model loop and providers
+//! arrive with issue [E].
+
+pub mod prompt;

@@ -425,6 +425,8 @@ pub struct MessageQuery {
 pub struct SignalQuery {
     pub target_agent: Option<String>,
     pub status: Option<SignalStatus>,
+    /// Only signals of this kind.
+    pub kind: Option<String>,
     /// Default 50, capped at 500.
     pub limit: Option<usize>,
 }

@@ -166,14 +166,15 @@ impl Store {
     /// Signals, newest first, optionally for one target agent and/or one status.
     pub fn list_signals(&self, query: &SignalQuery) -> Result<Vec<SignalRecord>, StoreError> {
         let target = given(&query.target_agent);
+        let kind = given(&query.kind);
         let status = query.status.map(SignalStatus::as_str);
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {SIGNAL_COLUMNS} FROM signals
-                 WHERE (?1 IS NULL OR target_agent = ?1) AND (?2 IS NULL OR status = ?2)
+                 WHERE (?1 IS NULL OR target_agent = ?1) AND (?2 IS NULL OR status = ?2) AND (?4 IS NULL OR kind = ?4)
                  ORDER BY rowid DESC LIMIT ?3"
             ))?;
-            let rows = stmt.query_map(params![target, status, clamp_limit(query.limit)], signal_from_row)?;
+            let rows = stmt.query_map(params![target, status, clamp_limit(query.limit), kind], signal_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
     }

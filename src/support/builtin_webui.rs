@@ -150,6 +150,7 @@ fn signals(host: &ToolHost, input: &Value) -> Result<ToolOutput, InvokeError> {
         target_agent: target.clone(),
         status,
         limit: Some(limit(input, 25, 100)),
+        kind: None,
     })?;
     let mut out = String::new();
     let by = |m: &std::collections::BTreeMap<String, u64>| {

@@ -161,6 +161,7 @@ impl HostOps for ControllerOps {
                     target_agent: str_arg(&args, "targetAgent"),
                     status,
                     limit: limit(&args),
+                    kind: str_arg(&args, "kind"),
                 }))
             }
             "store.projectStats" => to_json(self.store.project_stats()),

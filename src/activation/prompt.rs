@@ -1,0 +1,238 @@
+//! The activation prompt (reference §1.6): sections in a fixed order, built from the project
+//! config, the agent, whether it has been activated before, and the signals it is given.
+//! Pure text in, text out: no store, no I/O, so every rendering rule is unit-tested.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::config::{AgentConfig, ProjectConfig};
+use crate::store::SignalRecord;
+
+/// Signal kinds whose payload carries a ready-made `message` to show as it is.
+const MESSAGE_KINDS: [&str; 3] = ["scheduler.no_effect_nudge", "scheduler.failed_nudge", "scheduler.all_quiet_nudge"];
+
+pub struct PromptInput<'a> {
+    pub config: &'a ProjectConfig,
+    pub agent: &'a AgentConfig,
+    /// Model-facing tool names the agent may call.
+    pub tools: &'a [String],
+    /// True when the agent has no earlier activation.
+    pub first: bool,
+    pub signals: &'a [SignalRecord],
+}
+
+pub fn build(input: &PromptInput<'_>) -> String {
+    let mut out = String::new();
+    if input.first {
+        first_sections(&mut out, input);
+    } else {
+        out.push_str(
+            "# Continue Existing Context\n\nYou have worked on this project before; your earlier activations are in \
+             the conversation above. Continue from where you left off.\n\n",
+        );
+    }
+    signals_section(&mut out, input.signals);
+    contract_section(&mut out, input);
+    out.push_str(
+        "# Activation Rule\n\nCalling `coordination.wait_for_signal` or `completion.submit` ends this activation.\n",
+    );
+    out
+}
+
+fn first_sections(out: &mut String, input: &PromptInput<'_>) {
+    let c = input.config;
+    let a = input.agent;
+    let _ = write!(out, "# Project Task\n\n{}\n\n", c.task.trim());
+    let _ = write!(out, "# Agent Identity\n\n- ID: {}\n- Name: {}\n- Role: {}\n\n", a.id, a.display_name, a.role);
+    if !a.prompt.trim().is_empty() {
+        let _ = write!(out, "# Agent Instructions\n\n{}\n\n", a.prompt.trim());
+    }
+    let mounts: Vec<_> = c.backend.mounts.iter().chain(a.mounts.iter()).collect();
+    if !mounts.is_empty() {
+        out.push_str("# Mounted Inputs\n\n");
+        for m in mounts {
+            let mode = if m.readonly { "read-only" } else { "read-write" };
+            let description = m.description.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
+            let _ = writeln!(out, "- {} ({mode}){description}", m.target);
+        }
+        out.push('\n');
+    }
+    out.push_str("# Project Agents\n\n");
+    for other in &c.agents {
+        let you = if other.id == a.id { " — you" } else { "" };
+        let _ = writeln!(out, "- {} ({}, {}){you}", other.id, other.display_name, other.role);
+    }
+    out.push_str("\n# Shared Artifacts\n\n");
+    for other in &c.agents {
+        let mode = if other.id == a.id { "read-write, yours" } else { "read-only" };
+        let _ = writeln!(out, "- /artifacts/{} ({mode})", other.id);
+    }
+    out.push('\n');
+}
+
+fn signals_section(out: &mut String, signals: &[SignalRecord]) {
+    out.push_str("# New Signals\n\n");
+    if signals.is_empty() {
+        out.push_str("No new signals.\n\n");
+    }
+    for s in signals {
+        let _ = writeln!(out, "## {} {}\n", s.id, s.kind);
+        let p = &s.payload;
+        let text = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("");
+        if s.kind == "message.created" {
+            let _ = writeln!(out, "- Message: {}", text("messageId"));
+            let _ = writeln!(out, "- From: {}", text("sender"));
+            match p.get("channel").and_then(Value::as_str) {
+                Some(channel) => {
+                    let _ = writeln!(out, "- Channel: {channel}");
+                }
+                None => {
+                    let _ = writeln!(out, "- To: {}", text("recipient"));
+                }
+            }
+            let _ = writeln!(out, "- Priority: {}", s.priority);
+            let _ = write!(out, "- Time: {}\n\n{}\n\n", s.created_at, text("body").trim_end());
+        } else if MESSAGE_KINDS.contains(&s.kind.as_str()) {
+            let _ = write!(out, "{}\n\n", text("message").trim_end());
+        } else {
+            let _ = writeln!(out, "- Priority: {}", s.priority);
+            let _ = writeln!(out, "- Time: {}\n", s.created_at);
+            let pretty = serde_json::to_string_pretty(p).unwrap_or_else(|_| p.to_string());
+            let _ = write!(out, "```json\n{pretty}\n```\n\n");
+        }
+    }
+}
+
+fn contract_section(out: &mut String, input: &PromptInput<'_>) {
+    let c = input.config;
+    let coordinator = &c.communication.coordinator_agent;
+    let is_coordinator = input.agent.id == *coordinator;
+    out.push_str("# Tool And Reporting Contract\n\n");
+    let tools = if input.tools.is_empty() { "none".to_string() } else { input.tools.join(", ") };
+    let _ = writeln!(out, "- Available tools: {tools}.");
+    out.push_str(
+        "- Priorities: P0 interrupts the recipient's running activation (emergencies only); P1 reaches it at its \
+         next tool call; P2 is continuation or control work delivered before routine work; P3 is routine work and \
+         the default.\n",
+    );
+    if c.communication.restrict_non_coordinator_to_coordinator && !is_coordinator {
+        let _ = writeln!(
+            out,
+            "- Communication policy: send direct messages only to {coordinator}, at {} or lower; channels are not \
+             allowed.",
+            c.communication.non_coordinator_max_priority
+        );
+    }
+    let _ = writeln!(
+        out,
+        "- Files: /workspace is your private working directory; /artifacts/{} is yours to share results (other \
+         agents can read it, and you can read theirs); /mnt holds mounted inputs. Shell commands run in /workspace.",
+        input.agent.id
+    );
+    out.push_str(
+        "- Before ending every activation, create one externally visible effect: a message, a shared artifact, a \
+         plan update, or a wait with a reason.\n",
+    );
+    out.push_str(
+        "- Do not send acknowledgements or thanks that carry no information; they wake the recipient for nothing.\n",
+    );
+    if is_coordinator {
+        out.push_str(
+            "- You are the coordinator: call `completion.submit` with the final report when the task is done.\n",
+        );
+    } else {
+        let _ = writeln!(out, "- Only the coordinator ({coordinator}) calls `completion.submit`.");
+    }
+    let _ = writeln!(
+        out,
+        "- When blocked, say what you need and from whom: message {coordinator}{}, then wait for a signal.\n",
+        if c.channels.iter().any(|ch| ch == "#blocked") { " or post to #blocked" } else { "" }
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::load::ProcessEnv;
+    use crate::config::{Priority, load_config};
+    use crate::store::SignalStatus;
+    use serde_json::json;
+
+    fn config() -> ProjectConfig {
+        let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("projects/demo");
+        load_config(&root, &ProcessEnv).ok().and_then(|l| l.config).expect("demo config loads")
+    }
+
+    fn signal(kind: &str, priority: Priority, payload: Value) -> SignalRecord {
+        SignalRecord {
+            id: "sig_1".into(),
+            kind: kind.into(),
+            source_agent: None,
+            source_activation: None,
+            target_agent: Some("worker-1".into()),
+            target_channel: None,
+            priority,
+            payload,
+            status: SignalStatus::Pending,
+            useful_effect: true,
+            created_at: "2026-03-01T09:00:00.000Z".into(),
+            not_before: None,
+            delivered_at: None,
+            delivered_activation_id: None,
+        }
+    }
+
+    #[test]
+    fn first_activation_has_every_section_in_order() {
+        let c = config();
+        let agent = c.agent("worker-1").unwrap();
+        let tools = vec!["messages.send".to_string(), "file.read".to_string()];
+        let message = signal(
+            "message.created",
+            Priority::P3,
+            json!({"messageId": "msg_1", "sender": "pm", "recipient": "worker-1", "body": "Write section 1."}),
+        );
+        let prompt = build(&PromptInput { config: &c, agent, tools: &tools, first: true, signals: &[message] });
+        let headings: Vec<&str> = prompt.lines().filter(|l| l.starts_with("# ")).collect();
+        assert_eq!(
+            headings,
+            [
+                "# Project Task",
+                "# Agent Identity",
+                "# Agent Instructions",
+                "# Mounted Inputs",
+                "# Project Agents",
+                "# Shared Artifacts",
+                "# New Signals",
+                "# Tool And Reporting Contract",
+                "# Activation Rule"
+            ]
+        );
+        assert!(prompt.contains("- ID: worker-1\n- Name: Akari\n- Role: worker\n"));
+        assert!(prompt.contains("- /mnt/demo-fragments (read-only): Demo input fragments (read-only).\n"));
+        assert!(prompt.contains("- /artifacts/worker-1 (read-write, yours)\n- /artifacts/worker-2 (read-only)\n"));
+        assert!(prompt.contains(
+            "## sig_1 message.created\n\n- Message: msg_1\n- From: pm\n- To: worker-1\n- Priority: P3\n- Time: 2026-03-01T09:00:00.000Z\n\nWrite section 1.\n"
+        ));
+        assert!(prompt.contains("- Communication policy: send direct messages only to pm, at P2 or lower"));
+        assert!(prompt.contains("- Only the coordinator (pm) calls `completion.submit`."));
+    }
+
+    #[test]
+    fn later_activations_continue_and_render_other_kinds_as_json() {
+        let c = config();
+        let agent = c.agent("pm").unwrap();
+        let nudge = signal("scheduler.no_effect_nudge", Priority::P3, json!({"message": "Do something visible."}));
+        let plan = signal("plan.continuation_nudge", Priority::P2, json!({"planId": "pln_1"}));
+        let prompt = build(&PromptInput { config: &c, agent, tools: &[], first: false, signals: &[nudge, plan] });
+        assert!(prompt.starts_with("# Continue Existing Context\n"));
+        assert!(!prompt.contains("# Project Task"));
+        assert!(prompt.contains("## sig_1 scheduler.no_effect_nudge\n\nDo something visible.\n"));
+        assert!(prompt.contains(
+            "## sig_1 plan.continuation_nudge\n\n- Priority: P2\n- Time: 2026-03-01T09:00:00.000Z\n\n```json\n{\n  \"planId\": \"pln_1\"\n}\n```\n"
+        ));
+        assert!(prompt.contains("You are the coordinator"));
+        assert!(!prompt.contains("Communication policy"), "the coordinator is not restricted");
+    }
+}
