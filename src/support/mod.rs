@@ -6,6 +6,7 @@
 //! It validates every input against its schema before a handler runs and every handler result
 //! against the `{output, title?, metadata?}` shape after. It does not speak HTTP (see `web`).
 
+pub mod builtin_tools;
 pub mod builtin_webui;
 pub mod ops;
 pub mod output;

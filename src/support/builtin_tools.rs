@@ -1,0 +1,163 @@
+//! The controller-side built-in tools of the `core` pack (reference §4.2–§4.4):
+//! `messages.send` (with the communication policy enforced), `coordination.wait_for_signal` and
+//! `completion.submit`. They act for a calling agent's activation, whose identity the caller
+//! (the activation loop, or the support broker after its verification chain) guarantees.
+//! Inputs arrive already checked against the tools' schemas.
+
+use std::io::Write as _;
+
+use serde_json::{Value, json};
+
+use super::{InvokeError, ToolHost, ToolOutput};
+use crate::config::Priority;
+use crate::store::{SendMessage, SignalRequest};
+
+/// Who is calling: an agent, during one of its activations.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub agent_id: String,
+    pub activation_id: String,
+}
+
+/// Tools whose call ends the activation (reference §4.1 step 6).
+pub const ENDING_TOOLS: [&str; 2] = ["coordination.wait_for_signal", "completion.submit"];
+
+pub fn is_controller_tool(tool: &str) -> bool {
+    matches!(tool, "messages.send" | "coordination.wait_for_signal" | "completion.submit")
+}
+
+pub fn call(host: &ToolHost, caller: &Caller, tool: &str, input: &Value) -> Result<ToolOutput, InvokeError> {
+    match tool {
+        "messages.send" => send(host, caller, input),
+        "coordination.wait_for_signal" => wait_for_signal(host, caller, input),
+        "completion.submit" => submit(host, caller, input),
+        other => Err(InvokeError::UnknownTool { pack: "core".into(), tool: other.into() }),
+    }
+}
+
+fn text(input: &Value, key: &str) -> Option<String> {
+    input.get(key).and_then(Value::as_str).filter(|s| !s.trim().is_empty()).map(str::to_string)
+}
+
+/// The communication policy (reference §4.2), when `restrictNonCoordinatorToCoordinator` is on
+/// and the sender is not the coordinator.
+pub fn check_policy(
+    host: &ToolHost,
+    sender: &str,
+    recipient: Option<&str>,
+    channel: Option<&str>,
+    priority: Priority,
+) -> Result<(), InvokeError> {
+    let policy = &host.project.config.communication;
+    if !policy.restrict_non_coordinator_to_coordinator || sender == policy.coordinator_agent {
+        return Ok(());
+    }
+    let coordinator = &policy.coordinator_agent;
+    if channel.is_some() {
+        return Err(InvokeError::Rejected(format!(
+            "Communication policy allows non-coordinator agents to send direct messages only to {coordinator}; channels are not allowed."
+        )));
+    }
+    if recipient != Some(coordinator.as_str()) {
+        return Err(InvokeError::Rejected(format!(
+            "Communication policy allows non-coordinator agents to message only {coordinator}."
+        )));
+    }
+    let max = policy.non_coordinator_max_priority;
+    if priority < max {
+        return Err(InvokeError::Rejected(format!(
+            "Communication policy allows non-coordinator priorities {max} or lower; {priority} is not allowed."
+        )));
+    }
+    Ok(())
+}
+
+fn send(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOutput, InvokeError> {
+    let recipient = text(input, "recipient");
+    let channel = text(input, "channel");
+    let priority_text = text(input, "priority").unwrap_or_else(|| "P3".into());
+    let priority: Priority = priority_text.parse().map_err(InvokeError::Rejected)?;
+    check_policy(host, &caller.agent_id, recipient.as_deref(), channel.as_deref(), priority)?;
+    let sent = host.store.send_message(SendMessage {
+        sender: caller.agent_id.clone(),
+        recipient,
+        channel,
+        priority: Some(priority_text),
+        body: text(input, "body").unwrap_or_default(),
+        source_agent: Some(caller.agent_id.clone()),
+        source_activation: Some(caller.activation_id.clone()),
+    })?;
+    Ok(ToolOutput {
+        title: None,
+        output: format!("Message sent and delivered: {}", sent.message_id),
+        metadata: json!({ "messageId": sent.message_id }).as_object().cloned(),
+    })
+}
+
+fn wait_for_signal(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOutput, InvokeError> {
+    let policy = &host.project.config.communication;
+    let reason = text(input, "reason").unwrap_or_default();
+    let pm = text(input, "pm").unwrap_or_else(|| policy.coordinator_agent.clone());
+    let is_coordinator = caller.agent_id == policy.coordinator_agent;
+    let notify = input.get("notifyPm").and_then(Value::as_bool).unwrap_or(!is_coordinator);
+    let mut message_id = None;
+    if notify && pm != caller.agent_id && host.project.config.agent(&pm).is_some() {
+        // Bypasses the communication policy, as in the reference: waiting must always be reportable.
+        let sent = host.store.send_message(SendMessage {
+            sender: caller.agent_id.clone(),
+            recipient: Some(pm.clone()),
+            priority: Some("P2".into()),
+            body: format!("Waiting for future signals.\n\nReason: {reason}"),
+            source_agent: Some(caller.agent_id.clone()),
+            source_activation: Some(caller.activation_id.clone()),
+            ..Default::default()
+        })?;
+        message_id = Some(sent.message_id);
+    }
+    host.store.record_signal(SignalRequest {
+        kind: "coordination.wait_for_signal".into(),
+        source_agent: Some(caller.agent_id.clone()),
+        source_activation: Some(caller.activation_id.clone()),
+        payload: json!({ "reason": reason, "notifiedAgent": message_id.as_ref().map(|_| pm.clone()), "messageId": message_id }),
+        useful_effect: Some(true),
+        ..Default::default()
+    })?;
+    let output = match &message_id {
+        Some(id) => format!("Wait state recorded; notified {pm} with {id}."),
+        None => "Wait state recorded. Future signals will wake the agent.".to_string(),
+    };
+    Ok(ToolOutput { title: None, output, metadata: json!({ "messageId": message_id }).as_object().cloned() })
+}
+
+fn submit(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOutput, InvokeError> {
+    let report = text(input, "report").ok_or_else(|| InvokeError::Rejected("report is required".into()))?;
+    let root = &host.project.config.root;
+    let path = root.join("final-report.md");
+    write_atomically(&path, format!("{}\n", report.trim()).as_bytes())
+        .map_err(|e| InvokeError::Internal(format!("cannot write {}: {e}", path.display())))?;
+    let shown = path.display().to_string();
+    host.store.submit_project(&shown, Some(&caller.agent_id), Some(&caller.activation_id))?;
+    Ok(ToolOutput {
+        title: None,
+        output: format!("Project submitted for user approval. Report: {shown}"),
+        metadata: json!({ "reportPath": shown }).as_object().cloned(),
+    })
+}
+
+/// Temp file in the same directory, fsync, rename: a reader never sees half a report.
+pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let temp = dir.join(format!(".{name}.tmp-{}", uuid::Uuid::new_v4().simple()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
