@@ -88,6 +88,14 @@ pub fn parse_cron(expr: &str) -> Result<cron::Schedule, String> {
             ));
         }
     };
+    // The cron crate numbers weekdays 1-7 from Sunday, Unix cron 0-6: a number is ambiguous, so
+    // only names are accepted (`mon-fri`), which read the same everywhere.
+    let weekday_field = full.split_whitespace().nth(5).unwrap_or("*");
+    if weekday_field.chars().any(|c| c.is_ascii_digit()) && !weekday_field.starts_with("*/") {
+        return Err(format!(
+            "Invalid cron expression `{expr}`: write weekdays as names (sun, mon, tue, wed, thu, fri, sat), e.g. `0 9 * * mon-fri`"
+        ));
+    }
     full.parse::<cron::Schedule>().map_err(|e| format!("Invalid cron expression `{expr}`: {e}"))
 }
 
@@ -109,6 +117,8 @@ mod tests {
         assert_eq!(next("30 0 9 * * Mon", "UTC", "2026-01-01T00:00:00Z"), "2026-01-05T09:00:30.000Z");
         assert!(next_cron("* * *", "UTC", at("2026-01-01T00:00:00Z")).unwrap_err().contains("expected 5 fields"));
         assert!(next_cron("61 * * * *", "UTC", at("2026-01-01T00:00:00Z")).is_err());
+        assert!(next_cron("0 9 * * 1-5", "UTC", at("2026-01-01T00:00:00Z")).unwrap_err().contains("weekdays as names"));
+        assert_eq!(next("0 9 * * mon-fri", "UTC", "2026-01-03T00:00:00Z"), "2026-01-05T09:00:00.000Z");
         assert!(
             next_cron("* * * * *", "Mars/Base", at("2026-01-01T00:00:00Z"))
                 .unwrap_err()

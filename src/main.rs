@@ -87,6 +87,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Runner images.
+    Image {
+        #[command(subcommand)]
+        command: ImageCommand,
+    },
     /// Invoke a toolpack's WebUI entry against the project state and print the result.
     Ui {
         /// Project directory (holding suzumio.yaml) or the config file itself.
@@ -98,6 +103,16 @@ enum Command {
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// Build the minimal runner image (busybox-static + the runner user) offline, if missing.
+    Build {
+        /// Rebuild even if the image exists.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -128,6 +143,14 @@ fn main() -> ExitCode {
         Command::Ui { dir, target, input, json } => {
             block_on(async move { print_result(commands::ui(&dir, &target, input.as_deref(), json).await) })
         }
+        Command::Image { command: ImageCommand::Build { force } } => block_on(async move {
+            print_result(
+                suzumio::backend::build_minimal_image(force)
+                    .await
+                    .map(|info| format!("{info}\n"))
+                    .map_err(|e| (1, e.to_string())),
+            )
+        }),
         Command::Start { dir } => print_result(commands::set_status(&dir, ProjectStatus::Running)),
         Command::Stop { dir } => print_result(commands::set_status(&dir, ProjectStatus::Stopped)),
         Command::Tick { dir } => block_on(async move { print_result(commands::tick(&dir).await) }),

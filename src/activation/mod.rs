@@ -2,3 +2,4 @@
 //! arrive with issue [E].
 
 pub mod prompt;
+pub mod providers;

@@ -1,4 +1,77 @@
-//! Runner lifecycle: one hardened Docker container per agent (bollard), or a local process in
-//! development.
+//! Runner lifecycle: one long-lived, hardened container per agent, running the controller's own
+//! static `suzumio-runner` (bind-mounted read-only as the entrypoint).
 //!
-//! Lands with issue [D]; nothing here yet.
+//! - [`spec`]: what an agent's container looks like — name, labels, env, the mount table of
+//!   DESIGN.md, limits — derived from the project; and the host directories it needs.
+//! - [`docker`]: [`DockerBackend`], the bollard client: create/start lazily, recreate when the spec
+//!   changed, stop, sweep stale containers, report exits (code, OOM kill).
+//! - [`image`]: the offline minimal runner image (busybox-static) and `suzumio image build`.
+//! - [`RunnerBackend`]: the interface the supervisor uses, so a development `process` backend can
+//!   sit next to Docker.
+//!
+//! This module never talks to a runner (that is `rpc` over the socket in the control directory),
+//! never decides *when* a container runs (the supervisor does), and never sees model API keys: a
+//! container's environment is exactly what its [`ContainerSpec`] was given.
+
+pub mod docker;
+mod error;
+pub mod image;
+pub mod spec;
+mod tar;
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+pub use docker::{ContainerHandle, DockerBackend, ExitInfo};
+pub use error::BackendError;
+pub use image::{ImageInfo, build_minimal_image, ensure_minimal_image, rebuild_minimal_image};
+pub use spec::{ContainerSpec, HostDir, Limits, MountSpec, container_name};
+
+/// Uid and gid every runner container runs as (`runner` in `runner-image/minimal/etc/passwd`).
+pub const RUNNER_UID: u32 = 65534;
+pub const RUNNER_GID: u32 = 65534;
+
+/// Where the host's static runner binary is mounted (read-only) and executed.
+pub const RUNNER_PATH: &str = "/opt/suzumio/suzumio-runner";
+/// The agent's control directory, holding the Unix socket to the controller.
+pub const CONTROL_DIR: &str = "/run/suzumio";
+pub const WORKSPACE_DIR: &str = "/workspace";
+pub const ARTIFACTS_DIR: &str = "/artifacts";
+pub const TOOLPACKS_DIR: &str = "/toolpacks";
+
+/// Environment variable carrying the agent's private token into its container.
+pub const TOKEN_ENV: &str = "SUZUMIO_TOKEN";
+
+/// Container labels. `root` tells apart two projects that share a name; `spec` is a fingerprint
+/// of everything the container was created from, so a changed spec means a new container.
+pub const PROJECT_LABEL: &str = "io.suzumio.project";
+pub const AGENT_LABEL: &str = "io.suzumio.agent";
+pub const ROOT_LABEL: &str = "io.suzumio.root";
+pub const SPEC_LABEL: &str = "io.suzumio.spec";
+/// Image label: `minimal` on the image built by [`image`].
+pub const IMAGE_KIND_LABEL: &str = "io.suzumio.image";
+
+/// How the supervisor runs an agent's runner. Every call is idempotent: `ensure_running` on a
+/// running, unchanged runner returns it as is; `stop` on a missing one succeeds.
+pub trait RunnerBackend: Send + Sync {
+    /// Start the runner if it is not running (or was created from another spec), and return it.
+    fn ensure_running<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<ContainerHandle, BackendError>>;
+
+    fn is_running<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<bool, BackendError>>;
+
+    /// Stop (SIGTERM, then SIGKILL after `timeout`) and remove the runner.
+    fn stop<'a>(&'a self, spec: &'a ContainerSpec, timeout: Duration) -> BoxFuture<'a, Result<(), BackendError>>;
+
+    /// Stop and remove every runner of the project at `root`; returns their names.
+    fn stop_all<'a>(
+        &'a self,
+        project: &'a str,
+        root: &'a Path,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Vec<String>, BackendError>>;
+
+    /// Resolves when the runner exits, with how it ended.
+    fn wait_exit<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<ExitInfo, BackendError>>;
+}

@@ -67,6 +67,13 @@ pub struct ProjectConfig {
     pub backend: BackendConfig,
     pub models: ModelsConfig,
     pub observability: ObservabilityConfig,
+    pub web_fetch: WebFetchConfig,
+}
+
+/// `tools.webFetch`: loopback, private and link-local addresses are refused unless allowed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WebFetchConfig {
+    pub allow_private_addresses: bool,
 }
 
 impl ProjectConfig {
@@ -322,7 +329,7 @@ impl ProviderKind {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct ProviderConfig {
     pub id: String,
     pub kind: ProviderKind,
@@ -338,6 +345,23 @@ pub struct ProviderConfig {
     pub options: serde_json::Value,
     /// Scripted provider: the YAML script (absolute path), if any.
     pub script: Option<PathBuf>,
+}
+
+/// Written by hand so that a logged config never shows a key.
+impl fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("id", &self.id)
+            .field("kind", &self.kind)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("api_key_env", &self.api_key_env)
+            .field("base_url", &self.base_url)
+            .field("base_url_env", &self.base_url_env)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("timeout_ms", &self.timeout_ms)
+            .field("script", &self.script)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -15,7 +15,8 @@ use crate::config::node::{Loc, Node, Value};
 use crate::config::read::{Obj, index, join};
 
 /// Container paths the controller owns; a configured mount may not land on or under them.
-pub const RESERVED_MOUNT_TARGETS: [&str; 4] = ["/workspace", "/artifacts", "/toolpacks", "/run/suzumio"];
+pub const RESERVED_MOUNT_TARGETS: [&str; 5] =
+    ["/workspace", "/artifacts", "/toolpacks", "/run/suzumio", "/opt/suzumio"];
 
 /// Senders and recipients that are not agents; no agent may take these ids.
 pub const VIRTUAL_PARTICIPANTS: [&str; 3] = ["user", "scheduler", "monitor"];
@@ -83,6 +84,7 @@ pub fn validate(
             backend: backend?,
             models,
             observability: observability?,
+            web_fetch: read_web_fetch(&top, d),
         })
     })();
     (config, Vec::new())
@@ -322,7 +324,9 @@ fn check_mount_target(target: &str, loc: &Loc, path: &str, d: &mut Diagnostics) 
         return None;
     }
     let normalized: PathBuf = p.components().collect();
-    let is_reserved = normalized == Path::new("/") || RESERVED_MOUNT_TARGETS.iter().any(|r| normalized.starts_with(r));
+    // On or under a reserved path, or above one (a mount at /run would cover /run/suzumio).
+    let is_reserved =
+        RESERVED_MOUNT_TARGETS.iter().any(|r| normalized.starts_with(r) || Path::new(r).starts_with(&normalized));
     if is_reserved {
         d.error(Some(loc), path, format!("Docker mount target is reserved: {target}"));
         return None;
@@ -344,7 +348,7 @@ fn read_toolpacks(top: &Obj, config_dir: &Path, d: &mut Diagnostics) -> Vec<Tool
     let Some(tools_node) = top.get("tools") else {
         return default();
     };
-    let Some(tools) = Obj::open(tools_node, "tools", &["toolpacks"], &[], d) else {
+    let Some(tools) = Obj::open(tools_node, "tools", &["toolpacks", "webFetch"], &[], d) else {
         return Vec::new();
     };
     let Some(list) = tools.get("toolpacks") else {
@@ -983,6 +987,17 @@ fn read_preset(
     })
 }
 
+/// `tools.webFetch`: what the controller-side `web.fetch` may reach.
+fn read_web_fetch(top: &Obj, d: &mut Diagnostics) -> WebFetchConfig {
+    let mut config = WebFetchConfig::default();
+    let Some(node) = top.get("tools").and_then(|t| t.get("webFetch")) else { return config };
+    let keys = &["allowPrivateAddresses"];
+    if let Some(w) = Obj::open(node, "tools.webFetch", keys, &[], d) {
+        config.allow_private_addresses = w.bool("allowPrivateAddresses", d).unwrap_or(false);
+    }
+    config
+}
+
 // ---------------------------------------------------------------------------------------------
 // observability
 
@@ -1042,7 +1057,9 @@ mod tests {
         assert_eq!(target("/mnt/data"), Ok("/mnt/data".into()));
         assert_eq!(target("/mnt//data/"), Ok("/mnt/data".into()));
         assert_eq!(target("data"), Err("Docker mount target must be absolute: data".into()));
-        for reserved in ["/workspace", "/workspace/x", "/artifacts/pm", "/toolpacks", "/run/suzumio/s", "/"] {
+        for reserved in
+            ["/workspace", "/workspace/x", "/artifacts/pm", "/toolpacks", "/run/suzumio/s", "/", "/run", "/opt"]
+        {
             assert_eq!(target(reserved), Err(format!("Docker mount target is reserved: {reserved}")), "{reserved}");
         }
         assert_eq!(target("/run/other"), Ok("/run/other".into()));

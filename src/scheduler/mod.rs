@@ -13,7 +13,7 @@
 
 mod delivery;
 mod monitors;
-mod nudges;
+pub mod nudges;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,7 +125,7 @@ impl Scheduler {
     /// Called when an activation has finished (its row already updated): a completed
     /// activation with no useful effect gets the no-effect nudge (reference §1.4).
     pub fn activation_finished(&self, activation: &ActivationRecord) -> Result<Option<SignalRecord>, StoreError> {
-        nudges::no_effect_nudge(self, activation)
+        nudges::no_effect_nudge(&self.tools, activation)
     }
 
     /// P1 signals for a running activation, handed over at a tool boundary (reference §1.3).
@@ -144,7 +144,9 @@ impl Scheduler {
             let mut wait = interval;
             if let Some(due) = report.next_due {
                 let until = (due - self.store().now()).to_std().unwrap_or(Duration::ZERO);
-                wait = wait.min(until.max(Duration::from_millis(5)));
+                // A due time already past (a busy pack asking to continue) still leaves a breath
+                // between ticks, so a misbehaving hook cannot spin the loop.
+                wait = wait.min(until.max(Duration::from_millis(50)));
             }
             let deadline = tokio::time::Instant::now() + wait;
             loop {

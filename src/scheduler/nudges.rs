@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use crate::clock::{iso, parse_iso};
 use crate::config::NudgeConfig;
-use crate::store::{ActivationRecord, ActivationStatus, AgentStatus, SignalRecord, SignalRequest, StoreError};
+use crate::store::{ActivationRecord, ActivationStatus, AgentStatus, SignalRecord, SignalRequest, Store, StoreError};
+use crate::support::ToolHost;
 
 use super::{Scheduler, TickReport};
 
@@ -23,8 +24,8 @@ fn backoff(config: &NudgeConfig, exponent: u64) -> u64 {
 }
 
 /// The `attempt` in the payload of a nudge of `kind` that `activation` was given, if any.
-fn delivered_attempt(s: &Scheduler, activation_id: &str, kind: &str) -> Result<u64, StoreError> {
-    Ok(s.store()
+fn delivered_attempt(store: &Store, activation_id: &str, kind: &str) -> Result<u64, StoreError> {
+    Ok(store
         .signals_delivered_to(activation_id)?
         .iter()
         .filter(|sig| sig.kind == kind)
@@ -33,24 +34,21 @@ fn delivered_attempt(s: &Scheduler, activation_id: &str, kind: &str) -> Result<u
         .unwrap_or(0))
 }
 
-pub(super) fn no_effect_nudge(
-    s: &Scheduler,
-    activation: &ActivationRecord,
-) -> Result<Option<SignalRecord>, StoreError> {
-    let config = &s.tools.project.config;
+pub fn no_effect_nudge(tools: &ToolHost, activation: &ActivationRecord) -> Result<Option<SignalRecord>, StoreError> {
+    let config = &tools.project.config;
     let cfg = &config.scheduler.no_effect_nudge;
     if !cfg.enabled || activation.status != ActivationStatus::Completed {
         return Ok(None);
     }
-    if s.store().count_activation_useful_effects(&activation.id)? > 0 {
+    if tools.store.count_activation_useful_effects(&activation.id)? > 0 {
         return Ok(None);
     }
-    let attempt = delivered_attempt(s, &activation.id, NO_EFFECT)? + 1;
+    let attempt = delivered_attempt(&tools.store, &activation.id, NO_EFFECT)? + 1;
     if cfg.max_consecutive > 0 && attempt > cfg.max_consecutive {
         return Ok(None);
     }
     let delay_ms = if attempt == 1 { 0 } else { backoff(cfg, attempt - 2) };
-    let now = s.store().now();
+    let now = tools.store.now();
     let not_before = now + Duration::milliseconds(delay_ms as i64);
     let coordinator = &config.communication.coordinator_agent;
     let message = cfg.message.clone().unwrap_or_else(|| {
@@ -76,7 +74,7 @@ pub(super) fn no_effect_nudge(
         "notBefore": iso(not_before),
         "message": message,
     });
-    let signals = s.store().record_signal(SignalRequest {
+    let signals = tools.store.record_signal(SignalRequest {
         kind: NO_EFFECT.into(),
         target_agent: Some(activation.agent_id.clone()),
         priority: Some(cfg.priority.as_str().into()),
@@ -102,7 +100,7 @@ pub(super) fn failed_nudges(s: &Scheduler, report: &mut TickReport) -> Result<()
             continue;
         }
         let Some(failed) = store.latest_activation(&agent.id, Some(ActivationStatus::Failed))? else { continue };
-        let attempt = delivered_attempt(s, &failed.id, FAILED)? + 1;
+        let attempt = delivered_attempt(store, &failed.id, FAILED)? + 1;
         if cfg.max_consecutive > 0 && attempt > cfg.max_consecutive {
             continue;
         }

@@ -15,6 +15,7 @@
 
 mod activations;
 mod error;
+mod history;
 mod messages;
 mod model;
 mod scheduling;
@@ -37,6 +38,7 @@ use crate::clock::{Clock, iso};
 use crate::config::ProjectConfig;
 
 pub use error::StoreError;
+pub use history::HistoryRecord;
 pub use model::*;
 pub use schema::latest_version as schema_version;
 pub use state_files::{StateError, StateFiles, StateLock};

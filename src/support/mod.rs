@@ -11,6 +11,7 @@ pub mod builtin_webui;
 pub mod ops;
 pub mod output;
 pub mod packs;
+pub mod web_fetch;
 
 use std::sync::Arc;
 

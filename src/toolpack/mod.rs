@@ -19,7 +19,11 @@ pub fn is_valid_tool_name(name: &str) -> bool {
 
 /// Toolpack ids and WebUI entry ids: `^[A-Za-z0-9_.-]+$`.
 pub fn is_valid_pack_id(id: &str) -> bool {
-    !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    // `.` and `..` would name a directory other than the pack's own under /toolpacks and state.
+    !id.is_empty()
+        && id != "."
+        && id != ".."
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
 #[cfg(test)]

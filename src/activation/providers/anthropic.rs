@@ -1,0 +1,253 @@
+//! The `anthropic` provider: the Messages API with `tool_use` (`POST {base}/v1/messages`). Owns
+//! the mapping between the neutral types and that wire format, and nothing else (HTTP, retries
+//! and redaction are in `http.rs`).
+//!
+//! Wire rules it takes care of: the system prompt is a top-level field; tool results travel as
+//! `tool_result` blocks in a user turn (first in that turn, as the API requires); consecutive
+//! turns of the same role are merged; empty text blocks (which the API refuses) are dropped;
+//! `max_tokens` is required (the preset's `maxOutputTokens`, else 4096). A base URL that already
+//! ends in `/v1` (the reference's AI SDK form) is accepted as well.
+//!
+//! The preset's `reasoningEffort` is not sent: the Messages API has no such field, and enabling
+//! extended thinking instead would require replaying signed thinking blocks, which the neutral
+//! history does not keep. `providerOptions.anthropic` and `providerOptions.<provider id>` fields
+//! are added to the body (e.g. `metadata`).
+
+use serde_json::{Map, Value, json};
+
+use super::http::{HttpClient, credential_values};
+use super::{
+    ChatMessage, HttpSettings, ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderFuture, StopReason,
+    ToolCall, ToolChoice, Usage, invalid_json, kind_name, merge_provider_options,
+};
+use crate::config::ProviderConfig;
+
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+pub(crate) struct AnthropicProvider {
+    id: String,
+    base_url: String,
+    api_key: Option<String>,
+    headers: Vec<(String, String)>,
+    http: HttpClient,
+}
+
+impl AnthropicProvider {
+    pub fn new(config: &ProviderConfig, settings: HttpSettings) -> Result<Self, ProviderError> {
+        let label = format!("provider `{}` ({})", config.id, kind_name(&config.kind));
+        let http = HttpClient::new(label, config, &settings)?;
+        Ok(AnthropicProvider {
+            id: config.id.clone(),
+            base_url: settings.base_url,
+            api_key: settings.api_key,
+            headers: config.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            http,
+        })
+    }
+
+    fn url(&self) -> String {
+        if self.base_url.ends_with("/v1") {
+            format!("{}/messages", self.base_url)
+        } else {
+            format!("{}/v1/messages", self.base_url)
+        }
+    }
+
+    fn body(&self, request: &ModelRequest) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(request.model));
+        body.insert("max_tokens".into(), json!(request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS)));
+        let system: Vec<&str> = request
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                ChatMessage::System(text) if !text.trim().is_empty() => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        if !system.is_empty() {
+            body.insert("system".into(), json!(system.join("\n\n")));
+        }
+        body.insert("messages".into(), Value::Array(wire_messages(&request.messages)));
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|t| {
+                    let mut tool = Map::new();
+                    tool.insert("name".into(), json!(t.name));
+                    if !t.description.is_empty() {
+                        tool.insert("description".into(), json!(t.description));
+                    }
+                    tool.insert("input_schema".into(), t.parameters.clone());
+                    Value::Object(tool)
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+            let choice = match request.tool_choice {
+                ToolChoice::Auto => "auto",
+                ToolChoice::Required => "any",
+                ToolChoice::None => "none",
+            };
+            body.insert("tool_choice".into(), json!({"type": choice}));
+        }
+        if let Some(t) = request.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
+        if let Some(p) = request.top_p {
+            body.insert("top_p".into(), json!(p));
+        }
+        if let Some(k) = request.top_k {
+            body.insert("top_k".into(), json!(k));
+        }
+        if request.reasoning_effort.is_some() {
+            tracing::debug!(provider = %self.id, "reasoningEffort ignored: the Messages API has no such field");
+        }
+        let mut body = Value::Object(body);
+        merge_provider_options(&mut body, &request.provider_options, &["anthropic", &self.id]);
+        body
+    }
+}
+
+impl ModelProvider for AnthropicProvider {
+    fn complete(&self, request: ModelRequest) -> ProviderFuture<'_> {
+        Box::pin(async move {
+            let body = self.body(&request);
+            let mut pairs: Vec<(String, String)> = Vec::new();
+            if let Some(key) = &self.api_key {
+                pairs.push(("x-api-key".into(), key.clone()));
+            }
+            pairs.push(("anthropic-version".into(), ANTHROPIC_VERSION.into()));
+            pairs.extend(self.headers.iter().cloned());
+            pairs.extend(request.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+            let headers = self.http.headers(&pairs)?;
+            let answer = self.http.post_json(&self.url(), headers, &body, credential_values(&request.headers)).await?;
+            parse_response(&answer).map_err(|message| ProviderError::BadResponse {
+                provider: self.http.label().to_string(),
+                message: self.http.redact(&message),
+            })
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("{} at {}", self.http.label(), self.http.redact(&self.base_url))
+    }
+}
+
+/// The conversation as Messages API turns (system messages excluded: they are top-level).
+fn wire_messages(messages: &[ChatMessage]) -> Vec<Value> {
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for message in messages {
+        let (role, blocks) = match message {
+            ChatMessage::System(_) => continue,
+            ChatMessage::User(text) => ("user", text_block(text).into_iter().collect()),
+            ChatMessage::Assistant { text, tool_calls } => {
+                let mut blocks: Vec<Value> = text_block(text).into_iter().collect();
+                for call in tool_calls {
+                    // The API requires an object; anything else is passed on as unparsable text.
+                    let input = if call.arguments.is_object() {
+                        call.arguments.clone()
+                    } else {
+                        invalid_json(&call.arguments.to_string())
+                    };
+                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+                }
+                ("assistant", blocks)
+            }
+            ChatMessage::ToolResult { call_id, content, is_error, .. } => {
+                let content = if content.is_empty() { "(no output)" } else { content.as_str() };
+                let mut block = json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
+                if *is_error {
+                    block["is_error"] = json!(true);
+                }
+                ("user", vec![block])
+            }
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some((last, existing)) if *last == role => existing.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    turns
+        .into_iter()
+        .map(|(role, mut blocks)| {
+            if role == "user" {
+                // Stable: results keep their order, and so does the text after them.
+                blocks.sort_by_key(|b| b.get("type").and_then(Value::as_str) != Some("tool_result"));
+            }
+            json!({"role": role, "content": blocks})
+        })
+        .collect()
+}
+
+fn text_block(text: &str) -> Option<Value> {
+    (!text.trim().is_empty()).then(|| json!({"type": "text", "text": text}))
+}
+
+fn parse_response(answer: &Value) -> Result<ModelResponse, String> {
+    if answer.get("type").and_then(Value::as_str) == Some("error") {
+        return Err(format!("the server answered with an error: {}", answer.get("error").unwrap_or(answer)));
+    }
+    let blocks = answer.get("content").and_then(Value::as_array).ok_or("the answer has no content list")?;
+    let mut texts: Vec<&str> = Vec::new();
+    let mut tool_calls = Vec::new();
+    for (i, block) in blocks.iter().enumerate() {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => texts.extend(block.get("text").and_then(Value::as_str)),
+            Some("tool_use") => {
+                let field = |key: &str| {
+                    block
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                        .ok_or_else(|| format!("content[{i}] (tool_use) has no {key}"))
+                };
+                let arguments = block.get("input").cloned().unwrap_or_else(|| json!({}));
+                tool_calls.push(ToolCall { id: field("id")?, name: field("name")?, arguments });
+            }
+            // thinking, redacted_thinking, server tool blocks: nothing the loop acts on.
+            _ => {}
+        }
+    }
+    let usage = answer.get("usage");
+    let count = |key: &str| usage.and_then(|u| u.get(key)).and_then(Value::as_u64).unwrap_or(0);
+    let input_tokens = count("input_tokens") + count("cache_read_input_tokens") + count("cache_creation_input_tokens");
+    let stop = match answer.get("stop_reason").and_then(Value::as_str) {
+        Some("end_turn" | "stop_sequence") | None => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        Some(other) => StopReason::Other(other.to_string()),
+    };
+    Ok(ModelResponse {
+        text: texts.join("\n"),
+        tool_calls,
+        usage: Usage { input_tokens, output_tokens: count("output_tokens") },
+        stop,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_results_come_first_in_a_merged_user_turn() {
+        let messages = vec![
+            ChatMessage::User("go".into()),
+            ChatMessage::Assistant {
+                text: String::new(),
+                tool_calls: vec![ToolCall { id: "t1".into(), name: "a".into(), arguments: json!({}) }],
+            },
+            ChatMessage::User("a signal arrived".into()),
+            ChatMessage::ToolResult { call_id: "t1".into(), name: "a".into(), content: "ok".into(), is_error: false },
+        ];
+        let wire = wire_messages(&messages);
+        assert_eq!(wire.len(), 3);
+        assert_eq!(wire[2]["content"][0]["type"], "tool_result");
+        assert_eq!(wire[2]["content"][1]["text"], "a signal arrived");
+    }
+}

@@ -1,0 +1,268 @@
+//! HTTP plumbing shared by the OpenAI-style and Anthropic providers: one rustls `reqwest::Client`
+//! per provider (with `timeoutMs` and a connect timeout), POSTing JSON with retries (see
+//! [`RetryPolicy`]), and turning failures into [`ProviderError`]s whose messages never carry the
+//! API key. It knows nothing about either wire format.
+//!
+//! `chunkTimeoutMs` is not used: we do not stream responses, so the whole-request `timeoutMs` is
+//! the only deadline that applies.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use super::{CONNECT_TIMEOUT, HttpSettings, ProviderError, RetryPolicy, is_context_overflow};
+use crate::config::ProviderConfig;
+
+/// Longest server text kept in an error message.
+const MAX_ERROR_CHARS: usize = 2000;
+/// Shorter strings are not treated as secrets (a dummy key like `x` would mangle every message).
+const MIN_SECRET_LEN: usize = 4;
+
+/// Replaces every secret (the API key, credential-like header values) in a text.
+#[derive(Clone, Default)]
+pub(crate) struct Redactor {
+    secrets: Vec<String>,
+}
+
+impl Redactor {
+    pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
+        let mut redactor = Redactor::default();
+        redactor.add(secrets);
+        redactor
+    }
+
+    fn add(&mut self, secrets: impl IntoIterator<Item = String>) {
+        for secret in secrets {
+            let secret = secret.trim().to_string();
+            if secret.len() >= MIN_SECRET_LEN && !self.secrets.contains(&secret) {
+                self.secrets.push(secret);
+            }
+        }
+        // Longest first, so a secret that contains another is replaced whole.
+        self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    }
+
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for secret in &self.secrets {
+            if out.contains(secret.as_str()) {
+                out = out.replace(secret.as_str(), "[redacted]");
+            }
+        }
+        out
+    }
+}
+
+/// Header names whose values we treat as credentials.
+fn is_credential_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["auth", "key", "token", "secret", "cookie"].iter().any(|w| name.contains(w))
+}
+
+pub(crate) fn credential_values(headers: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    headers.iter().filter(|(k, _)| is_credential_header(k)).map(|(_, v)| v.clone()).collect()
+}
+
+pub(crate) struct HttpClient {
+    client: reqwest::Client,
+    /// `provider `id` (kind)`, the prefix of every error.
+    label: String,
+    redactor: Redactor,
+    retry: RetryPolicy,
+    timeout_ms: Option<u64>,
+}
+
+impl HttpClient {
+    pub fn new(label: String, config: &ProviderConfig, settings: &HttpSettings) -> Result<Self, ProviderError> {
+        let mut secrets = credential_values(&config.headers);
+        secrets.extend(settings.api_key.iter().cloned());
+        let timeout = config.timeout_ms.map(Duration::from_millis);
+        let connect_timeout = timeout.map_or(CONNECT_TIMEOUT, |t| t.min(CONNECT_TIMEOUT));
+        let mut builder = reqwest::Client::builder().connect_timeout(connect_timeout);
+        if let Some(timeout) = timeout {
+            builder = builder.timeout(timeout);
+        }
+        let client = builder.build().map_err(|e| {
+            ProviderError::Config(format!("{label}: cannot create the HTTP client: {}", e.without_url()))
+        })?;
+        Ok(HttpClient {
+            client,
+            label,
+            redactor: Redactor::new(secrets),
+            retry: settings.retry.clone(),
+            timeout_ms: config.timeout_ms,
+        })
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    pub fn redact(&self, text: &str) -> String {
+        self.redactor.redact(text)
+    }
+
+    /// Build a header map; values are marked sensitive so they never show in `Debug` output.
+    pub fn headers(&self, pairs: &[(String, String)]) -> Result<HeaderMap, ProviderError> {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            let header = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| ProviderError::Config(format!("{}: invalid HTTP header name `{name}`", self.label)))?;
+            let mut value = HeaderValue::from_str(value).map_err(|_| {
+                ProviderError::Config(format!("{}: the value of HTTP header `{name}` is not valid", self.label))
+            })?;
+            value.set_sensitive(true);
+            map.insert(header, value);
+        }
+        Ok(map)
+    }
+
+    /// POST `body` as JSON and return the parsed JSON answer, retrying as the policy says.
+    /// `extra_secrets` are redacted too (credential-like headers of this request).
+    pub async fn post_json(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        body: &Value,
+        extra_secrets: Vec<String>,
+    ) -> Result<Value, ProviderError> {
+        let mut redactor = self.redactor.clone();
+        redactor.add(extra_secrets);
+        let mut retries = 0u32;
+        loop {
+            let sent = self.client.post(url).headers(headers.clone()).json(body).send().await;
+            let (delay, reason) = match sent {
+                Ok(response) => {
+                    let status = response.status();
+                    if status.is_success() {
+                        let text = response.text().await.map_err(|e| self.transport_error(e, &redactor))?;
+                        return serde_json::from_str(&text).map_err(|e| ProviderError::BadResponse {
+                            provider: self.label.clone(),
+                            message: format!("the answer is not JSON ({e}): {}", excerpt(&redactor.redact(&text))),
+                        });
+                    }
+                    let header =
+                        |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+                    let (retry_after, retry_after_ms) = (header("retry-after"), header("retry-after-ms"));
+                    // Reading an error body can fail too; the status alone still says what happened.
+                    let text = response.text().await.unwrap_or_default();
+                    if !is_retryable(status) || retries >= self.retry.max_retries {
+                        return Err(self.status_error(status, &text, retries, &redactor));
+                    }
+                    let delay = self.retry.delay(retries, retry_after.as_deref(), retry_after_ms.as_deref());
+                    (delay, format!("HTTP {}", status.as_u16()))
+                }
+                Err(error) => {
+                    let connection_failed = error.is_connect() || (error.is_request() && !error.is_timeout());
+                    if !connection_failed || retries >= self.retry.max_retries {
+                        return Err(self.transport_error(error, &redactor));
+                    }
+                    (self.retry.delay(retries, None, None), "connection error".to_string())
+                }
+            };
+            retries += 1;
+            tracing::warn!(
+                provider = %self.label,
+                %reason,
+                retry = retries,
+                delay_ms = delay.as_millis() as u64,
+                "model request failed; retrying"
+            );
+            self.retry.sleep(delay).await;
+        }
+    }
+
+    fn transport_error(&self, error: reqwest::Error, redactor: &Redactor) -> ProviderError {
+        if error.is_timeout() && !error.is_connect() {
+            let after_ms = self.timeout_ms.unwrap_or(CONNECT_TIMEOUT.as_millis() as u64);
+            return ProviderError::Timeout { provider: self.label.clone(), after_ms };
+        }
+        let message = redactor.redact(&error_chain(&error.without_url()));
+        ProviderError::Network { provider: self.label.clone(), message }
+    }
+
+    fn status_error(&self, status: StatusCode, body: &str, retries: u32, redactor: &Redactor) -> ProviderError {
+        let provider = self.label.clone();
+        let message = excerpt(&redactor.redact(&error_message(body)));
+        if is_context_overflow(body) {
+            return ProviderError::ContextOverflow { provider, message };
+        }
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            return ProviderError::RateLimited { provider, retries, message };
+        }
+        ProviderError::Http { provider, status: status.as_u16(), message }
+    }
+}
+
+fn is_retryable(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 429 | 500 | 502 | 503 | 504 | 529)
+}
+
+/// The readable part of an error body: `error.message` (OpenAI and Anthropic both use it) with
+/// the error code or type, else the body itself.
+fn error_message(body: &str) -> String {
+    let trimmed = body.trim();
+    if trimmed.is_empty() {
+        return "(empty response body)".to_string();
+    }
+    let Ok(json) = serde_json::from_str::<Value>(trimmed) else {
+        return trimmed.to_string();
+    };
+    let error = json.get("error").unwrap_or(&json);
+    let message = match error {
+        Value::String(s) => Some(s.clone()),
+        _ => error.get("message").and_then(Value::as_str).map(str::to_string),
+    };
+    let code = error.get("code").and_then(Value::as_str).or_else(|| error.get("type").and_then(Value::as_str));
+    match (message, code) {
+        (Some(m), Some(c)) => format!("{m} [{c}]"),
+        (Some(m), None) => m,
+        _ => trimmed.to_string(),
+    }
+}
+
+/// An error and its causes, `a: b: c` (reqwest's own message is only "error sending request").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
+}
+
+fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(MAX_ERROR_CHARS) {
+        Some((cut, _)) => format!("{}… (truncated)", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_replaces_every_occurrence_longest_first() {
+        let r = Redactor::new(["sk-abc".to_string(), "sk-abcdef".to_string(), "x".to_string()]);
+        assert_eq!(r.redact("key sk-abcdef and sk-abc, x"), "key [redacted] and [redacted], x");
+    }
+
+    #[test]
+    fn error_messages_prefer_the_json_message() {
+        assert_eq!(error_message(r#"{"error":{"message":"bad","code":"c1"}}"#), "bad [c1]");
+        assert_eq!(
+            error_message(r#"{"type":"error","error":{"type":"overloaded_error","message":"busy"}}"#),
+            "busy [overloaded_error]"
+        );
+        assert_eq!(error_message("plain text"), "plain text");
+        assert_eq!(error_message(""), "(empty response body)");
+    }
+}

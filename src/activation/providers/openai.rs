@@ -1,0 +1,242 @@
+//! The `openai` and `openai-compatible` providers: OpenAI Chat Completions with tools
+//! (`POST {base}/chat/completions`). Owns the mapping between the neutral types and that wire
+//! format, and nothing else (HTTP, retries and redaction are in `http.rs`).
+//!
+//! The two kinds differ only in details: `openai` sends `max_completion_tokens` (what current
+//! OpenAI models take) and reads `providerOptions.openai`; `openai-compatible` sends `max_tokens`
+//! and `top_k` (servers such as vLLM accept it), reads `providerOptions.openaiCompatible`, and
+//! needs no API key. Both read `providerOptions.<provider id>` and send the preset's
+//! `reasoningEffort` as `reasoning_effort` (where reference §6.4 puts it through the AI SDK).
+
+use serde_json::{Map, Value, json};
+
+use super::http::{HttpClient, credential_values};
+use super::{
+    ChatMessage, HttpSettings, ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderFuture, StopReason,
+    ToolCall, ToolChoice, Usage, invalid_arguments, kind_name, merge_provider_options,
+};
+use crate::config::{ProviderConfig, ProviderKind};
+
+pub(crate) struct OpenAiProvider {
+    id: String,
+    official: bool,
+    base_url: String,
+    api_key: Option<String>,
+    headers: Vec<(String, String)>,
+    http: HttpClient,
+}
+
+impl OpenAiProvider {
+    pub fn new(config: &ProviderConfig, settings: HttpSettings) -> Result<Self, ProviderError> {
+        let label = format!("provider `{}` ({})", config.id, kind_name(&config.kind));
+        let http = HttpClient::new(label, config, &settings)?;
+        Ok(OpenAiProvider {
+            id: config.id.clone(),
+            official: config.kind == ProviderKind::OpenAi,
+            base_url: settings.base_url,
+            api_key: settings.api_key,
+            headers: config.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            http,
+        })
+    }
+
+    fn body(&self, request: &ModelRequest) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(request.model));
+        body.insert("messages".into(), Value::Array(request.messages.iter().map(wire_message).collect()));
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({
+                        "type": "function",
+                        "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                    })
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+            body.insert("tool_choice".into(), json!(request.tool_choice.as_str()));
+        } else if request.tool_choice != ToolChoice::None {
+            tracing::debug!(provider = %self.id, "tool_choice ignored: the request offers no tools");
+        }
+        if let Some(t) = request.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
+        if let Some(p) = request.top_p {
+            body.insert("top_p".into(), json!(p));
+        }
+        if let Some(k) = request.top_k {
+            if self.official {
+                tracing::debug!(provider = %self.id, "topK ignored: OpenAI Chat Completions has no top_k");
+            } else {
+                body.insert("top_k".into(), json!(k));
+            }
+        }
+        if let Some(max) = request.max_output_tokens {
+            let key = if self.official { "max_completion_tokens" } else { "max_tokens" };
+            body.insert(key.into(), json!(max));
+        }
+        if let Some(effort) = &request.reasoning_effort {
+            body.insert("reasoning_effort".into(), json!(effort));
+        }
+        let mut body = Value::Object(body);
+        let namespace = if self.official { "openai" } else { "openaiCompatible" };
+        merge_provider_options(&mut body, &request.provider_options, &[namespace, &self.id]);
+        body
+    }
+}
+
+impl ModelProvider for OpenAiProvider {
+    fn complete(&self, request: ModelRequest) -> ProviderFuture<'_> {
+        Box::pin(async move {
+            let body = self.body(&request);
+            let mut pairs: Vec<(String, String)> = Vec::new();
+            if let Some(key) = &self.api_key {
+                pairs.push(("authorization".into(), format!("Bearer {key}")));
+            }
+            pairs.extend(self.headers.iter().cloned());
+            pairs.extend(request.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+            let headers = self.http.headers(&pairs)?;
+            let url = format!("{}/chat/completions", self.base_url);
+            let answer = self.http.post_json(&url, headers, &body, credential_values(&request.headers)).await?;
+            parse_response(&answer).map_err(|message| ProviderError::BadResponse {
+                provider: self.http.label().to_string(),
+                message: self.http.redact(&message),
+            })
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("{} at {}", self.http.label(), self.http.redact(&self.base_url))
+    }
+}
+
+fn wire_message(message: &ChatMessage) -> Value {
+    match message {
+        ChatMessage::System(text) => json!({"role": "system", "content": text}),
+        ChatMessage::User(text) => json!({"role": "user", "content": text}),
+        ChatMessage::Assistant { text, tool_calls } => {
+            let mut m = Map::new();
+            m.insert("role".into(), json!("assistant"));
+            // OpenAI wants `null`, not "", for an assistant turn that only called tools.
+            m.insert("content".into(), if text.is_empty() { Value::Null } else { json!(text) });
+            if !tool_calls.is_empty() {
+                let calls: Vec<Value> = tool_calls
+                    .iter()
+                    .map(|c| {
+                        // Invalid arguments go back as the model wrote them, so it sees its mistake.
+                        let arguments =
+                            invalid_arguments(&c.arguments).map_or_else(|| c.arguments.to_string(), str::to_string);
+                        json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": arguments}})
+                    })
+                    .collect();
+                m.insert("tool_calls".into(), Value::Array(calls));
+            }
+            Value::Object(m)
+        }
+        // Chat Completions has no error flag on tool results; the content says what failed.
+        ChatMessage::ToolResult { call_id, content, .. } => {
+            json!({"role": "tool", "tool_call_id": call_id, "content": content})
+        }
+    }
+}
+
+fn parse_response(answer: &Value) -> Result<ModelResponse, String> {
+    let Some(choice) = answer.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
+        return Err(match answer.get("error") {
+            Some(error) => format!("the server answered with an error: {error}"),
+            None => format!("no choices in the answer: {}", shorten(&answer.to_string())),
+        });
+    };
+    let message = choice.get("message").ok_or("choices[0] has no message")?;
+    let mut text = content_text(message.get("content"));
+    if text.is_empty()
+        && let Some(refusal) = message.get("refusal").and_then(Value::as_str)
+    {
+        text = refusal.to_string();
+    }
+    let mut tool_calls = Vec::new();
+    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+        for (i, call) in calls.iter().enumerate() {
+            let function = call.get("function").ok_or_else(|| format!("tool_calls[{i}] has no function"))?;
+            let name = function
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("tool_calls[{i}] has no function name"))?;
+            let id = call.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{i}"), str::to_string);
+            tool_calls.push(ToolCall {
+                id,
+                name: name.to_string(),
+                arguments: parse_arguments(function.get("arguments")),
+            });
+        }
+    }
+    let usage = answer.get("usage");
+    let count = |key: &str| usage.and_then(|u| u.get(key)).and_then(Value::as_u64).unwrap_or(0);
+    let stop = match choice.get("finish_reason").and_then(Value::as_str) {
+        Some("stop") | None => StopReason::EndTurn,
+        Some("tool_calls" | "function_call") => StopReason::ToolUse,
+        Some("length") => StopReason::MaxTokens,
+        Some(other) => StopReason::Other(other.to_string()),
+    };
+    // Some servers report "stop" even when the message carries tool calls.
+    let stop = if stop == StopReason::EndTurn && !tool_calls.is_empty() { StopReason::ToolUse } else { stop };
+    Ok(ModelResponse {
+        text,
+        tool_calls,
+        usage: Usage { input_tokens: count("prompt_tokens"), output_tokens: count("completion_tokens") },
+        stop,
+    })
+}
+
+/// `content` is a string, `null`, or (some compatible servers) a list of `{type: text, text}`.
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => {
+            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("")
+        }
+        _ => String::new(),
+    }
+}
+
+/// Arguments arrive as a JSON string; an empty string means no arguments, and some compatible
+/// servers send an object directly.
+fn parse_arguments(raw: Option<&Value>) -> Value {
+    match raw {
+        None | Some(Value::Null) => json!({}),
+        Some(Value::String(s)) if s.trim().is_empty() => json!({}),
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Ok(value) => value,
+            Err(_) => super::invalid_json(s),
+        },
+        Some(other) => other.clone(),
+    }
+}
+
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(300) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_that_are_not_json_are_kept_as_text() {
+        assert_eq!(parse_arguments(Some(&json!("{\"a\":1}"))), json!({"a": 1}));
+        assert_eq!(parse_arguments(Some(&json!(""))), json!({}));
+        assert_eq!(parse_arguments(Some(&json!("{oops"))), json!({"__invalid_json": "{oops"}));
+        assert_eq!(parse_arguments(Some(&json!({"b": 2}))), json!({"b": 2}));
+    }
+
+    #[test]
+    fn content_parts_are_joined() {
+        assert_eq!(content_text(Some(&json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]))), "ab");
+        assert_eq!(content_text(Some(&Value::Null)), "");
+    }
+}
