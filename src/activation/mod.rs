@@ -1,5 +1,10 @@
-//! Activations: prompt building (`prompt.rs`, reference §1.6); the model loop and providers
-//! arrive with issue [E].
+//! Activations: the prompt (`prompt.rs`, reference §1.6), the model loop (`run.rs`) and the
+//! model providers (`providers/`). The loop runs in the controller: model API keys never reach a
+//! container. Providers are built once per run and shared (`ProviderPool`), so the scripted
+//! provider's per-agent progress and HTTP connection pools survive across activations.
 
 pub mod prompt;
 pub mod providers;
+pub mod run;
+
+pub use run::{Activations, NoRunner, RunnerTools};

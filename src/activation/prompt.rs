@@ -71,11 +71,22 @@ fn first_sections(out: &mut String, input: &PromptInput<'_>) {
     out.push('\n');
 }
 
+/// Signals as the prompt shows them, for signals handed over at a tool boundary.
+pub fn render_signals(signals: &[SignalRecord]) -> String {
+    let mut out = String::from("# New Signals\n\n");
+    render_each(&mut out, signals);
+    out.trim_end().to_string()
+}
+
 fn signals_section(out: &mut String, signals: &[SignalRecord]) {
     out.push_str("# New Signals\n\n");
     if signals.is_empty() {
         out.push_str("No new signals.\n\n");
     }
+    render_each(out, signals);
+}
+
+fn render_each(out: &mut String, signals: &[SignalRecord]) {
     for s in signals {
         let _ = writeln!(out, "## {} {}\n", s.id, s.kind);
         let p = &s.payload;

@@ -1,0 +1,445 @@
+//! The model loop of one activation, run in the controller (DESIGN: API keys never enter a
+//! container; P0 and P1 are handled locally). For each model of the agent's preset (model-list
+//! fallback): replay the agent's history, call the model with the agent's allowed tools (names
+//! made model-safe; `presentation` never sent), and run every tool call it makes:
+//!
+//! 1. map the safe name back, refuse unknown tools, check the input against the tool's schema
+//!    and answer schema failures to the model with the failing paths — nothing runs then;
+//! 2. record the call (start), run it — core tools and `web.fetch` in the controller, `file.*`,
+//!    `shell.exec` and local packs' tools in the agent's runner — and record the result (finish);
+//! 3. hand over P1 signals at this tool boundary, appended to the result;
+//! 4. stop after `coordination.wait_for_signal` or `completion.submit`.
+//!
+//! The activation then completes (no-effect nudge if it had no useful effect) or fails
+//! (every model failed, `maxToolCalls` exceeded). A P0 cancels it through [`ActivationHandle`].
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::prompt::{self, PromptInput};
+use super::providers::{
+    ChatMessage, ModelProvider, ModelTool, ProviderPool, ResolvedModel, RetryPolicy, resolve_presets, safe_tool_names,
+};
+use crate::config::AgentConfig;
+use crate::scheduler::{ActivationLauncher, nudges};
+use crate::store::{ActivationOutcome, ActivationRecord, SignalRecord, ToolCallOutcome};
+use crate::support::builtin_tools::{self, Caller, ENDING_TOOLS};
+use crate::support::{ToolHost, ToolOutput, describe_input_errors, web_fetch};
+use crate::toolpack::PackSource;
+
+/// Runs runner-side tools (built-in `file.*`/`shell.exec` and local packs' `runner.mjs` tools)
+/// in an agent's runner. Implemented by the agent supervisor (issue [D]).
+pub trait RunnerTools: Send + Sync + 'static {
+    fn invoke(&self, agent_id: &str, activation_id: &str, tool: &str, input: Value) -> RunnerFuture;
+    /// Stop whatever the agent's runner is doing for this activation (P0).
+    fn cancel(&self, agent_id: &str, activation_id: &str);
+}
+
+pub type RunnerFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, String>> + Send>>;
+
+/// A runner that is not there: every runner-side tool fails with a clear message.
+pub struct NoRunner(pub String);
+
+impl RunnerTools for NoRunner {
+    fn invoke(&self, _agent: &str, _activation: &str, tool: &str, _input: Value) -> RunnerFuture {
+        let why = format!("{tool} runs in the agent's runner, which is not available: {}", self.0);
+        Box::pin(async move { Err(why) })
+    }
+    fn cancel(&self, _agent: &str, _activation: &str) {}
+}
+
+/// Starts activations as tasks of the controller; implements the scheduler's launcher.
+pub struct Activations {
+    /// Itself, so `ActivationLauncher::start(&self)` can spawn an owned task.
+    me: Weak<Activations>,
+    tools: Arc<ToolHost>,
+    runner: Arc<dyn RunnerTools>,
+    providers: ProviderPool,
+    running: Mutex<HashMap<String, watch::Sender<bool>>>,
+}
+
+impl Activations {
+    pub fn new(tools: Arc<ToolHost>, runner: Arc<dyn RunnerTools>) -> Arc<Activations> {
+        let providers = ProviderPool::new(|name| std::env::var(name).ok(), RetryPolicy::default());
+        Activations::with_providers(tools, runner, providers)
+    }
+
+    pub fn with_providers(
+        tools: Arc<ToolHost>,
+        runner: Arc<dyn RunnerTools>,
+        providers: ProviderPool,
+    ) -> Arc<Activations> {
+        Arc::new_cyclic(|me| Activations {
+            me: me.clone(),
+            tools,
+            runner,
+            providers,
+            running: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn me(&self) -> Option<Arc<Activations>> {
+        self.me.upgrade()
+    }
+
+    /// How many activations are running now.
+    pub fn running(&self) -> usize {
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Run one activation to its end (also what `start` spawns).
+    pub async fn run(self: Arc<Self>, activation: ActivationRecord, signals: Vec<SignalRecord>) {
+        let (cancel_tx, cancel_rx) = watch::channel(false);
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(activation.id.clone(), cancel_tx);
+        let outcome = self.drive(&activation, &signals, cancel_rx).await;
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&activation.id);
+        let store = &self.tools.store;
+        let finished = match outcome {
+            Ending::Cancelled => return,
+            Ending::Completed(text) => {
+                store.finish_activation(&activation.id, ActivationOutcome::Completed, Some(&text), None)
+            }
+            Ending::Failed(error) => {
+                tracing::warn!(agent = %activation.agent_id, activation = %activation.id, "activation failed: {error}");
+                store.finish_activation(&activation.id, ActivationOutcome::Failed, None, Some(&error))
+            }
+        };
+        match finished {
+            Ok(record) => {
+                if let Err(e) = nudges::no_effect_nudge(&self.tools, &record) {
+                    tracing::warn!("no-effect nudge for {}: {e}", record.id);
+                }
+            }
+            // Cancelled or ended elsewhere in the meantime: nothing more to record.
+            Err(e) => tracing::debug!("activation {} already ended: {e}", activation.id),
+        }
+    }
+
+    async fn drive(
+        &self,
+        activation: &ActivationRecord,
+        signals: &[SignalRecord],
+        cancel: watch::Receiver<bool>,
+    ) -> Ending {
+        let config = &self.tools.project.config;
+        let Some(agent) = config.agent(&activation.agent_id) else {
+            return Ending::Failed(format!("Unknown agent: {}", activation.agent_id));
+        };
+        let store = &self.tools.store;
+        let history = store.history(&agent.id, 2000).unwrap_or_default();
+        let _ = store.append_history(
+            &agent.id,
+            Some(&activation.id),
+            "activation_prompt",
+            &json!({
+                "text": activation.prompt,
+                "delivery": "activation_start",
+                "signalIds": signals.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
+                "priorities": signals.iter().map(|s| s.priority.as_str()).collect::<Vec<_>>(),
+            }),
+        );
+        let toolset = self.tools.project.registry.resolve_agent(agent);
+        let names = match safe_tool_names(&toolset.tools) {
+            Ok(n) => n,
+            Err(e) => return Ending::Failed(e),
+        };
+        let model_tools: Vec<ModelTool> = names
+            .iter()
+            .filter_map(|(real, safe)| {
+                let (_, def) = self.tools.project.registry.tool(real)?;
+                Some(ModelTool {
+                    name: safe.clone(),
+                    description: def.description.clone(),
+                    parameters: def.input_schema.clone(),
+                })
+            })
+            .collect();
+        let mut messages = replay(&history);
+        messages.push(ChatMessage::User(activation.prompt.clone()));
+        let models = match resolve_presets(&config.models, &agent.model) {
+            Ok(m) => m,
+            Err(e) => return Ending::Failed(e),
+        };
+        let mut failures = Vec::new();
+        for model in &models {
+            let provider = match self.providers.get(model) {
+                Ok(p) => p,
+                Err(e) => {
+                    failures.push(format!("{}: {e}", model.preset_id()));
+                    continue;
+                }
+            };
+            let attempt = Attempt {
+                owner: self,
+                agent,
+                activation,
+                model,
+                provider,
+                tools: &model_tools,
+                names: &names,
+                cancel: cancel.clone(),
+            };
+            match attempt.run(messages.clone()).await {
+                AttemptEnd::Done(ending) => return ending,
+                AttemptEnd::ModelFailed(e) => failures.push(format!("{}: {e}", model.preset_id())),
+            }
+        }
+        Ending::Failed(format!("All model attempts failed:\n{}", failures.join("\n")))
+    }
+}
+
+enum Ending {
+    Completed(String),
+    Failed(String),
+    Cancelled,
+}
+
+enum AttemptEnd {
+    Done(Ending),
+    /// The model call failed: try the next model of the list.
+    ModelFailed(String),
+}
+
+struct Attempt<'a> {
+    owner: &'a Activations,
+    agent: &'a AgentConfig,
+    activation: &'a ActivationRecord,
+    model: &'a ResolvedModel,
+    provider: Arc<dyn ModelProvider>,
+    tools: &'a [ModelTool],
+    names: &'a [(String, String)],
+    cancel: watch::Receiver<bool>,
+}
+
+impl Attempt<'_> {
+    async fn run(self, mut messages: Vec<ChatMessage>) -> AttemptEnd {
+        let mut cancel = self.cancel.clone();
+        let config = &self.owner.tools.project.config;
+        let max_iterations = config.backend.max_iterations.unwrap_or(1_000_000);
+        let max_tool_calls = config.backend.max_tool_calls;
+        let store = &self.owner.tools.store;
+        let mut tool_calls = 0u64;
+        let mut last_text = String::new();
+        for _ in 0..max_iterations {
+            let request =
+                self.model.request(&self.agent.id, &self.activation.id, messages.clone(), self.tools.to_vec());
+            let response = tokio::select! {
+                r = self.provider.complete(request) => r,
+                _ = cancel.changed() => return AttemptEnd::Done(Ending::Cancelled),
+            };
+            let response = match response {
+                Ok(r) => r,
+                Err(e) => return AttemptEnd::ModelFailed(e.to_string()),
+            };
+            let _ = store.append_history(
+                &self.agent.id,
+                Some(&self.activation.id),
+                "assistant_output",
+                &json!({
+                    "text": response.text,
+                    "toolCalls": response.tool_calls.iter().map(|c| json!({"name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
+                    "model": self.model.api_model(),
+                    "usage": {"inputTokens": response.usage.input_tokens, "outputTokens": response.usage.output_tokens},
+                }),
+            );
+            if !response.text.trim().is_empty() {
+                last_text = response.text.clone();
+            }
+            if response.tool_calls.is_empty() {
+                let text = if last_text.is_empty() { "(model returned no text)".to_string() } else { last_text };
+                return AttemptEnd::Done(Ending::Completed(text));
+            }
+            messages
+                .push(ChatMessage::Assistant { text: response.text.clone(), tool_calls: response.tool_calls.clone() });
+            let mut ended: Option<String> = None;
+            for call in &response.tool_calls {
+                if let Some(max) = max_tool_calls
+                    && tool_calls >= max
+                {
+                    return AttemptEnd::Done(Ending::Failed(format!("Exceeded maxToolCalls: {max}")));
+                }
+                tool_calls += 1;
+                let real = self.names.iter().find(|(_, safe)| *safe == call.name).map(|(real, _)| real.clone());
+                let (content, is_error, ends) = match real {
+                    None => (format!("Unknown tool: {}", call.name), true, false),
+                    Some(real) => {
+                        let outcome = tokio::select! {
+                            r = self.tool_call(&real, call.arguments.clone()) => r,
+                            _ = cancel.changed() => {
+                                self.owner.runner.cancel(&self.agent.id, &self.activation.id);
+                                return AttemptEnd::Done(Ending::Cancelled);
+                            }
+                        };
+                        match outcome {
+                            Ok(out) => (out.output, false, ENDING_TOOLS.contains(&real.as_str())),
+                            Err(e) => (e, true, false),
+                        }
+                    }
+                };
+                let content = match self.boundary_signals() {
+                    Some(text) => format!("{content}\n\n{text}"),
+                    None => content,
+                };
+                let _ = store.append_history(
+                    &self.agent.id,
+                    Some(&self.activation.id),
+                    "tool_result",
+                    &json!({"name": call.name, "content": content, "isError": is_error}),
+                );
+                if ends && ended.is_none() {
+                    ended = Some(content.clone());
+                }
+                messages.push(ChatMessage::ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content,
+                    is_error,
+                });
+            }
+            if let Some(output) = ended {
+                let text = if last_text.is_empty() { output } else { last_text };
+                return AttemptEnd::Done(Ending::Completed(text));
+            }
+        }
+        AttemptEnd::Done(Ending::Completed(format!("Stopped after maxIterations ({max_iterations}) model steps.")))
+    }
+
+    /// One tool call: schema check, record, run, record.
+    async fn tool_call(&self, tool: &str, input: Value) -> Result<ToolOutput, String> {
+        let host = &self.owner.tools;
+        let store = &host.store;
+        if let Some(raw) =
+            input.as_object().and_then(|m| m.get(super::providers::INVALID_JSON_KEY)).and_then(Value::as_str)
+        {
+            return Err(format!("The arguments are not valid JSON: {raw}"));
+        }
+        let input = if input.is_null() { json!({}) } else { input };
+        if let Err(errors) = host.project.registry.validate_input(tool, &input) {
+            return Err(format!("Invalid input for {tool}: {}", describe_input_errors(&errors)));
+        }
+        let pack = host.project.registry.tool(tool).map(|(p, _)| p.id.clone());
+        let call_id = store
+            .start_tool_call(&self.activation.id, &self.agent.id, tool, pack.as_deref(), &input)
+            .map_err(|e| e.to_string())?;
+        let result = self.dispatch(tool, input).await;
+        let (outcome, output, error) = match &result {
+            Ok(out) => (ToolCallOutcome::Completed, serde_json::to_value(out).ok(), None),
+            Err(e) => (ToolCallOutcome::Failed, None, Some(e.as_str())),
+        };
+        let _ = store.finish_tool_call(&call_id, outcome, output.as_ref(), error);
+        result
+    }
+
+    async fn dispatch(&self, tool: &str, input: Value) -> Result<ToolOutput, String> {
+        let host = &self.owner.tools;
+        let caller = Caller { agent_id: self.agent.id.clone(), activation_id: self.activation.id.clone() };
+        if builtin_tools::is_controller_tool(tool) {
+            return builtin_tools::call(host, &caller, tool, &input).map_err(|e| e.to_string());
+        }
+        if tool == "web.fetch" {
+            return web_fetch::fetch(&host.project.config.web_fetch, &input).await.map_err(|e| e.to_string());
+        }
+        let is_runner_tool = match host.project.registry.tool(tool) {
+            Some((pack, _)) => {
+                matches!(pack.source, PackSource::Local { .. }) || tool.starts_with("file.") || tool == "shell.exec"
+            }
+            None => false,
+        };
+        if !is_runner_tool {
+            return Err(format!("Unknown tool: {tool}"));
+        }
+        self.owner.runner.invoke(&self.agent.id, &self.activation.id, tool, input).await
+    }
+
+    /// P1 signals handed over at this tool boundary, rendered as the prompt renders signals.
+    fn boundary_signals(&self) -> Option<String> {
+        let host = &self.owner.tools;
+        let limit = host.project.config.scheduler.max_signals_per_activation as usize;
+        let signals = host.store.deliver_at_tool_boundary(&self.agent.id, &self.activation.id, limit).ok()?;
+        if signals.is_empty() {
+            return None;
+        }
+        let _ = host.store.append_history(
+            &self.agent.id,
+            Some(&self.activation.id),
+            "signals",
+            &json!({"delivery": "tool_boundary", "signalIds": signals.iter().map(|s| s.id.clone()).collect::<Vec<_>>()}),
+        );
+        Some(prompt::render_signals(&signals))
+    }
+}
+
+/// Earlier history as plain text messages (reference §6.5): assistant output and tool calls as
+/// the assistant, everything else as the user; long entries cut.
+fn replay(history: &[crate::store::HistoryRecord]) -> Vec<ChatMessage> {
+    const MESSAGE_CAP: usize = 40_000;
+    const TOOL_RESULT_CAP: usize = 12_000;
+    let cut = |text: String, cap: usize| -> String {
+        if text.chars().count() <= cap {
+            return text;
+        }
+        let kept: String = text.chars().take(cap).collect();
+        format!("{kept}\n[truncated]")
+    };
+    let mut out = Vec::new();
+    for h in history {
+        let c = &h.content;
+        match h.kind.as_str() {
+            "activation_prompt" => {
+                out.push(ChatMessage::User(cut(c["text"].as_str().unwrap_or("").to_string(), MESSAGE_CAP)))
+            }
+            "assistant_output" => {
+                let mut text = c["text"].as_str().unwrap_or("").to_string();
+                for call in c["toolCalls"].as_array().into_iter().flatten() {
+                    text.push_str(&format!(
+                        "\n\n# Tool Call Record\n{} {}",
+                        call["name"].as_str().unwrap_or(""),
+                        call["arguments"]
+                    ));
+                }
+                if !text.trim().is_empty() {
+                    out.push(ChatMessage::Assistant { text: cut(text, MESSAGE_CAP), tool_calls: Vec::new() });
+                }
+            }
+            "tool_result" => out.push(ChatMessage::User(cut(
+                format!(
+                    "# Tool Result Record\n{}: {}",
+                    c["name"].as_str().unwrap_or(""),
+                    c["content"].as_str().unwrap_or("")
+                ),
+                TOOL_RESULT_CAP,
+            ))),
+            _ => {}
+        }
+    }
+    out
+}
+
+impl ActivationLauncher for Activations {
+    fn prompt(&self, agent: &AgentConfig, signals: &[SignalRecord]) -> String {
+        let host = &self.tools;
+        let first = host.store.latest_activation(&agent.id, None).ok().flatten().is_none();
+        let tools = host.project.registry.resolve_agent(agent).tools;
+        prompt::build(&PromptInput { config: &host.project.config, agent, tools: &tools, first, signals })
+    }
+
+    fn start(&self, activation: ActivationRecord, signals: Vec<SignalRecord>) {
+        // `start` has `&self`; the loop needs an owned handle, kept by the controller.
+        if let Some(me) = self.me() {
+            tokio::spawn(me.run(activation, signals));
+        }
+    }
+
+    fn cancel(&self, activation: &ActivationRecord, reason: &str) {
+        tracing::info!(agent = %activation.agent_id, activation = %activation.id, "cancelling: {reason}");
+        if let Some(tx) = self.running.lock().unwrap_or_else(|e| e.into_inner()).get(&activation.id) {
+            let _ = tx.send(true);
+        }
+        self.runner.cancel(&activation.agent_id, &activation.id);
+    }
+}

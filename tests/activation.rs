@@ -1,0 +1,213 @@
+//! The activation loop end to end in the controller: scheduler → activation → scripted model →
+//! tools → store, with no container (controller-side tools only; runner-side tools get a clear
+//! error from `NoRunner`). Real SQLite, real JS packs, a real HTTP server for web.fetch.
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use suzumio::activation::providers::{ProviderPool, RetryPolicy};
+use suzumio::activation::{Activations, NoRunner};
+use suzumio::clock::SystemClock;
+use suzumio::config::load::ProcessEnv;
+use suzumio::project::Project;
+use suzumio::scheduler::Scheduler;
+use suzumio::store::{MessageQuery, ProjectStatus, SendMessage, StateFiles, Store};
+use suzumio::support::ToolHost;
+
+struct World {
+    dir: PathBuf,
+    host: Arc<ToolHost>,
+    scheduler: Arc<Scheduler>,
+    activations: Arc<Activations>,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const SCRIPTED_MODELS: &str =
+    "      providers: {local: {type: scripted, script: ./script.yaml}}\n      presets: {main: {provider: local}}\n";
+
+fn world(script: &str, extra: &str) -> World {
+    world_with_models(script, extra, SCRIPTED_MODELS)
+}
+
+fn world_with_models(script: &str, extra: &str, models: &str) -> World {
+    let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let dir = std::env::temp_dir().join(format!("suzumio-act-{}-{unique}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("script.yaml"), script).unwrap();
+    std::fs::write(
+        dir.join("suzumio.yaml"),
+        format!(
+            r#"name: act
+task: Write a two-line report.
+tools:
+  toolpacks: [core, shell, web]
+agents:
+  pm: {{tools: [messages.send, coordination.wait_for_signal, completion.submit, web.fetch]}}
+  worker: {{tools: [messages.send, coordination.wait_for_signal, file.write]}}
+backend:
+  runner:
+    model: main
+    models:
+{models}{extra}"#
+        ),
+    )
+    .unwrap();
+    let project = Arc::new(Project::load(&dir, &ProcessEnv).unwrap_or_else(|e| panic!("{e}")));
+    let store = Store::open(&project.config, Arc::new(SystemClock)).unwrap();
+    store.set_project_status(ProjectStatus::Running).unwrap();
+    let host = ToolHost::new(project, store, StateFiles::new(&dir));
+    // No retry delays: a dead endpoint fails at once.
+    let providers = ProviderPool::new(|name| std::env::var(name).ok(), RetryPolicy::none());
+    let activations =
+        Activations::with_providers(host.clone(), Arc::new(NoRunner("no container in this test".into())), providers);
+    let scheduler = Arc::new(Scheduler::new(host.clone(), activations.clone()));
+    World { dir, host, scheduler, activations }
+}
+
+impl World {
+    /// Tick until nothing runs and nothing is pending (or give up after a while).
+    async fn settle(&self) {
+        for _ in 0..200 {
+            let report = self.scheduler.tick().await;
+            assert!(report.errors.is_empty(), "{:?}", report.errors);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let idle = self.activations.running() == 0 && !self.host.store.has_pending_signals(false).unwrap();
+            if idle && report.started.is_empty() {
+                return;
+            }
+        }
+        panic!("the project did not settle");
+    }
+
+    fn user_says(&self, to: &str, body: &str) {
+        self.host
+            .store
+            .send_message(SendMessage {
+                sender: "user".into(),
+                recipient: Some(to.into()),
+                body: body.into(),
+                ..Default::default()
+            })
+            .unwrap();
+    }
+}
+
+const SCRIPT: &str = r##"
+activations:
+  - agent: pm
+    when: "Start"
+    steps:
+      - say: "Delegating."
+        call: [{tool: messages.send, input: {recipient: worker, body: "Write line one.", priority: P2}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "waiting for the worker"}}]
+  - agent: worker
+    steps:
+      - call: [{tool: messages.send, input: {}}]
+      - call: [{tool: messages.send, input: {recipient: pm, body: "Line one is: hello."}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "done"}}]
+  - agent: pm
+    when: "Line one"
+    steps:
+      - call: [{tool: completion.submit, input: {report: "# Report\nhello."}}]
+"##;
+
+#[tokio::test]
+async fn a_project_runs_from_a_user_message_to_a_submitted_report() {
+    let w = world(SCRIPT, "");
+    w.user_says("pm", "Start the report.");
+    w.settle().await;
+    let store = &w.host.store;
+    assert_eq!(store.project().unwrap().status.as_str(), "submitted");
+    assert_eq!(std::fs::read_to_string(w.dir.join("final-report.md")).unwrap(), "# Report\nhello.\n");
+    let q =
+        MessageQuery { participant_a: Some("worker".into()), participant_b: Some("pm".into()), ..Default::default() };
+    let bodies: Vec<String> = store.list_messages(&q).unwrap().into_iter().map(|m| m.body).collect();
+    assert!(
+        bodies.contains(&"Write line one.".to_string()) && bodies.contains(&"Line one is: hello.".to_string()),
+        "{bodies:?}"
+    );
+
+    // The worker's first call had no body: the schema refused it before anything ran, and the
+    // model was told which field; the call was not recorded as a tool call.
+    let history = store.history("worker", 100).unwrap();
+    let refused =
+        history.iter().find(|h| h.kind == "tool_result" && h.content["isError"] == true).expect("an error result");
+    let text = refused.content["content"].as_str().unwrap();
+    assert!(text.starts_with("Invalid input for messages.send:") && text.contains("body"), "{text}");
+    let status = w.host.tool_status().unwrap();
+    let send = status.iter().find(|t| t["tool"] == "messages.send").unwrap();
+    assert_eq!(send["callCount"], 2, "pm 1 + worker 1; the refused call never ran: {send}");
+    let submit = status.iter().find(|t| t["tool"] == "completion.submit").unwrap();
+    assert_eq!(submit["completedCount"], 1);
+    // Every activation completed, and the first prompt of the pm is the full first-activation prompt.
+    let first_prompt = &history.iter().find(|h| h.kind == "activation_prompt").unwrap().content["text"];
+    assert!(first_prompt.as_str().unwrap().starts_with("# Project Task"));
+}
+
+#[tokio::test]
+async fn runner_side_tools_without_a_runner_fail_the_call_not_the_activation() {
+    let script = r#"
+activations:
+  - agent: worker
+    steps:
+      - call: [{tool: file.write, input: {path: notes.md, content: x}}]
+      - call: [{tool: messages.send, input: {recipient: pm, body: "could not write"}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "blocked"}}]
+"#;
+    let w = world(script, "");
+    w.user_says("worker", "Write notes.");
+    w.settle().await;
+    let calls = w.host.tool_status().unwrap();
+    let write = calls.iter().find(|t| t["tool"] == "file.write").unwrap();
+    assert_eq!(
+        (write["failedCount"].clone(), write["lastError"].as_str().unwrap().contains("not available")),
+        (json!(1), true)
+    );
+    let act = w.host.store.latest_activation("worker", None).unwrap().unwrap();
+    assert_eq!(act.status.as_str(), "completed");
+}
+
+#[tokio::test]
+async fn max_tool_calls_fails_the_activation() {
+    let script = r#"
+activations:
+  - agent: pm
+    steps:
+      - call:
+          - {tool: messages.send, input: {recipient: user, body: one}}
+          - {tool: messages.send, input: {recipient: user, body: two}}
+          - {tool: messages.send, input: {recipient: user, body: three}}
+"#;
+    let w = world(script, "    maxToolCalls: 2\n");
+    w.user_says("pm", "Go.");
+    w.settle().await;
+    let act = w.host.store.latest_activation("pm", None).unwrap().unwrap();
+    assert_eq!((act.status.as_str(), act.error.as_deref()), ("failed", Some("Exceeded maxToolCalls: 2")));
+    assert_eq!(w.host.store.agent("pm").unwrap().unwrap().status.as_str(), "failed");
+}
+
+#[tokio::test]
+async fn a_failing_model_falls_back_to_the_next_in_the_list() {
+    let script = r#"
+activations:
+  - agent: pm
+    steps:
+      - call: [{tool: messages.send, input: {recipient: user, body: "from the fallback"}}]
+"#;
+    let models = "      providers:\n        local: {type: scripted, script: ./script.yaml}\n        dead: {type: openai-compatible, baseURL: 'http://127.0.0.1:9/v1', timeoutMs: 2000}\n      presets:\n        first: {provider: dead, model: gpt-x}\n        second: {provider: local}\n        main: {model-list: [first, second]}\n";
+    let w = world_with_models(script, "", models);
+    w.user_says("pm", "Go.");
+    w.settle().await;
+    let q = MessageQuery { participant_a: Some("pm".into()), participant_b: Some("user".into()), ..Default::default() };
+    let sent = w.host.store.list_messages(&q).unwrap();
+    assert!(sent.iter().any(|m| m.body == "from the fallback"), "{sent:?}");
+}
