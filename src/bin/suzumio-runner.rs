@@ -1,6 +1,82 @@
-//! `suzumio-runner`: the process that runs inside each agent's container. Until issue [D] wires
-//! the control socket, it only reports its version.
+//! `suzumio-runner`: the process inside each agent's container. It reads its settings from the
+//! environment (`SUZUMIO_TOKEN`; optional `SUZUMIO_SOCKET`, `SUZUMIO_WORKSPACE`,
+//! `SUZUMIO_ARTIFACTS`, `SUZUMIO_MNT`, and `SUZUMIO_LOG` for the log filter), logs to stderr and
+//! serves the controller until it says `shutdown`, closes the socket, or SIGTERM/SIGINT arrives.
+//!
+//! Exit codes: 0 stopped cleanly, 1 failure at run time (no socket, refused hello, lost
+//! connection), 2 bad arguments or environment.
 
-fn main() {
-    println!("suzumio-runner {}", suzumio::VERSION);
+use std::process::ExitCode;
+
+use suzumio::runner::{self, RunnerConfig};
+use tokio::signal::unix::{SignalKind, signal};
+
+const USAGE: &str = "\
+usage: suzumio-runner [--version]
+
+Runs inside an agent's container and serves the suzumio controller over its Unix socket.
+Environment:
+  SUZUMIO_TOKEN      the agent's token (required)
+  SUZUMIO_SOCKET     control socket (default /run/suzumio/control.sock)
+  SUZUMIO_WORKSPACE  directory behind /workspace (default /workspace)
+  SUZUMIO_ARTIFACTS  directory behind /artifacts (default /artifacts)
+  SUZUMIO_MNT        directory behind /mnt (default /mnt)
+  SUZUMIO_LOG        log filter (default info)";
+
+fn main() -> ExitCode {
+    match std::env::args().nth(1).as_deref() {
+        None => {}
+        Some("--version" | "-V") => {
+            println!("suzumio-runner {}", suzumio::VERSION);
+            return ExitCode::SUCCESS;
+        }
+        Some("--help" | "-h") => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => {
+            eprintln!("suzumio-runner: unexpected argument {other}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    }
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SUZUMIO_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
+
+    let config = match RunnerConfig::from_env(|name| std::env::var(name).ok()) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("suzumio-runner: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("suzumio-runner: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let stop = async {
+            match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
+                    tracing::info!("stopping on a signal");
+                }
+                _ => std::future::pending().await,
+            }
+        };
+        runner::run_until(config, stop).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("suzumio-runner: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 /// The glue that adapts a `controller.mjs` to the calls the controller makes
 /// (`support`, `webui`, `schedulerTick`, `hasSchedulerHook`).
 pub const CONTROLLER_GLUE: &str = include_str!("controller_glue.mjs");
+pub const RUNNER_GLUE: &str = include_str!("runner_glue.mjs");
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct JsLimits {

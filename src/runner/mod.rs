@@ -1,3 +1,172 @@
-//! The in-container runner: built-in runner tools (file.*, shell.exec) and runner.mjs hosting.
+//! The in-container runner: connects to the controller's socket, says hello, then serves
+//! `load`, `invoke`, `cancel`, `ping` and `shutdown` (see [`crate::rpc`]). It runs the built-in
+//! runner tools ([`tools`]) and hosts the `runner.mjs` of local packs ([`packs`]).
 //!
-//! Lands with issue [D]; nothing here yet.
+//! It must not reach the controller's modules (store, web, support, scheduler): the runner
+//! binary links only `rpc`, `runner` and `js`. Everything it knows about the project comes
+//! from the hello and `load`.
+
+mod packs;
+pub mod paths;
+mod service;
+pub mod tools;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::UnixStream;
+use tokio::sync::watch;
+
+use crate::rpc::{Connection, HelloParams, HelloResult, PROTOCOL_VERSION, method};
+pub use paths::Roots;
+use service::{RunnerService, Session};
+pub use tools::{BuiltinTool, BuiltinTools};
+
+pub const DEFAULT_SOCKET: &str = "/run/suzumio/control.sock";
+
+/// How long to keep trying to connect: the container may start before the socket exists.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the controller has to answer the hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Debug)]
+pub struct RunnerConfig {
+    /// The controller's socket (default `/run/suzumio/control.sock`).
+    pub socket: PathBuf,
+    /// The agent's token, sent in the hello.
+    pub token: String,
+    /// The directories behind `/workspace`, `/artifacts` and `/mnt`.
+    pub roots: Roots,
+    pub connect_timeout: Duration,
+}
+
+impl RunnerConfig {
+    pub fn new(token: impl Into<String>) -> Self {
+        RunnerConfig {
+            socket: DEFAULT_SOCKET.into(),
+            token: token.into(),
+            roots: Roots::default(),
+            connect_timeout: CONNECT_TIMEOUT,
+        }
+    }
+
+    /// From `SUZUMIO_TOKEN` (required), and the optional `SUZUMIO_SOCKET`, `SUZUMIO_WORKSPACE`,
+    /// `SUZUMIO_ARTIFACTS` and `SUZUMIO_MNT`; `env` looks a variable up.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<Self, RunnerError> {
+        let set = |name: &str| env(name).filter(|v| !v.is_empty());
+        let token = set("SUZUMIO_TOKEN").ok_or(RunnerError::MissingToken)?;
+        let mut config = RunnerConfig::new(token);
+        if let Some(socket) = set("SUZUMIO_SOCKET") {
+            config.socket = socket.into();
+        }
+        if let Some(dir) = set("SUZUMIO_WORKSPACE") {
+            config.roots.workspace = dir.into();
+        }
+        if let Some(dir) = set("SUZUMIO_ARTIFACTS") {
+            config.roots.artifacts = dir.into();
+        }
+        if let Some(dir) = set("SUZUMIO_MNT") {
+            config.roots.mnt = dir.into();
+        }
+        Ok(config)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    #[error("SUZUMIO_TOKEN is not set; the controller passes the agent's token to the runner in it")]
+    MissingToken,
+    #[error(
+        "cannot connect to the controller at {socket} (tried for {waited:?}): {source}; is the controller running and the socket directory mounted?"
+    )]
+    Connect { socket: String, waited: Duration, source: std::io::Error },
+    #[error("the controller refused the hello: {0}")]
+    HelloRefused(String),
+    #[error(
+        "the controller closed the connection during the hello (a wrong SUZUMIO_TOKEN, or a runner started for another agent?)"
+    )]
+    HelloClosed,
+    #[error("the controller did not answer the hello within {0:?}")]
+    HelloTimeout(Duration),
+    #[error(
+        "the controller speaks protocol {theirs}, this runner speaks {ours}; use the runner of the same suzumio build"
+    )]
+    ProtocolMismatch { ours: u32, theirs: u32 },
+    #[error("the connection to the controller closed unexpectedly")]
+    Disconnected,
+}
+
+/// Serve until the controller says `shutdown` or closes the connection.
+pub async fn run(config: RunnerConfig) -> Result<(), RunnerError> {
+    run_until(config, std::future::pending()).await
+}
+
+/// [`run`], also stopping (cleanly: running commands are killed) when `stop` resolves, e.g. on
+/// SIGTERM.
+pub async fn run_until(config: RunnerConfig, stop: impl Future<Output = ()>) -> Result<(), RunnerError> {
+    let stream = connect(&config).await?;
+    let (session_tx, session_rx) = watch::channel(None);
+    let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
+    let service = Arc::new(RunnerService::new(config.roots.clone(), session_rx, shutdown_tx));
+    let (connection, driver) = Connection::spawn(stream, service.clone().handler());
+
+    let hello = HelloParams { version: crate::VERSION.to_string(), protocol: PROTOCOL_VERSION, token: config.token };
+    let answer = tokio::time::timeout(HELLO_TIMEOUT, connection.call::<_, HelloResult>(method::HELLO, &hello)).await;
+    let hello = match answer {
+        Err(_) => Err(RunnerError::HelloTimeout(HELLO_TIMEOUT)),
+        Ok(Err(e)) if e.is_connection_closed() => Err(RunnerError::HelloClosed),
+        Ok(Err(e)) => Err(RunnerError::HelloRefused(e.message)),
+        Ok(Ok(hello)) if hello.protocol != PROTOCOL_VERSION => {
+            Err(RunnerError::ProtocolMismatch { ours: PROTOCOL_VERSION, theirs: hello.protocol })
+        }
+        Ok(Ok(hello)) => Ok(hello),
+    };
+    let hello = match hello {
+        Ok(hello) => hello,
+        Err(e) => {
+            connection.abort();
+            let _ = driver.await;
+            return Err(e);
+        }
+    };
+    tracing::info!(project = %hello.project, agent = %hello.agent_id, "connected to the controller");
+    session_tx.send_replace(Some(Session {
+        connection: connection.clone(),
+        project: hello.project,
+        agent_id: hello.agent_id,
+    }));
+
+    let stopped = tokio::select! {
+        _ = connection.closed() => false,
+        _ = shutdown_rx.wait_for(|s| *s) => true,
+        _ = stop => true,
+    };
+    service.cancel_all();
+    connection.close().await;
+    let _ = driver.await;
+    if stopped {
+        tracing::info!("runner stopped");
+        Ok(())
+    } else {
+        Err(RunnerError::Disconnected)
+    }
+}
+
+async fn connect(config: &RunnerConfig) -> Result<UnixStream, RunnerError> {
+    let started = Instant::now();
+    loop {
+        match UnixStream::connect(&config.socket).await {
+            Ok(stream) => return Ok(stream),
+            Err(source) if started.elapsed() >= config.connect_timeout => {
+                return Err(RunnerError::Connect {
+                    socket: config.socket.display().to_string(),
+                    waited: config.connect_timeout,
+                    source,
+                });
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}

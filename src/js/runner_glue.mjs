@@ -1,0 +1,63 @@
+// Glue between the runner and a toolpack's runner.mjs (reference §3.3). Evaluated as its own
+// module that imports the pack module; the Rust side calls the exports below with JSON strings
+// and gets JSON strings back. The factory is called at load (to check the handlers) and again
+// for every call, with that activation's context.
+import * as pack from "__PACK_MODULE__";
+
+const PACK_ID = __PACK_ID__;
+const hostCallAsync = globalThis.__suzumio_host_async;
+delete globalThis.__suzumio_host;
+delete globalThis.__suzumio_host_async;
+
+function unwrap(reply) {
+  const parsed = JSON.parse(reply);
+  if (parsed.error !== undefined) throw new Error(parsed.error);
+  return parsed.ok;
+}
+const callAsync = async (op, args) => unwrap(await hostCallAsync(op, JSON.stringify(args === undefined ? null : args)));
+
+function makeContext(base) {
+  return Object.freeze({
+    project: base.project,
+    agentId: base.agentId,
+    activationId: base.activationId,
+    workspace: base.workspace,
+    toolpackId: PACK_ID,
+    callSupport: (tool, input) => callAsync("callSupport", { tool, input: input === undefined ? {} : input }),
+    recordSignal: (signal) => callAsync("recordSignal", signal),
+    console: globalThis.console,
+  });
+}
+
+async function handlers(baseJson) {
+  const factory = typeof pack.createRunnerToolpack === "function" ? pack.createRunnerToolpack : pack.default;
+  if (typeof factory !== "function") {
+    throw new Error(`Runner module for ${PACK_ID} must export createRunnerToolpack`);
+  }
+  const instance = await factory(makeContext(JSON.parse(baseJson)));
+  const map = instance && typeof instance === "object" && instance.tools !== undefined ? instance.tools : instance;
+  return map !== null && typeof map === "object" ? map : {};
+}
+
+// A handler is a function the pack put there, not one every object inherits (`toString`).
+function handlerOf(map, name) {
+  const handler = map[name];
+  return typeof handler === "function" && handler !== Object.prototype[name] ? handler : undefined;
+}
+
+export async function load(baseJson, toolsJson) {
+  const map = await handlers(baseJson);
+  for (const name of JSON.parse(toolsJson)) {
+    if (!handlerOf(map, name)) throw new Error(`Runner module for ${PACK_ID} did not register ${name}`);
+  }
+  return JSON.stringify(Object.keys(map).filter((name) => handlerOf(map, name)));
+}
+
+export async function invoke(baseJson, tool, inputJson) {
+  const map = await handlers(baseJson);
+  const handler = handlerOf(map, tool);
+  if (!handler) throw new Error(`Runner module for ${PACK_ID} did not register ${tool}`);
+  const input = JSON.parse(inputJson);
+  const result = await handler.call(map, input === null ? {} : input);
+  return JSON.stringify(result === undefined ? null : result);
+}

@@ -1,0 +1,190 @@
+//! Runner packs: each pack's `runner.mjs` in its own [`JsHost`] behind `runner_glue.mjs`
+//! (reference §3.3). `callSupport` and `recordSignal` from pack code become requests to the
+//! controller over the runner's connection; the activation they speak for comes from the
+//! [`CallScope`] of the running call, never from the pack.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::js::{CallScope, HostFuture, HostOps, JsCall, JsError, JsHost, JsLimits, ModuleSpec, RUNNER_GLUE};
+use crate::rpc::{CallSupportParams, Connection, PackSpec, RecordSignalParams, SignalRequest, ToolOutput, method};
+use crate::runner::paths::WORKSPACE;
+
+/// Identity a pack's context carries (`project`, `agentId`).
+#[derive(Clone, Debug)]
+pub(crate) struct Identity {
+    pub project: String,
+    pub agent_id: String,
+}
+
+/// One loaded runner pack.
+#[derive(Clone)]
+pub(crate) struct RunnerPack {
+    pub id: String,
+    host: JsHost,
+    identity: Identity,
+}
+
+impl RunnerPack {
+    /// Start the pack's runtime, call its factory once, and check that every allowed tool has
+    /// a handler.
+    pub async fn load(spec: &PackSpec, identity: &Identity, connection: Connection) -> Result<RunnerPack, String> {
+        let root = Path::new(&spec.root);
+        let module = Path::new(&spec.module);
+        let module = if module.is_absolute() { module.to_path_buf() } else { root.join(module) };
+        let module_spec = ModuleSpec {
+            pack_id: spec.id.clone(),
+            root: root.to_path_buf(),
+            module,
+            glue: RUNNER_GLUE,
+            limits: JsLimits {
+                call_timeout: Duration::from_millis(spec.timeout_ms.max(1)),
+                memory_bytes: (spec.memory_mb.max(1) as usize) << 20,
+            },
+        };
+        let ops: Arc<dyn HostOps> = Arc::new(ControllerLink { connection });
+        let host = JsHost::spawn(module_spec, ops).await.map_err(message_of)?;
+        let pack = RunnerPack { id: spec.id.clone(), host, identity: identity.clone() };
+        let tools = serde_json::to_string(&spec.tools).map_err(|e| e.to_string())?;
+        pack.host
+            .call(JsCall {
+                export: "load",
+                args: vec![pack.base(None), tools],
+                scope: CallScope { agent_id: Some(identity.agent_id.clone()), activation_id: None },
+            })
+            .await
+            .map_err(message_of)?;
+        Ok(pack)
+    }
+
+    /// Call a tool's handler for an activation; the factory runs first with that activation's
+    /// context. The pack's deadline covers both, and whatever the handler awaits.
+    pub async fn invoke(&self, activation_id: &str, tool: &str, input: &Value) -> Result<ToolOutput, String> {
+        let returned = self
+            .host
+            .call(JsCall {
+                export: "invoke",
+                args: vec![self.base(Some(activation_id)), tool.to_string(), input.to_string()],
+                scope: CallScope {
+                    agent_id: Some(self.identity.agent_id.clone()),
+                    activation_id: Some(activation_id.to_string()),
+                },
+            })
+            .await
+            .map_err(message_of)?;
+        parse_output(&format!("Runner tool {tool} of toolpack {}", self.id), returned)
+    }
+
+    fn base(&self, activation_id: Option<&str>) -> String {
+        json!({
+            "project": self.identity.project,
+            "agentId": self.identity.agent_id,
+            "activationId": activation_id,
+            "workspace": WORKSPACE,
+            "toolpackId": self.id,
+        })
+        .to_string()
+    }
+}
+
+/// What a user sees of a pack failure: a thrown error's own message (`Runner module for p did
+/// not register x`, or the handler's), otherwise the host's description (deadline, memory, load).
+fn message_of(error: JsError) -> String {
+    match error {
+        JsError::Exception { message, stack, pack } => {
+            if let Some(stack) = stack.filter(|s| !s.trim().is_empty()) {
+                tracing::debug!(toolpack = %pack, "{message}\n{stack}");
+            }
+            message
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The host operations of runner pack code: requests to the controller.
+struct ControllerLink {
+    connection: Connection,
+}
+
+impl HostOps for ControllerLink {
+    fn call(&self, _pack_id: &str, _scope: &CallScope, op: &str, _args: Value) -> Result<Value, String> {
+        Err(format!("{op} is not available in the runner"))
+    }
+
+    fn call_async(&self, pack_id: &str, scope: &CallScope, op: &str, args: Value) -> HostFuture {
+        let connection = self.connection.clone();
+        let pack_id = pack_id.to_string();
+        let activation_id = scope.activation_id.clone();
+        let op = op.to_string();
+        Box::pin(async move {
+            let Some(activation_id) = activation_id else {
+                return Err(format!("{op} can only be used while a tool call runs, not while the module loads"));
+            };
+            match op.as_str() {
+                "callSupport" => {
+                    let tool = match args.get("tool") {
+                        Some(Value::String(tool)) => tool.clone(),
+                        _ => return Err("callSupport(tool, input): tool must be a string".into()),
+                    };
+                    let input = match args.get("input") {
+                        None | Some(Value::Null) => Value::Object(Map::new()),
+                        Some(input) => input.clone(),
+                    };
+                    let params = CallSupportParams { activation_id, toolpack_id: pack_id, tool, input };
+                    connection.call::<_, Value>(method::CALL_SUPPORT, &params).await.map_err(|e| e.message)
+                }
+                "recordSignal" => {
+                    let signal: SignalRequest =
+                        serde_json::from_value(args).map_err(|e| format!("recordSignal(signal): {e}"))?;
+                    let params = RecordSignalParams { activation_id, signal };
+                    connection.call::<_, Value>(method::RECORD_SIGNAL, &params).await.map_err(|e| e.message)
+                }
+                other => Err(format!("{other} is not available in the runner")),
+            }
+        })
+    }
+}
+
+/// Check what a handler returned: `{output: string, title?: string, metadata?: object}`.
+/// (The controller has the same check in `support::output`; the runner keeps its own so the
+/// runner binary never reaches into the controller's modules.)
+pub(crate) fn parse_output(what: &str, value: Value) -> Result<ToolOutput, String> {
+    let Value::Object(mut map) = value else {
+        return Err(format!("{what} returned {}, expected an object {{output, title?, metadata?}}", kind(&value)));
+    };
+    let output = match map.remove("output") {
+        Some(Value::String(s)) => s,
+        Some(other) => return Err(format!("{what} returned `output` as {}, expected a string", kind(&other))),
+        None => {
+            return Err(format!("{what} returned an object without `output` (expected {{output, title?, metadata?}})"));
+        }
+    };
+    let title = match map.remove("title") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(other) => return Err(format!("{what} returned `title` as {}, expected a string", kind(&other))),
+    };
+    let metadata = match map.remove("metadata") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(m)) => Some(m),
+        Some(other) => return Err(format!("{what} returned `metadata` as {}, expected an object", kind(&other))),
+    };
+    if let Some(extra) = map.keys().next() {
+        return Err(format!("{what} returned an unexpected field `{extra}` (allowed: output, title, metadata)"));
+    }
+    Ok(ToolOutput { title, output, metadata })
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,204 @@
+//! What the runner answers to the controller: `load` builds the agent's tool table (built-ins
+//! and runner packs) all or nothing, `invoke` runs one tool, `cancel` stops a running command,
+//! `ping` and `shutdown`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::{Notify, watch};
+
+use super::packs::{Identity, RunnerPack};
+use super::paths::{ARTIFACTS, Roots};
+use super::tools::{BuiltinTool, BuiltinTools};
+use crate::rpc::{
+    CancelParams, CancelResult, Connection, HandlerFuture, InvokeParams, LoadParams, LoadResult, RequestHandler,
+    RpcError, ToolOutput, method, parse_params,
+};
+
+/// How long a request waits for the hello to finish before it is refused.
+const SESSION_WAIT: Duration = Duration::from_secs(10);
+
+/// Who the runner speaks for, known once the hello is answered.
+#[derive(Clone)]
+pub(crate) struct Session {
+    pub connection: Connection,
+    pub project: String,
+    pub agent_id: String,
+}
+
+enum Tool {
+    Builtin(BuiltinTool),
+    Pack(RunnerPack),
+}
+
+/// The tools of the last successful `load`.
+#[derive(Default)]
+struct ToolTable {
+    tools: HashMap<String, Tool>,
+    builtins: Option<BuiltinTools>,
+}
+
+pub(crate) struct RunnerService {
+    roots: Roots,
+    session: watch::Receiver<Option<Session>>,
+    table: RwLock<Arc<ToolTable>>,
+    /// One load at a time, so two loads never interleave their packs.
+    loading: tokio::sync::Mutex<()>,
+    /// Running built-in calls by call id, for `cancel`.
+    running: Mutex<HashMap<String, Arc<Notify>>>,
+    shutdown: watch::Sender<bool>,
+}
+
+struct Handler(Arc<RunnerService>);
+
+impl RequestHandler for Handler {
+    fn handle(&self, method: String, params: Value) -> HandlerFuture {
+        let service = self.0.clone();
+        Box::pin(async move { service.dispatch(&method, params).await })
+    }
+}
+
+impl RunnerService {
+    pub fn new(roots: Roots, session: watch::Receiver<Option<Session>>, shutdown: watch::Sender<bool>) -> Self {
+        RunnerService {
+            roots,
+            session,
+            table: RwLock::new(Arc::new(ToolTable::default())),
+            loading: tokio::sync::Mutex::new(()),
+            running: Mutex::new(HashMap::new()),
+            shutdown,
+        }
+    }
+
+    pub fn handler(self: Arc<Self>) -> Arc<dyn RequestHandler> {
+        Arc::new(Handler(self))
+    }
+
+    /// Stop every running command (on shutdown).
+    pub fn cancel_all(&self) {
+        for cancel in self.running().values() {
+            cancel.notify_one();
+        }
+    }
+
+    async fn dispatch(&self, name: &str, params: Value) -> Result<Value, RpcError> {
+        match name {
+            method::PING => Ok(json!({})),
+            method::LOAD => {
+                let params: LoadParams = parse_params(name, params)?;
+                let session = self.session().await?;
+                let loaded = self.load(&session, params).await.map_err(RpcError::application)?;
+                to_value(&loaded)
+            }
+            method::INVOKE => {
+                let params: InvokeParams = parse_params(name, params)?;
+                let output = self.invoke(params).await.map_err(RpcError::application)?;
+                to_value(&output)
+            }
+            method::CANCEL => {
+                let params: CancelParams = parse_params(name, params)?;
+                let cancel = self.running().get(&params.call_id).cloned();
+                if let Some(cancel) = &cancel {
+                    cancel.notify_one();
+                }
+                to_value(&CancelResult { cancelled: cancel.is_some() })
+            }
+            method::SHUTDOWN => {
+                self.cancel_all();
+                self.shutdown.send_replace(true);
+                Ok(json!({}))
+            }
+            other => Err(RpcError::method_not_found(other)),
+        }
+    }
+
+    async fn session(&self) -> Result<Session, RpcError> {
+        let mut session = self.session.clone();
+        match tokio::time::timeout(SESSION_WAIT, session.wait_for(Option::is_some)).await {
+            Ok(Ok(current)) => current.clone().ok_or_else(|| RpcError::internal("no session")),
+            _ => Err(RpcError::application("The runner has not finished its hello yet")),
+        }
+    }
+
+    async fn load(&self, session: &Session, params: LoadParams) -> Result<LoadResult, String> {
+        let _one_at_a_time = self.loading.lock().await;
+        if params.project != session.project {
+            return Err(format!(
+                "load is for project {} but this runner serves project {}",
+                params.project, session.project
+            ));
+        }
+        if params.agent_id != session.agent_id {
+            return Err(format!(
+                "load is for agent {} but this runner serves agent {}",
+                params.agent_id, session.agent_id
+            ));
+        }
+        let artifacts_dir = params.artifacts_dir.clone().unwrap_or_else(|| format!("{ARTIFACTS}/{}", params.agent_id));
+        let normalized = Roots::normalize(&artifacts_dir);
+        if normalized.strip_prefix(ARTIFACTS).is_none_or(|rest| rest.len() < 2 || !rest.starts_with('/')) {
+            return Err(format!("artifactsDir must be a directory under {ARTIFACTS}: {artifacts_dir}"));
+        }
+
+        let mut table = ToolTable::default();
+        let mut names = Vec::new();
+        let mut register = |name: &str, tool: Tool, table: &mut ToolTable| {
+            if table.tools.contains_key(name) {
+                return Err(format!("Duplicate runner tool: {name}"));
+            }
+            names.push(name.to_string());
+            table.tools.insert(name.to_string(), tool);
+            Ok(())
+        };
+        for name in &params.builtin_tools {
+            let tool = BuiltinTool::from_name(name).ok_or_else(|| {
+                let known: Vec<_> = BuiltinTool::ALL.iter().map(|t| t.name()).collect();
+                format!("Unknown built-in runner tool: {name} (this runner has {})", known.join(", "))
+            })?;
+            register(name, Tool::Builtin(tool), &mut table)?;
+        }
+        if !params.builtin_tools.is_empty() {
+            table.builtins = Some(BuiltinTools::with_artifacts_dir(self.roots.clone(), normalized));
+        }
+        let identity = Identity { project: params.project.clone(), agent_id: params.agent_id.clone() };
+        for spec in &params.packs {
+            let pack = RunnerPack::load(spec, &identity, session.connection.clone()).await?;
+            for name in &spec.tools {
+                register(name, Tool::Pack(pack.clone()), &mut table)?;
+            }
+        }
+        *self.table.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(table);
+        tracing::info!(tools = names.len(), "tools loaded");
+        Ok(LoadResult { tools: names })
+    }
+
+    async fn invoke(&self, params: InvokeParams) -> Result<ToolOutput, String> {
+        let table = self.table.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let tool = table.tools.get(&params.tool).ok_or_else(|| format!("Unknown tool: {}", params.tool))?;
+        let input = match params.input {
+            None | Some(Value::Null) => json!({}),
+            Some(input) => input,
+        };
+        match tool {
+            Tool::Pack(pack) => pack.invoke(&params.activation_id, &params.tool, &input).await,
+            Tool::Builtin(tool) => {
+                let builtins = table.builtins.as_ref().ok_or_else(|| format!("Unknown tool: {}", params.tool))?;
+                let cancel = Arc::new(Notify::new());
+                self.running().insert(params.call_id.clone(), cancel.clone());
+                let result = builtins.run(*tool, input, Some(cancel)).await;
+                self.running().remove(&params.call_id);
+                result
+            }
+        }
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Notify>>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, RpcError> {
+    serde_json::to_value(value).map_err(|e| RpcError::internal(e.to_string()))
+}

@@ -1,0 +1,229 @@
+//! The built-in runner tools, in Rust: `file.read`, `file.write`, `file.patch` (core pack) and
+//! `shell.exec` (shell pack), with the reference's inputs, defaults, caps, output formats and
+//! error texts (reference §4.5–§4.8). Beyond the reference: symlinks are resolved before the root
+//! check, and `file.patch` is all-or-nothing.
+//!
+//! Errors are plain strings on purpose: each is the exact text the model sees, and it crosses
+//! the wire unchanged as a `-32000` message.
+
+mod file_patch;
+mod file_read;
+mod file_write;
+mod shell_exec;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use tokio::sync::Notify;
+
+use super::paths::{ARTIFACTS, MNT, PathRefusal, Roots, ToolPath, WORKSPACE};
+use crate::rpc::ToolOutput;
+
+/// One of the built-in runner tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BuiltinTool {
+    FileRead,
+    FileWrite,
+    FilePatch,
+    ShellExec,
+}
+
+impl BuiltinTool {
+    pub const ALL: [BuiltinTool; 4] =
+        [BuiltinTool::FileRead, BuiltinTool::FileWrite, BuiltinTool::FilePatch, BuiltinTool::ShellExec];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BuiltinTool::FileRead => "file.read",
+            BuiltinTool::FileWrite => "file.write",
+            BuiltinTool::FilePatch => "file.patch",
+            BuiltinTool::ShellExec => "shell.exec",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<BuiltinTool> {
+        BuiltinTool::ALL.into_iter().find(|tool| tool.name() == name)
+    }
+}
+
+/// The built-in tools of one agent: its roots on disk and its own artifacts directory.
+#[derive(Clone)]
+pub struct BuiltinTools {
+    ctx: Arc<ToolContext>,
+}
+
+struct ToolContext {
+    roots: Roots,
+    /// The writable artifacts directory as tools see it, `/artifacts/<agent>`.
+    own_artifacts: String,
+}
+
+impl BuiltinTools {
+    /// Tools for `agent_id`, whose writable artifacts are `/artifacts/<agent_id>`.
+    pub fn new(roots: Roots, agent_id: &str) -> BuiltinTools {
+        BuiltinTools::with_artifacts_dir(roots, format!("{ARTIFACTS}/{agent_id}"))
+    }
+
+    /// Tools whose writable artifacts directory (as tools see it) is `artifacts_dir`.
+    pub fn with_artifacts_dir(roots: Roots, artifacts_dir: String) -> BuiltinTools {
+        BuiltinTools { ctx: Arc::new(ToolContext { roots, own_artifacts: Roots::normalize(&artifacts_dir) }) }
+    }
+
+    /// The writable artifacts directory as tools see it.
+    pub fn artifacts_dir(&self) -> &str {
+        &self.ctx.own_artifacts
+    }
+
+    /// Run a tool by name (`Unknown tool: <name>` if it is not a built-in).
+    pub async fn invoke(&self, tool: &str, input: Value) -> Result<ToolOutput, String> {
+        let tool = BuiltinTool::from_name(tool).ok_or_else(|| format!("Unknown tool: {tool}"))?;
+        self.run(tool, input, None).await
+    }
+
+    /// Run a tool. `cancel`, when notified, stops a running `shell.exec`.
+    pub async fn run(
+        &self,
+        tool: BuiltinTool,
+        input: Value,
+        cancel: Option<Arc<Notify>>,
+    ) -> Result<ToolOutput, String> {
+        let Value::Object(input) = input else { return Err("Tool input must be an object".into()) };
+        let run: fn(&ToolContext, &Map<String, Value>) -> Result<ToolOutput, String> = match tool {
+            BuiltinTool::ShellExec => return shell_exec::run(&self.ctx, &input, cancel).await,
+            BuiltinTool::FileRead => file_read::run,
+            BuiltinTool::FileWrite => file_write::run,
+            BuiltinTool::FilePatch => file_patch::run,
+        };
+        // Filesystem calls block; keep them off the threads that serve the socket.
+        let ctx = self.ctx.clone();
+        tokio::task::spawn_blocking(move || run(&ctx, &input))
+            .await
+            .unwrap_or_else(|e| Err(format!("{} failed unexpectedly: {e}", tool.name())))
+    }
+}
+
+impl ToolContext {
+    fn read_path(&self, input: &str) -> Result<ToolPath, String> {
+        self.roots.resolve(input, &[WORKSPACE, ARTIFACTS, MNT]).map_err(|refusal| match refusal {
+            PathRefusal::OutsideRoots(shown) => {
+                format!("Read path must be under /workspace, /artifacts, or /mnt: {shown}")
+            }
+            PathRefusal::Unresolvable(why) => why,
+        })
+    }
+
+    fn write_path(&self, input: &str) -> Result<ToolPath, String> {
+        self.roots.resolve(input, &[WORKSPACE, &self.own_artifacts]).map_err(|refusal| match refusal {
+            PathRefusal::OutsideRoots(shown) => {
+                format!("Write path must be under /workspace or {}: {shown}", self.own_artifacts)
+            }
+            PathRefusal::Unresolvable(why) => why,
+        })
+    }
+}
+
+/// A required string field (`<key> must be a string`).
+fn string_field<'a>(input: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
+    match input.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        _ => Err(format!("{key} must be a string")),
+    }
+}
+
+/// An optional boolean (`<key> must be a boolean`).
+fn bool_field(input: &Map<String, Value>, key: &str, default: bool) -> Result<bool, String> {
+    match input.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(format!("{key} must be a boolean")),
+    }
+}
+
+/// An optional positive whole number, capped (`Expected a positive number`).
+fn positive(input: &Map<String, Value>, key: &str, default: u64, cap: u64) -> Result<u64, String> {
+    match input.get(key) {
+        None | Some(Value::Null) => Ok(default.min(cap)),
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(f) if f.is_finite() && f >= 1.0 => Ok((f.floor() as u64).min(cap)),
+            _ => Err("Expected a positive number".into()),
+        },
+        Some(_) => Err("Expected a positive number".into()),
+    }
+}
+
+/// The message for a failed filesystem operation on `shown`.
+fn io_error(action: &str, shown: &str, error: &std::io::Error) -> String {
+    match error.kind() {
+        std::io::ErrorKind::NotFound => format!("No such file or directory: {shown}"),
+        std::io::ErrorKind::PermissionDenied => format!("Permission denied: {shown}"),
+        _ => format!("Cannot {action} {shown}: {error}"),
+    }
+}
+
+/// A temporary file next to `target`, for write-then-rename.
+fn temp_path_for(target: &Path) -> PathBuf {
+    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    target.with_file_name(format!(".{name}.suzumio-{}.tmp", uuid::Uuid::new_v4().simple()))
+}
+
+/// Write `content` to a temporary file next to `target` (keeping the permissions of the file
+/// it will replace) and return its path; the caller renames it into place.
+fn write_temp(target: &Path, content: &str) -> std::io::Result<PathBuf> {
+    use std::io::Write;
+    let temp = temp_path_for(target);
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&temp)?;
+        file.write_all(content.as_bytes())?;
+        if let Ok(meta) = std::fs::metadata(target) {
+            file.set_permissions(meta.permissions())?;
+        }
+        file.sync_all()
+    })();
+    match written {
+        Ok(()) => Ok(temp),
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            Err(e)
+        }
+    }
+}
+
+/// Output cut to at most `max` bytes (on a character boundary); the number of bytes cut.
+fn cut_to_bytes(text: &mut String, max: usize) -> usize {
+    if text.len() <= max {
+        return 0;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = text.len() - end;
+    text.truncate(end);
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn positive_numbers() {
+        let input = |v: Value| json!({ "n": v }).as_object().cloned().unwrap_or_default();
+        assert_eq!(positive(&input(json!(5)), "n", 1, 10), Ok(5));
+        assert_eq!(positive(&input(json!(50)), "n", 1, 10), Ok(10));
+        assert_eq!(positive(&input(json!(null)), "n", 3, 10), Ok(3));
+        assert_eq!(positive(&input(json!(2.7)), "n", 1, 10), Ok(2));
+        for bad in [json!(0), json!(-1), json!("5"), json!(0.5), json!(true)] {
+            assert_eq!(positive(&input(bad), "n", 1, 10), Err("Expected a positive number".into()));
+        }
+    }
+
+    #[test]
+    fn cut_respects_char_boundaries() {
+        let mut s = "aé".to_string();
+        assert_eq!(cut_to_bytes(&mut s, 2), 2);
+        assert_eq!(s, "a");
+    }
+}

@@ -1,0 +1,246 @@
+//! `shell.exec`: run a command with `bash -lc` (or `sh -c` where there is no bash) in its own
+//! process group, capture stdout and stderr up to a shared byte cap, and stop the whole group on
+//! timeout or cancel: SIGTERM, then SIGKILL 2 s later. A non-zero exit is reported, not an error.
+//!
+//! The agent token (`SUZUMIO_TOKEN`) is removed from the command's environment.
+
+use std::os::fd::OwnedFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::{Map, Value, json};
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::sync::{Notify, oneshot};
+
+use super::{ToolContext, positive};
+use crate::rpc::ToolOutput;
+use crate::runner::paths::{Roots, WORKSPACE};
+
+const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+const MAX_TIMEOUT_MS: u64 = 300_000;
+const DEFAULT_MAX_OUTPUT: u64 = 40_000;
+const MAX_MAX_OUTPUT: u64 = 200_000;
+/// Between SIGTERM and SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+/// After the command exits, how long to keep reading output that processes it left running in
+/// the background may still be writing to the same pipes.
+const DRAIN_GRACE: Duration = Duration::from_millis(250);
+
+pub(super) async fn run(
+    ctx: &ToolContext,
+    input: &Map<String, Value>,
+    cancel: Option<Arc<Notify>>,
+) -> Result<ToolOutput, String> {
+    let command = match input.get("command") {
+        Some(Value::String(command)) => command.as_str(),
+        _ => return Err("command must be a string".into()),
+    };
+    let timeout_ms = positive(input, "timeoutMs", DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)?;
+    let max_output = positive(input, "maxOutputBytes", DEFAULT_MAX_OUTPUT, MAX_MAX_OUTPUT)? as usize;
+    let (cwd_shown, cwd) = working_directory(ctx, input.get("cwd"))?;
+    if !cwd.is_dir() {
+        return Err(format!("Working directory does not exist: {cwd_shown}"));
+    }
+
+    let (program, flag) = shell();
+    let mut child = std::process::Command::new(program)
+        .arg(flag)
+        .arg(command)
+        .current_dir(&cwd)
+        .env_remove("SUZUMIO_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("Cannot start {program}: {e}"))?;
+    let group = Pid::from_raw(child.id() as i32);
+    let capture = Arc::new(Mutex::new(Capture::new(max_output)));
+    let readers = [child.stdout.take().map(OwnedFd::from), child.stderr.take().map(OwnedFd::from)]
+        .into_iter()
+        .enumerate()
+        .filter_map(|(index, fd)| Some(tokio::spawn(read_stream(fd?, capture.clone(), index == 1))))
+        .collect::<Vec<_>>();
+    // No tokio "process" feature here: a thread waits for the child and reports its status.
+    let (exit_tx, mut exit_rx) = oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = exit_tx.send(child.wait());
+    });
+
+    let cancelled = async {
+        match &cancel {
+            Some(cancel) => cancel.notified().await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut timed_out = false;
+    let mut was_cancelled = false;
+    let status = tokio::select! {
+        status = &mut exit_rx => status.ok(),
+        _ = tokio::time::sleep(Duration::from_millis(timeout_ms)) => { timed_out = true; None }
+        _ = cancelled => { was_cancelled = true; None }
+    };
+    let status = match status {
+        Some(status) => status,
+        None => stop_group(group, &mut exit_rx).await,
+    }
+    .map_err(|e| format!("Cannot wait for the command: {e}"))?;
+
+    for mut reader in readers {
+        if tokio::time::timeout(DRAIN_GRACE, &mut reader).await.is_err() {
+            reader.abort();
+        }
+    }
+    if was_cancelled {
+        return Err(format!("shell.exec was cancelled: {command}"));
+    }
+
+    let capture = std::mem::replace(&mut *capture.lock().unwrap_or_else(|p| p.into_inner()), Capture::new(0));
+    let exit_code = status.code();
+    let signal = status.signal().map(signal_name);
+    let mut output = format!("$ {command}");
+    for (label, bytes) in [("[stdout]", capture.stdout), ("[stderr]", capture.stderr)] {
+        if bytes.is_empty() {
+            continue;
+        }
+        let text = text_of(bytes);
+        output.push('\n');
+        output.push_str(label);
+        output.push('\n');
+        output.push_str(text.strip_suffix('\n').unwrap_or(&text));
+    }
+    if capture.truncated {
+        output.push_str("\n[truncated]");
+    }
+    let title = match (&signal, exit_code) {
+        _ if timed_out => format!("timed out after {timeout_ms} ms"),
+        (Some(signal), _) => format!("killed by {signal}"),
+        (None, Some(code)) => format!("exit code {code}"),
+        (None, None) => "finished".to_string(),
+    };
+    Ok(ToolOutput {
+        title: Some(title),
+        output,
+        metadata: json!({
+            "exitCode": exit_code,
+            "signal": signal,
+            "cwd": cwd_shown,
+            "timedOut": timed_out,
+            "truncated": capture.truncated,
+        })
+        .as_object()
+        .cloned(),
+    })
+}
+
+/// The working directory as shown and on disk. Relative paths resolve under `/workspace`; any
+/// absolute path is allowed (the roots map to their directories on disk).
+fn working_directory(ctx: &ToolContext, cwd: Option<&Value>) -> Result<(String, PathBuf), String> {
+    let shown = match cwd {
+        None | Some(Value::Null) => WORKSPACE.to_string(),
+        Some(Value::String(cwd)) if cwd.is_empty() => WORKSPACE.to_string(),
+        Some(Value::String(cwd)) => Roots::normalize(cwd),
+        Some(_) => return Err("cwd must be a string".into()),
+    };
+    let on_disk = ctx.roots.to_disk(&shown).unwrap_or_else(|| PathBuf::from(&shown));
+    Ok((shown, on_disk))
+}
+
+/// `bash -lc` when bash is installed, else `sh -c`.
+fn shell() -> (&'static str, &'static str) {
+    static HAS_BASH: OnceLock<bool> = OnceLock::new();
+    let has_bash = *HAS_BASH.get_or_init(|| {
+        let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        std::env::split_paths(&path).any(|dir| dir.join("bash").is_file())
+    });
+    if has_bash { ("bash", "-lc") } else { ("sh", "-c") }
+}
+
+/// SIGTERM to the group; SIGKILL to whatever is left of it 2 s later. Returns the command's
+/// status.
+async fn stop_group(
+    group: Pid,
+    exit: &mut oneshot::Receiver<std::io::Result<ExitStatus>>,
+) -> std::io::Result<ExitStatus> {
+    let _ = killpg(group, Signal::SIGTERM);
+    let deadline = tokio::time::Instant::now() + KILL_GRACE;
+    let mut status = None;
+    loop {
+        if status.is_none() {
+            tokio::select! {
+                got = &mut *exit => status = Some(got.unwrap_or_else(|_| Err(std::io::Error::other("the waiting thread ended")))),
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        // The command is gone; stop once the rest of its group is too.
+        if status.is_some() {
+            if matches!(killpg(group, None), Err(Errno::ESRCH)) || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    if !matches!(killpg(group, None), Err(Errno::ESRCH)) {
+        let _ = killpg(group, Signal::SIGKILL);
+    }
+    match status {
+        Some(status) => status,
+        None => exit.await.unwrap_or_else(|_| Err(std::io::Error::other("the waiting thread ended"))),
+    }
+}
+
+struct Capture {
+    budget: usize,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    truncated: bool,
+}
+
+impl Capture {
+    fn new(budget: usize) -> Self {
+        Capture { budget, stdout: Vec::new(), stderr: Vec::new(), truncated: false }
+    }
+
+    fn push(&mut self, stderr: bool, bytes: &[u8]) {
+        let room = self.budget.saturating_sub(self.stdout.len() + self.stderr.len());
+        if bytes.len() > room {
+            self.truncated = true;
+        }
+        let kept = &bytes[..bytes.len().min(room)];
+        if stderr { self.stderr.extend_from_slice(kept) } else { self.stdout.extend_from_slice(kept) }
+    }
+}
+
+/// Read a pipe to its end; what is over the cap is read and dropped so the command never
+/// blocks on a full pipe.
+async fn read_stream(fd: OwnedFd, capture: Arc<Mutex<Capture>>, stderr: bool) {
+    let Ok(mut pipe) = pipe::Receiver::from_owned_fd(fd) else { return };
+    let mut buf = vec![0u8; 16 << 10];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => capture.lock().unwrap_or_else(|p| p.into_inner()).push(stderr, &buf[..n]),
+        }
+    }
+}
+
+/// Bytes as text; a character cut by the cap is dropped rather than shown as garbage.
+fn text_of(mut bytes: Vec<u8>) -> String {
+    if let Err(e) = std::str::from_utf8(&bytes)
+        && e.error_len().is_none()
+    {
+        bytes.truncate(e.valid_up_to());
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn signal_name(number: i32) -> String {
+    Signal::try_from(number).map(|s| s.as_str().to_string()).unwrap_or_else(|_| format!("signal {number}"))
+}

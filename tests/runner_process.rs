@@ -1,0 +1,519 @@
+//! The real `suzumio-runner` binary against a controller end written here (a Unix listener and
+//! an `rpc::Connection` answering hello, callSupport and recordSignal): load a runner.mjs pack
+//! from a temporary directory, invoke its tools and the built-in ones, and check what reaches
+//! the controller. Roots point at temporary directories, as the process backend does.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use suzumio::rpc::{
+    CallSupportParams, Connection, HandlerFuture, HelloParams, HelloResult, InvokeParams, LoadParams, LoadResult,
+    PROTOCOL_VERSION, PackSpec, RecordSignalParams, RequestHandler, RpcError, ToolOutput, codes, method, parse_params,
+};
+use tokio::net::UnixListener;
+
+const RUNNER: &str = env!("CARGO_BIN_EXE_suzumio-runner");
+const TOKEN: &str = "tok-123";
+
+const PACK: &str = r#"
+export function createRunnerToolpack(context) {
+  return {
+    tools: {
+      "demo.echo": async (input) => ({
+        output: `echo ${JSON.stringify(input)}`,
+        title: "echo",
+        metadata: {
+          project: context.project, agentId: context.agentId, activationId: context.activationId,
+          workspace: context.workspace, toolpackId: context.toolpackId,
+        },
+      }),
+      "demo.support": async (input) => {
+        const answer = await context.callSupport("demo.lookup", { q: input.q });
+        return { output: `support said: ${answer.output}` };
+      },
+      "demo.denied": async () => {
+        await context.callSupport("demo.secret", {});
+        return { output: "unreachable" };
+      },
+      "demo.signal": async () => {
+        const recorded = await context.recordSignal({ kind: "demo.done", targetAgent: "qa", priority: "P1" });
+        return { output: JSON.stringify(recorded) };
+      },
+      "demo.badSignal": async () => {
+        await context.recordSignal({ kind: "demo.done", status: "closed" });
+        return { output: "unreachable" };
+      },
+      "demo.throw": async () => { throw new Error("boom from handler"); },
+      "demo.loop": async () => { for (;;) {} },
+      "demo.shape": async () => ({ result: 1 }),
+      "demo.noop": async () => ({ output: "ok" }),
+    },
+  };
+}
+"#;
+
+const ALL_TOOLS: [&str; 9] = [
+    "demo.echo",
+    "demo.support",
+    "demo.denied",
+    "demo.signal",
+    "demo.badSignal",
+    "demo.throw",
+    "demo.loop",
+    "demo.shape",
+    "demo.noop",
+];
+
+/// What the test controller was asked.
+#[derive(Default)]
+struct Seen {
+    supports: Vec<CallSupportParams>,
+    signals: Vec<RecordSignalParams>,
+}
+
+struct ControllerEnd {
+    token: String,
+    seen: Mutex<Seen>,
+    me: OnceLock<Connection>,
+}
+
+impl RequestHandler for ControllerEnd {
+    fn handle(&self, name: String, params: Value) -> HandlerFuture {
+        let answer = self.answer(&name, params);
+        Box::pin(async move { answer })
+    }
+}
+
+impl ControllerEnd {
+    fn answer(&self, name: &str, params: Value) -> Result<Value, RpcError> {
+        match name {
+            method::HELLO => {
+                let hello: HelloParams = parse_params(name, params)?;
+                if hello.token != self.token {
+                    if let Some(me) = self.me.get().cloned() {
+                        tokio::spawn(async move { me.close().await });
+                    }
+                    return Err(RpcError::application("Invalid agent token"));
+                }
+                Ok(json!(HelloResult { project: "demo".into(), agent_id: "pm".into(), protocol: PROTOCOL_VERSION }))
+            }
+            method::CALL_SUPPORT => {
+                let call: CallSupportParams = parse_params(name, params)?;
+                let tool = call.tool.clone();
+                let q = call.input["q"].clone();
+                self.seen.lock().unwrap().supports.push(call);
+                if tool == "demo.secret" {
+                    return Err(RpcError::application("Tool not allowed for pm: demo.secret"));
+                }
+                Ok(json!({"output": format!("answer to {q}")}))
+            }
+            method::RECORD_SIGNAL => {
+                let signal: RecordSignalParams = parse_params(name, params)?;
+                let kind = signal.signal.kind.clone();
+                self.seen.lock().unwrap().signals.push(signal);
+                Ok(json!([{"id": "sig_1", "kind": kind, "status": "pending"}]))
+            }
+            other => Err(RpcError::method_not_found(other)),
+        }
+    }
+}
+
+struct Harness {
+    dir: PathBuf,
+    child: Child,
+    conn: Connection,
+    controller: Arc<ControllerEnd>,
+}
+
+impl Harness {
+    /// Start a runner (with `token`) against a fresh controller end and wait for its hello.
+    async fn start_with(token: &str) -> Harness {
+        let dir = std::env::temp_dir().join(format!("suzumio-runner-{}-{}", std::process::id(), uuid::Uuid::new_v4()));
+        for sub in ["run", "ws", "artifacts/pm", "artifacts/qa", "mnt", "packs/demo"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        let dir = dir.canonicalize().unwrap();
+        std::fs::write(dir.join("packs/demo/runner.mjs"), PACK).unwrap();
+        let socket = dir.join("run/control.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let child = spawn_runner(&dir, token);
+        let (stream, _) = within("accept", listener.accept()).await.unwrap();
+        let controller = Arc::new(ControllerEnd { token: TOKEN.into(), seen: Mutex::default(), me: OnceLock::new() });
+        let (conn, _) = Connection::spawn(stream, controller.clone());
+        controller.me.set(conn.clone()).ok();
+        Harness { dir, child, conn, controller }
+    }
+
+    async fn start() -> Harness {
+        let harness = Harness::start_with(TOKEN).await;
+        // The runner is serving once it answers.
+        within("ping", harness.conn.request(method::PING, Value::Null)).await.unwrap();
+        harness
+    }
+
+    fn pack(&self, tools: &[&str]) -> PackSpec {
+        PackSpec {
+            id: "demo".into(),
+            root: self.dir.join("packs/demo").to_string_lossy().into_owned(),
+            module: "runner.mjs".into(),
+            tools: tools.iter().map(|t| t.to_string()).collect(),
+            timeout_ms: 500,
+            memory_mb: 32,
+        }
+    }
+
+    async fn load(&self, packs: Vec<PackSpec>, builtins: &[&str]) -> Result<LoadResult, RpcError> {
+        let params = LoadParams {
+            project: "demo".into(),
+            agent_id: "pm".into(),
+            packs,
+            builtin_tools: builtins.iter().map(|t| t.to_string()).collect(),
+            artifacts_dir: None,
+        };
+        within("load", self.conn.call(method::LOAD, &params)).await
+    }
+
+    async fn load_demo(&self) {
+        let loaded = self.load(vec![self.pack(&ALL_TOOLS)], &["file.read", "file.write", "shell.exec"]).await.unwrap();
+        assert_eq!(loaded.tools.len(), ALL_TOOLS.len() + 3);
+    }
+
+    async fn invoke(&self, tool: &str, input: Value) -> Result<ToolOutput, RpcError> {
+        self.invoke_as("act_1", "call_1", tool, input).await
+    }
+
+    async fn invoke_as(&self, activation: &str, call: &str, tool: &str, input: Value) -> Result<ToolOutput, RpcError> {
+        let params = InvokeParams {
+            activation_id: activation.into(),
+            tool: tool.into(),
+            input: Some(input),
+            call_id: call.into(),
+        };
+        within("invoke", self.conn.call(method::INVOKE, &params)).await
+    }
+
+    /// The error message of a failing invoke (checked to be an application error).
+    async fn invoke_error(&self, tool: &str, input: Value) -> String {
+        let error = self.invoke(tool, input).await.unwrap_err();
+        assert_eq!(error.code, codes::APPLICATION, "{error:?}");
+        error.message
+    }
+
+    /// Wait for the runner to exit; its exit code and stderr.
+    fn wait(mut self) -> (Option<i32>, String) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut stderr = String::new();
+                if let Some(mut pipe) = self.child.stderr.take() {
+                    std::io::Read::read_to_string(&mut pipe, &mut stderr).unwrap();
+                }
+                return (status.code(), stderr);
+            }
+            assert!(Instant::now() < deadline, "the runner did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The runner under test; `SUZUMIO_RUNNER_BIN` can name another build (e.g. the static release
+/// binary, to measure it).
+fn runner_bin() -> String {
+    std::env::var("SUZUMIO_RUNNER_BIN").unwrap_or_else(|_| RUNNER.to_string())
+}
+
+fn spawn_runner(dir: &Path, token: &str) -> Child {
+    Command::new(runner_bin())
+        .env("SUZUMIO_TOKEN", token)
+        .env("SUZUMIO_SOCKET", dir.join("run/control.sock"))
+        .env("SUZUMIO_WORKSPACE", dir.join("ws"))
+        .env("SUZUMIO_ARTIFACTS", dir.join("artifacts"))
+        .env("SUZUMIO_MNT", dir.join("mnt"))
+        .env("SUZUMIO_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(15), future).await.unwrap_or_else(|_| panic!("timed out: {what}"))
+}
+
+#[test]
+fn version_flag_prints_the_version() {
+    let out = Command::new(RUNNER).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("suzumio-runner {}\n", suzumio::VERSION));
+}
+
+#[test]
+fn a_missing_token_is_a_usage_error() {
+    let out = Command::new(RUNNER).env_remove("SUZUMIO_TOKEN").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SUZUMIO_TOKEN is not set"));
+}
+
+#[test]
+fn no_socket_fails_after_retrying() {
+    let dir = std::env::temp_dir().join(format!("suzumio-runner-nosock-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(dir.join("run")).unwrap();
+    // The runner retries for about 10 s; this test accepts that wait once.
+    let started = Instant::now();
+    let out = Command::new(RUNNER)
+        .env("SUZUMIO_TOKEN", TOKEN)
+        .env("SUZUMIO_SOCKET", dir.join("run/control.sock"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(started.elapsed() >= Duration::from_secs(9));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect to the controller"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runner_waits_for_a_socket_that_appears_later() {
+    let dir = std::env::temp_dir().join(format!("suzumio-runner-late-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(dir.join("run")).unwrap();
+    let mut child = spawn_runner(&dir, TOKEN);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let listener = UnixListener::bind(dir.join("run/control.sock")).unwrap();
+    let (stream, _) = within("late accept", listener.accept()).await.unwrap();
+    let controller = Arc::new(ControllerEnd { token: TOKEN.into(), seen: Mutex::default(), me: OnceLock::new() });
+    let (conn, _) = Connection::spawn(stream, controller);
+    within("ping", conn.request(method::PING, Value::Null)).await.unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_makes_the_controller_close_and_the_runner_exit() {
+    let harness = Harness::start_with("wrong").await;
+    within("controller closes", harness.conn.closed()).await;
+    let (code, stderr) = tokio::task::spawn_blocking(move || harness.wait()).await.unwrap();
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("the controller refused the hello: Invalid agent token"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pack_handler_output_comes_back_with_its_context() {
+    let h = Harness::start().await;
+    h.load_demo().await;
+    let out = h.invoke_as("act_7", "c1", "demo.echo", json!({"x": 1})).await.unwrap();
+    assert_eq!(out.output, r#"echo {"x":1}"#);
+    assert_eq!(out.title.as_deref(), Some("echo"));
+    assert_eq!(
+        Value::Object(out.metadata.unwrap()),
+        json!({"project": "demo", "agentId": "pm", "activationId": "act_7", "workspace": "/workspace", "toolpackId": "demo"})
+    );
+    // No input reaches the handler as {}.
+    let params = json!({"activationId": "act_7", "tool": "demo.echo", "callId": "c2"});
+    let out: ToolOutput = serde_json::from_value(h.conn.request(method::INVOKE, params).await.unwrap()).unwrap();
+    assert_eq!(out.output, "echo {}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_support_reaches_the_controller_for_the_right_activation_and_pack() {
+    let h = Harness::start().await;
+    h.load_demo().await;
+    let out = h.invoke_as("act_42", "c1", "demo.support", json!({"q": "weather"})).await.unwrap();
+    assert_eq!(out.output, r#"support said: answer to "weather""#);
+    let seen = h.controller.seen.lock().unwrap();
+    assert_eq!(
+        seen.supports,
+        vec![CallSupportParams {
+            activation_id: "act_42".into(),
+            toolpack_id: "demo".into(),
+            tool: "demo.lookup".into(),
+            input: json!({"q": "weather"}),
+        }]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_error_reaches_the_handler_as_a_js_error_with_its_message() {
+    let h = Harness::start().await;
+    h.load_demo().await;
+    assert_eq!(h.invoke_error("demo.denied", json!({})).await, "Tool not allowed for pm: demo.secret");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_signal_goes_to_the_controller() {
+    let h = Harness::start().await;
+    h.load_demo().await;
+    let out = h.invoke_as("act_3", "c1", "demo.signal", json!({})).await.unwrap();
+    assert_eq!(out.output, r#"[{"id":"sig_1","kind":"demo.done","status":"pending"}]"#);
+    {
+        let seen = h.controller.seen.lock().unwrap();
+        assert_eq!(seen.signals.len(), 1);
+        assert_eq!(seen.signals[0].activation_id, "act_3");
+        assert_eq!(
+            serde_json::to_value(&seen.signals[0].signal).unwrap(),
+            json!({"kind": "demo.done", "targetAgent": "qa", "priority": "P1"})
+        );
+    }
+    let error = h.invoke_error("demo.badSignal", json!({})).await;
+    assert!(error.starts_with("recordSignal(signal): unknown field `status`"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throwing_handler_returns_its_message() {
+    let h = Harness::start().await;
+    h.load_demo().await;
+    assert_eq!(h.invoke_error("demo.throw", json!({})).await, "boom from handler");
+    assert_eq!(
+        h.invoke_error("demo.shape", json!({})).await,
+        "Runner tool demo.shape of toolpack demo returned an object without `output` (expected {output, title?, metadata?})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_looping_handler_is_stopped_at_the_pack_deadline_and_the_runner_keeps_serving() {
+    let h = Harness::start().await;
+    h.load_demo().await;
+    let started = Instant::now();
+    let error = h.invoke_error("demo.loop", json!({})).await;
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    assert!(error.contains("did not finish within 500 ms"), "{error}");
+    assert_eq!(h.invoke("demo.noop", json!({})).await.unwrap().output, "ok");
+    within("ping", h.conn.request(method::PING, Value::Null)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_errors_are_the_reference_texts_and_change_nothing() {
+    let h = Harness::start().await;
+    h.load(vec![h.pack(&["demo.noop"])], &[]).await.unwrap();
+
+    let error = h.load(vec![h.pack(&["demo.noop", "demo.missing"])], &[]).await.unwrap_err();
+    assert_eq!(error.message, "Runner module for demo did not register demo.missing");
+
+    let mut other = h.pack(&["demo.noop"]);
+    other.id = "other".into();
+    let error = h.load(vec![h.pack(&["demo.noop"]), other], &[]).await.unwrap_err();
+    assert_eq!(error.message, "Duplicate runner tool: demo.noop");
+    let error = h.load(vec![], &["file.read", "file.read"]).await.unwrap_err();
+    assert_eq!(error.message, "Duplicate runner tool: file.read");
+    let error = h.load(vec![], &["web.fetch"]).await.unwrap_err();
+    assert!(error.message.starts_with("Unknown built-in runner tool: web.fetch"), "{}", error.message);
+
+    std::fs::write(h.dir.join("packs/demo/bad.mjs"), "export const tools = {};").unwrap();
+    let mut bad = h.pack(&["demo.noop"]);
+    bad.module = "bad.mjs".into();
+    let error = h.load(vec![bad], &[]).await.unwrap_err();
+    assert_eq!(error.message, "Runner module for demo must export createRunnerToolpack");
+
+    // The first load still stands.
+    assert_eq!(h.invoke("demo.noop", json!({})).await.unwrap().output, "ok");
+    assert_eq!(h.invoke_error("demo.echo", json!({})).await, "Unknown tool: demo.echo");
+    assert_eq!(h.invoke_error("file.read", json!({"path": "."})).await, "Unknown tool: file.read");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_export_and_a_bare_handler_map_are_accepted() {
+    let h = Harness::start().await;
+    std::fs::write(
+        h.dir.join("packs/demo/plain.mjs"),
+        "export default async (context) => ({ 'demo.hi': async (input) => ({ output: `hi ${input.name} in ${context.toolpackId}` }) });",
+    )
+    .unwrap();
+    let mut spec = h.pack(&["demo.hi"]);
+    spec.module = "plain.mjs".into();
+    h.load(vec![spec], &[]).await.unwrap();
+    assert_eq!(h.invoke("demo.hi", json!({"name": "Ann"})).await.unwrap().output, "hi Ann in demo");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtin_tools_work_over_the_socket_on_the_mapped_roots() {
+    let h = Harness::start().await;
+    h.load_demo().await;
+    std::fs::write(h.dir.join("ws/hello.txt"), "hi there\n").unwrap();
+    assert_eq!(h.invoke("file.read", json!({"path": "hello.txt"})).await.unwrap().output, "1: hi there");
+    let out = h.invoke("file.write", json!({"path": "/artifacts/pm/out.md", "content": "done"})).await.unwrap();
+    assert_eq!(out.output, "Wrote 4 chars to /artifacts/pm/out.md");
+    assert_eq!(std::fs::read_to_string(h.dir.join("artifacts/pm/out.md")).unwrap(), "done");
+    assert_eq!(
+        h.invoke_error("file.write", json!({"path": "/artifacts/qa/x", "content": ""})).await,
+        "Write path must be under /workspace or /artifacts/pm: /artifacts/qa/x"
+    );
+    assert_eq!(h.invoke_error("file.patch", json!({"operations": []})).await, "Unknown tool: file.patch");
+    // The agent token is not handed to commands.
+    let out = h.invoke("shell.exec", json!({"command": "echo \"[$SUZUMIO_TOKEN]\""})).await.unwrap();
+    assert!(out.output.ends_with("[stdout]\n[]"), "{}", out.output);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_a_running_command() {
+    let h = Harness::start().await;
+    h.load_demo().await;
+    let started = Instant::now();
+    let running = h.invoke_as("act_1", "call_9", "shell.exec", json!({"command": "sleep 30"}));
+    let cancel = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        h.conn.request(method::CANCEL, json!({"callId": "call_9"})).await.unwrap()
+    };
+    let (result, cancelled) = tokio::join!(running, cancel);
+    assert_eq!(cancelled, json!({"cancelled": true}));
+    assert_eq!(result.unwrap_err().message, "shell.exec was cancelled: sleep 30");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let unknown = h.conn.request(method::CANCEL, json!({"callId": "nope"})).await.unwrap();
+    assert_eq!(unknown, json!({"cancelled": false}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_answers_then_the_runner_exits_cleanly() {
+    let h = Harness::start().await;
+    h.load_demo().await;
+    let answer = within("shutdown", h.conn.request(method::SHUTDOWN, Value::Null)).await.unwrap();
+    assert_eq!(answer, json!({}));
+    within("runner closes", h.conn.closed()).await;
+    let (code, stderr) = tokio::task::spawn_blocking(move || h.wait()).await.unwrap();
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_methods_are_refused() {
+    let h = Harness::start().await;
+    let error = h.conn.request("callSupport", json!({})).await.unwrap_err();
+    assert_eq!(error.code, codes::METHOD_NOT_FOUND);
+    let error = h.conn.request(method::INVOKE, json!({"tool": 1})).await.unwrap_err();
+    assert_eq!(error.code, codes::INVALID_PARAMS);
+    assert_eq!(h.invoke_error("anything", json!({})).await, "Unknown tool: anything");
+}
+
+/// Not a benchmark gate: prints the median round trip of a trivial pack tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn median_of_warm_invokes() {
+    let h = Harness::start().await;
+    h.load_demo().await;
+    for _ in 0..50 {
+        h.invoke("demo.noop", json!({})).await.unwrap();
+    }
+    let mut times = Vec::with_capacity(1000);
+    for i in 0..1000 {
+        let started = Instant::now();
+        let out = h.invoke_as("act_1", &format!("c{i}"), "demo.noop", json!({})).await.unwrap();
+        times.push(started.elapsed());
+        assert_eq!(out.output, "ok");
+    }
+    times.sort();
+    eprintln!(
+        "runner.mjs invoke over the socket: median {:?}, p90 {:?}, max {:?} (1000 warm calls, runner {})",
+        times[500],
+        times[900],
+        times[999],
+        runner_bin()
+    );
+}
