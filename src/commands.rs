@@ -303,3 +303,56 @@ pub fn signals(
         .collect();
     Ok(render_table(["SIGNAL", "KIND", "PRI", "STATUS", "TARGET", "CREATED", "NOT BEFORE"], &rows))
 }
+
+/// `suzumio tool call <dir> --agent ID <tool> [json]`: one tool through the real path, inside a
+/// short activation of its own (so the call is recorded like any other). Exit 1 on a tool error.
+pub async fn tool_call(
+    dir: &Path,
+    agent: &str,
+    tool: &str,
+    input: Option<&str>,
+    backend: Option<crate::config::BackendKind>,
+    as_json: bool,
+) -> Result<String, (u8, String)> {
+    let input: serde_json::Value = match input {
+        None => json!({}),
+        Some(text) => serde_json::from_str(text).map_err(|e| (2, format!("the input is not valid JSON: {e}")))?,
+    };
+    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
+    if tools.project.config.agent(agent).is_none() {
+        return Err((2, format!("Unknown agent: {agent}")));
+    }
+    let kind = backend.unwrap_or(tools.project.config.backend.kind);
+    let needs_runner = tools.project.registry.tool(tool).is_some_and(|(pack, _)| {
+        pack.is_local() || tool.starts_with("file.") || tool == "shell.exec"
+    });
+    let runners = if needs_runner {
+        Some(crate::controller::runners(&tools, kind).await.map_err(|e| (e.exit_code(), e.to_string()))?)
+    } else {
+        None
+    };
+    let no_runner = crate::activation::NoRunner("not needed".into());
+    let runner: &dyn crate::activation::RunnerTools = match &runners {
+        Some(r) => r.as_ref(),
+        None => &no_runner,
+    };
+    let activation =
+        tools.store.start_activation(agent, &format!("suzumio tool call {tool}"), &[]).map_err(|e| (1, e.to_string()))?;
+    let result = crate::activation::run::execute_tool(&tools, runner, agent, &activation.id, tool, input).await;
+    // The activation only frames the call; a failing tool is recorded on the tool call, and must
+    // not leave the agent `failed`.
+    let _ = tools.store.finish_activation(&activation.id, crate::store::ActivationOutcome::Completed, None, None);
+    if let Some(r) = &runners {
+        r.shutdown().await;
+    }
+    let output = result.map_err(|e| (1, e))?;
+    if as_json {
+        return Ok(serde_json::to_string_pretty(&output).unwrap_or_default() + "\n");
+    }
+    let mut out = String::new();
+    if let Some(title) = &output.title {
+        let _ = writeln!(out, "{title}");
+    }
+    let _ = writeln!(out, "{}", output.output);
+    Ok(out)
+}

@@ -54,6 +54,14 @@ enum Command {
         /// API token required as `Authorization: Bearer <token>` on every request.
         #[arg(long, env = "SUZUMIO_API_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// Run the agents' runners as Docker containers (default) or local processes (no isolation).
+        #[arg(long, value_parser = ["docker", "process"])]
+        backend: Option<String>,
+    },
+    /// Tools, run by hand.
+    Tool {
+        #[command(subcommand)]
+        command: ToolCommand,
     },
     /// Mark the project running, so the scheduler delivers its signals.
     Start {
@@ -107,6 +115,29 @@ enum Command {
 }
 
 #[derive(Subcommand)]
+enum ToolCommand {
+    /// Run one tool as an agent through the real path (allowlist, schema, the agent's runner or
+    /// the controller) and print its result. Exit 1 when the tool fails.
+    Call {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The agent the tool runs as.
+        #[arg(long)]
+        agent: String,
+        /// Tool name, e.g. shell.exec.
+        tool: String,
+        /// The input as a JSON object (default {}).
+        input: Option<String>,
+        /// Run the runner as a Docker container (default) or a local process.
+        #[arg(long, value_parser = ["docker", "process"])]
+        backend: Option<String>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum ImageCommand {
     /// Build the minimal runner image (busybox-static + the runner user) offline, if missing.
     Build {
@@ -123,8 +154,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { dir } => print_output(commands::check(&dir)),
         Command::Tools { dir, agent, json } => print_output(commands::tools(&dir, agent.as_deref(), json)),
-        Command::Run { dir, host, port, token } => block_on(async move {
-            let options = RunOptions { host, port, token };
+        Command::Run { dir, host, port, token, backend } => block_on(async move {
+            let options = RunOptions { host, port, token, backend: backend.as_deref().map(backend_kind) };
             let announce = |tools: &suzumio::support::ToolHost, addr: std::net::SocketAddr| {
                 println!("suzumio: project {} is served at http://{addr} (Ctrl-C to stop)", tools.name());
             };
@@ -151,6 +182,10 @@ fn main() -> ExitCode {
                     .map_err(|e| (1, e.to_string())),
             )
         }),
+        Command::Tool { command: ToolCommand::Call { dir, agent, tool, input, backend, json } } => block_on(async move {
+            let kind = backend.as_deref().map(backend_kind);
+            print_result(commands::tool_call(&dir, &agent, &tool, input.as_deref(), kind, json).await)
+        }),
         Command::Start { dir } => print_result(commands::set_status(&dir, ProjectStatus::Running)),
         Command::Stop { dir } => print_result(commands::set_status(&dir, ProjectStatus::Stopped)),
         Command::Tick { dir } => block_on(async move { print_result(commands::tick(&dir).await) }),
@@ -158,6 +193,10 @@ fn main() -> ExitCode {
             print_result(commands::signals(&dir, agent.as_deref(), status.as_deref(), limit, json))
         }
     }
+}
+
+fn backend_kind(name: &str) -> suzumio::config::BackendKind {
+    if name == "process" { suzumio::config::BackendKind::Process } else { suzumio::config::BackendKind::Docker }
 }
 
 fn print_result(result: Result<String, (u8, String)>) -> ExitCode {

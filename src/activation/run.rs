@@ -309,51 +309,8 @@ impl Attempt<'_> {
         AttemptEnd::Done(Ending::Completed(format!("Stopped after maxIterations ({max_iterations}) model steps.")))
     }
 
-    /// One tool call: schema check, record, run, record.
     async fn tool_call(&self, tool: &str, input: Value) -> Result<ToolOutput, String> {
-        let host = &self.owner.tools;
-        let store = &host.store;
-        if let Some(raw) =
-            input.as_object().and_then(|m| m.get(super::providers::INVALID_JSON_KEY)).and_then(Value::as_str)
-        {
-            return Err(format!("The arguments are not valid JSON: {raw}"));
-        }
-        let input = if input.is_null() { json!({}) } else { input };
-        if let Err(errors) = host.project.registry.validate_input(tool, &input) {
-            return Err(format!("Invalid input for {tool}: {}", describe_input_errors(&errors)));
-        }
-        let pack = host.project.registry.tool(tool).map(|(p, _)| p.id.clone());
-        let call_id = store
-            .start_tool_call(&self.activation.id, &self.agent.id, tool, pack.as_deref(), &input)
-            .map_err(|e| e.to_string())?;
-        let result = self.dispatch(tool, input).await;
-        let (outcome, output, error) = match &result {
-            Ok(out) => (ToolCallOutcome::Completed, serde_json::to_value(out).ok(), None),
-            Err(e) => (ToolCallOutcome::Failed, None, Some(e.as_str())),
-        };
-        let _ = store.finish_tool_call(&call_id, outcome, output.as_ref(), error);
-        result
-    }
-
-    async fn dispatch(&self, tool: &str, input: Value) -> Result<ToolOutput, String> {
-        let host = &self.owner.tools;
-        let caller = Caller { agent_id: self.agent.id.clone(), activation_id: self.activation.id.clone() };
-        if builtin_tools::is_controller_tool(tool) {
-            return builtin_tools::call(host, &caller, tool, &input).map_err(|e| e.to_string());
-        }
-        if tool == "web.fetch" {
-            return web_fetch::fetch(&host.project.config.web_fetch, &input).await.map_err(|e| e.to_string());
-        }
-        let is_runner_tool = match host.project.registry.tool(tool) {
-            Some((pack, _)) => {
-                matches!(pack.source, PackSource::Local { .. }) || tool.starts_with("file.") || tool == "shell.exec"
-            }
-            None => false,
-        };
-        if !is_runner_tool {
-            return Err(format!("Unknown tool: {tool}"));
-        }
-        self.owner.runner.invoke(&self.agent.id, &self.activation.id, tool, input).await
+        execute_tool(&self.owner.tools, self.owner.runner.as_ref(), &self.agent.id, &self.activation.id, tool, input).await
     }
 
     /// P1 signals handed over at this tool boundary, rendered as the prompt renders signals.
@@ -372,6 +329,50 @@ impl Attempt<'_> {
         );
         Some(prompt::render_signals(&signals))
     }
+}
+
+/// One tool call of an agent's activation through the real path: allowlist, schema check,
+/// recorded start, the handler (controller side or the agent's runner), recorded finish.
+pub async fn execute_tool(
+    host: &ToolHost,
+    runner: &dyn RunnerTools,
+    agent_id: &str,
+    activation_id: &str,
+    tool: &str,
+    input: Value,
+) -> Result<ToolOutput, String> {
+    let store = &host.store;
+    let agent = host.project.config.agent(agent_id).ok_or_else(|| format!("Unknown agent: {agent_id}"))?;
+    let Some((pack, _)) = host.project.registry.tool(tool) else { return Err(format!("Unknown tool: {tool}")) };
+    if !agent.tools.allows(tool) {
+        return Err(format!("Tool not allowed for {agent_id}: {tool}"));
+    }
+    if let Some(raw) = input.as_object().and_then(|m| m.get(super::providers::INVALID_JSON_KEY)).and_then(Value::as_str) {
+        return Err(format!("The arguments are not valid JSON: {raw}"));
+    }
+    let input = if input.is_null() { json!({}) } else { input };
+    if let Err(errors) = host.project.registry.validate_input(tool, &input) {
+        return Err(format!("Invalid input for {tool}: {}", describe_input_errors(&errors)));
+    }
+    let is_local = matches!(pack.source, PackSource::Local { .. });
+    let pack_id = pack.id.clone();
+    let call_id = store.start_tool_call(activation_id, agent_id, tool, Some(&pack_id), &input).map_err(|e| e.to_string())?;
+    let caller = Caller { agent_id: agent_id.to_string(), activation_id: activation_id.to_string() };
+    let result = if builtin_tools::is_controller_tool(tool) {
+        builtin_tools::call(host, &caller, tool, &input).map_err(|e| e.to_string())
+    } else if tool == "web.fetch" {
+        web_fetch::fetch(&host.project.config.web_fetch, &input).await.map_err(|e| e.to_string())
+    } else if is_local || tool.starts_with("file.") || tool == "shell.exec" {
+        runner.invoke(agent_id, activation_id, tool, input).await
+    } else {
+        Err(format!("Unknown tool: {tool}"))
+    };
+    let (outcome, output, error) = match &result {
+        Ok(out) => (ToolCallOutcome::Completed, serde_json::to_value(out).ok(), None),
+        Err(e) => (ToolCallOutcome::Failed, None, Some(e.as_str())),
+    };
+    let _ = store.finish_tool_call(&call_id, outcome, output.as_ref(), error);
+    result
 }
 
 /// Earlier history as plain text messages (reference §6.5): assistant output and tool calls as

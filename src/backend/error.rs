@@ -30,6 +30,9 @@ pub enum BackendError {
     )]
     RunnerBinaryMissing { path: PathBuf },
 
+    #[error("cannot run the runner {path}: {reason}")]
+    RunnerBinary { path: PathBuf, reason: String },
+
     #[error("Mount source {source_path} for {target} does not exist: create it or fix the mount in suzumio.yaml")]
     MountSourceMissing { source_path: PathBuf, target: String },
 

@@ -186,7 +186,7 @@ fn split_tag(image: &str) -> (&str, &str) {
 }
 
 /// A static executable has no `PT_INTERP` program header. Reads just enough of the ELF header.
-fn check_static_elf(bytes: &[u8]) -> Result<(), String> {
+pub fn check_static_elf(bytes: &[u8]) -> Result<(), String> {
     if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
         return Err("not an ELF executable".to_string());
     }

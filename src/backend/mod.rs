@@ -14,6 +14,7 @@
 //! container's environment is exactly what its [`ContainerSpec`] was given.
 
 pub mod docker;
+pub mod process;
 mod error;
 pub mod image;
 pub mod spec;

@@ -96,6 +96,11 @@ impl Connection {
         (connection, driver)
     }
 
+    /// Whether two handles are the same connection.
+    pub fn same_as(&self, other: &Connection) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
     /// Send a request and wait for its answer. Any number may be in flight at once.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);

@@ -160,3 +160,38 @@ impl Store {
         })
     }
 }
+
+impl Store {
+    /// After a controller crash: every activation still `running` is marked failed with
+    /// `reason`, the signals it had been given go back to `pending` (so they are delivered again,
+    /// exactly once, to a new activation), and its agent is idle again. One transaction.
+    pub fn recover_interrupted(&self, reason: &str) -> Result<Vec<String>, StoreError> {
+        self.write(|w| {
+            let ids: Vec<(String, String)> = {
+                let mut stmt = w.tx.prepare("SELECT id, agent_id FROM activations WHERE status = 'running'")?;
+                let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                rows.collect::<Result<_, _>>()?
+            };
+            for (id, agent) in &ids {
+                w.tx.execute(
+                    "UPDATE activations SET status = 'failed', ended_at = ?2, error = ?3 WHERE id = ?1",
+                    params![id, w.now, reason],
+                )?;
+                let returned = w.tx.execute(
+                    "UPDATE signals SET status = 'pending', delivered_at = NULL, delivered_activation_id = NULL
+                     WHERE delivered_activation_id = ?1 AND status = 'delivered' AND target_agent IS NOT NULL",
+                    [id],
+                )?;
+                w.tx.execute(
+                    "UPDATE agents SET active_activation_id = NULL, status = 'quiet', updated_at = ?2 WHERE id = ?1",
+                    params![agent, w.now],
+                )?;
+                w.event(
+                    "activation.failed",
+                    serde_json::json!({"activationId": id, "agentId": agent, "status": "failed", "error": reason, "signalsReturned": returned}),
+                )?;
+            }
+            Ok(ids.into_iter().map(|(id, _)| id).collect())
+        })
+    }
+}

@@ -6,11 +6,13 @@
 //! It validates every input against its schema before a handler runs and every handler result
 //! against the `{output, title?, metadata?}` shape after. It does not speak HTTP (see `web`).
 
+pub mod broker;
 pub mod builtin_tools;
 pub mod builtin_webui;
 pub mod ops;
 pub mod output;
 pub mod packs;
+pub mod runners;
 pub mod web_fetch;
 
 use std::sync::Arc;

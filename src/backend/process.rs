@@ -1,0 +1,141 @@
+//! The `process` backend: each agent's runner as a local child process, for machines without
+//! Docker. It runs the same runner binary with the same protocol, with the container paths mapped
+//! to host directories (`/workspace` → `<root>/workspaces/<agent>`, `/artifacts` →
+//! `<root>/artifacts`, `/mnt` → an empty per-agent directory; configured mounts are not mapped).
+//! It does NOT isolate anything: the runner runs as the controller's user with its network and
+//! file system. Chosen explicitly (`backend.kind: process`); the controller warns when it is used.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::process::{Child, Command};
+
+use super::{BackendError, ContainerHandle, ContainerSpec, ExitInfo, RUNNER_PATH, RunnerBackend};
+
+#[derive(Default)]
+pub struct ProcessBackend {
+    children: Mutex<HashMap<String, Child>>,
+}
+
+impl ProcessBackend {
+    pub fn new() -> Self {
+        ProcessBackend::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Child>> {
+        self.children.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The host directory the runner sees as `/mnt` (configured mounts are not mapped here).
+pub fn mnt_dir(root: &Path, agent: &str) -> PathBuf {
+    root.join(".suzumio").join("mnt").join(agent)
+}
+
+pub fn socket_path(root: &Path, agent: &str) -> PathBuf {
+    root.join(".suzumio").join("run").join(agent).join("control.sock")
+}
+
+fn spawn(spec: &ContainerSpec) -> Result<Child, BackendError> {
+    let binary = spec
+        .mounts
+        .iter()
+        .find(|m| m.target == RUNNER_PATH)
+        .map(|m| m.source.clone())
+        .ok_or_else(|| BackendError::RunnerBinary { path: PathBuf::from(RUNNER_PATH), reason: "no runner binary in the spec".into() })?;
+    let root = &spec.root;
+    let workspace = root.join("workspaces").join(&spec.agent);
+    let mnt = mnt_dir(root, &spec.agent);
+    for dir in [&workspace, &root.join("artifacts").join(&spec.agent), &mnt] {
+        std::fs::create_dir_all(dir).map_err(|source| BackendError::HostDir { path: dir.clone(), source })?;
+    }
+    let mut command = Command::new(&binary);
+    command
+        .env_clear()
+        .envs(&spec.env)
+        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
+        .env("SUZUMIO_SOCKET", socket_path(root, &spec.agent))
+        .env("SUZUMIO_WORKSPACE", &workspace)
+        .env("SUZUMIO_ARTIFACTS", root.join("artifacts"))
+        .env("SUZUMIO_MNT", &mnt)
+        .current_dir(&workspace)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    command
+        .spawn()
+        .map_err(|e| BackendError::RunnerBinary { path: binary.clone(), reason: format!("cannot start it: {e}") })
+}
+
+impl RunnerBackend for ProcessBackend {
+    fn ensure_running<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<ContainerHandle, BackendError>> {
+        Box::pin(async move {
+            let mut children = self.lock();
+            if let Some(child) = children.get_mut(&spec.agent)
+                && matches!(child.try_wait(), Ok(None))
+            {
+                let id = child.id().map(|p| p.to_string()).unwrap_or_default();
+                return Ok(ContainerHandle { name: spec.name.clone(), id, created: false });
+            }
+            let child = spawn(spec)?;
+            let id = child.id().map(|p| p.to_string()).unwrap_or_default();
+            children.insert(spec.agent.clone(), child);
+            Ok(ContainerHandle { name: spec.name.clone(), id, created: true })
+        })
+    }
+
+    fn is_running<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<bool, BackendError>> {
+        Box::pin(async move { Ok(self.lock().get_mut(&spec.agent).is_some_and(|c| matches!(c.try_wait(), Ok(None)))) })
+    }
+
+    fn stop<'a>(&'a self, spec: &'a ContainerSpec, timeout: Duration) -> BoxFuture<'a, Result<(), BackendError>> {
+        Box::pin(async move {
+            let child = self.lock().remove(&spec.agent);
+            if let Some(child) = child {
+                stop_child(child, timeout).await;
+            }
+            Ok(())
+        })
+    }
+
+    fn stop_all<'a>(&'a self, _project: &'a str, _root: &'a Path, timeout: Duration) -> BoxFuture<'a, Result<Vec<String>, BackendError>> {
+        Box::pin(async move {
+            let children: Vec<(String, Child)> = self.lock().drain().collect();
+            let names = children.iter().map(|(a, _)| a.clone()).collect();
+            for (_, child) in children {
+                stop_child(child, timeout).await;
+            }
+            Ok(names)
+        })
+    }
+
+    fn wait_exit<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<ExitInfo, BackendError>> {
+        Box::pin(async move {
+            loop {
+                {
+                    let mut children = self.lock();
+                    match children.get_mut(&spec.agent).map(|c| c.try_wait()) {
+                        Some(Ok(Some(status))) => {
+                            return Ok(ExitInfo { code: status.code().unwrap_or(137) as i64, oom_killed: false, error: None });
+                        }
+                        None => return Ok(ExitInfo { code: 0, oom_killed: false, error: None }),
+                        _ => {}
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    }
+}
+
+/// SIGTERM, then SIGKILL after `timeout`.
+async fn stop_child(mut child: Child, timeout: Duration) {
+    if let Some(pid) = child.id() {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
+    }
+    if tokio::time::timeout(timeout, child.wait()).await.is_err() {
+        let _ = child.kill().await;
+    }
+}
