@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings
+# The runner binary that is mounted into containers must be static (it runs in any image).
+RUSTFLAGS='-C target-feature=+crt-static' cargo build --quiet --target x86_64-unknown-linux-gnu --bin suzumio-runner
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --lib --bins --tests --no-fail-fast
 else

@@ -323,9 +323,11 @@ pub async fn tool_call(
         return Err((2, format!("Unknown agent: {agent}")));
     }
     let kind = backend.unwrap_or(tools.project.config.backend.kind);
-    let needs_runner = tools.project.registry.tool(tool).is_some_and(|(pack, _)| {
-        pack.is_local() || tool.starts_with("file.") || tool == "shell.exec"
-    });
+    let needs_runner = tools
+        .project
+        .registry
+        .tool(tool)
+        .is_some_and(|(pack, _)| pack.is_local() || tool.starts_with("file.") || tool == "shell.exec");
     let runners = if needs_runner {
         Some(crate::controller::runners(&tools, kind).await.map_err(|e| (e.exit_code(), e.to_string()))?)
     } else {
@@ -336,8 +338,10 @@ pub async fn tool_call(
         Some(r) => r.as_ref(),
         None => &no_runner,
     };
-    let activation =
-        tools.store.start_activation(agent, &format!("suzumio tool call {tool}"), &[]).map_err(|e| (1, e.to_string()))?;
+    let activation = tools
+        .store
+        .start_activation(agent, &format!("suzumio tool call {tool}"), &[])
+        .map_err(|e| (1, e.to_string()))?;
     let result = crate::activation::run::execute_tool(&tools, runner, agent, &activation.id, tool, input).await;
     // The activation only frames the call; a failing tool is recorded on the tool call, and must
     // not leave the agent `failed`.

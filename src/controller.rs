@@ -83,8 +83,17 @@ pub async fn backend(tools: &ToolHost, kind: BackendKind) -> Result<Arc<dyn Runn
 
 /// Agent runners for a project, listening on their sockets.
 pub async fn runners(tools: &Arc<ToolHost>, kind: BackendKind) -> Result<Arc<AgentRunners>, RunError> {
-    let backend = backend(tools, kind).await?;
     let binary = find_runner_binary(kind).map_err(RunError::Runner)?;
+    runners_with(tools, kind, binary).await
+}
+
+/// [`runners`] with a given runner binary.
+pub async fn runners_with(
+    tools: &Arc<ToolHost>,
+    kind: BackendKind,
+    binary: std::path::PathBuf,
+) -> Result<Arc<AgentRunners>, RunError> {
+    let backend = backend(tools, kind).await?;
     let runners = AgentRunners::new(tools.clone(), backend, binary, kind);
     runners.listen().map_err(|e| RunError::Runner(format!("cannot create the agents' control sockets: {e}")))?;
     Ok(runners)
@@ -109,7 +118,10 @@ pub async fn run(
     let tools = open(dir)?;
     let recovered = tools.store.recover_interrupted("controller restarted")?;
     if !recovered.is_empty() {
-        tracing::warn!("{} activation(s) were interrupted by a previous stop; their signals will be delivered again", recovered.len());
+        tracing::warn!(
+            "{} activation(s) were interrupted by a previous stop; their signals will be delivered again",
+            recovered.len()
+        );
     }
     let kind = options.backend.unwrap_or(tools.project.config.backend.kind);
     let runners = runners(&tools, kind).await?;

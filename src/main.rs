@@ -182,10 +182,12 @@ fn main() -> ExitCode {
                     .map_err(|e| (1, e.to_string())),
             )
         }),
-        Command::Tool { command: ToolCommand::Call { dir, agent, tool, input, backend, json } } => block_on(async move {
-            let kind = backend.as_deref().map(backend_kind);
-            print_result(commands::tool_call(&dir, &agent, &tool, input.as_deref(), kind, json).await)
-        }),
+        Command::Tool { command: ToolCommand::Call { dir, agent, tool, input, backend, json } } => {
+            block_on(async move {
+                let kind = backend.as_deref().map(backend_kind);
+                print_result(commands::tool_call(&dir, &agent, &tool, input.as_deref(), kind, json).await)
+            })
+        }
         Command::Start { dir } => print_result(commands::set_status(&dir, ProjectStatus::Running)),
         Command::Stop { dir } => print_result(commands::set_status(&dir, ProjectStatus::Stopped)),
         Command::Tick { dir } => block_on(async move { print_result(commands::tick(&dir).await) }),

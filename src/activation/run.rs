@@ -310,7 +310,8 @@ impl Attempt<'_> {
     }
 
     async fn tool_call(&self, tool: &str, input: Value) -> Result<ToolOutput, String> {
-        execute_tool(&self.owner.tools, self.owner.runner.as_ref(), &self.agent.id, &self.activation.id, tool, input).await
+        execute_tool(&self.owner.tools, self.owner.runner.as_ref(), &self.agent.id, &self.activation.id, tool, input)
+            .await
     }
 
     /// P1 signals handed over at this tool boundary, rendered as the prompt renders signals.
@@ -347,7 +348,8 @@ pub async fn execute_tool(
     if !agent.tools.allows(tool) {
         return Err(format!("Tool not allowed for {agent_id}: {tool}"));
     }
-    if let Some(raw) = input.as_object().and_then(|m| m.get(super::providers::INVALID_JSON_KEY)).and_then(Value::as_str) {
+    if let Some(raw) = input.as_object().and_then(|m| m.get(super::providers::INVALID_JSON_KEY)).and_then(Value::as_str)
+    {
         return Err(format!("The arguments are not valid JSON: {raw}"));
     }
     let input = if input.is_null() { json!({}) } else { input };
@@ -356,7 +358,8 @@ pub async fn execute_tool(
     }
     let is_local = matches!(pack.source, PackSource::Local { .. });
     let pack_id = pack.id.clone();
-    let call_id = store.start_tool_call(activation_id, agent_id, tool, Some(&pack_id), &input).map_err(|e| e.to_string())?;
+    let call_id =
+        store.start_tool_call(activation_id, agent_id, tool, Some(&pack_id), &input).map_err(|e| e.to_string())?;
     let caller = Caller { agent_id: agent_id.to_string(), activation_id: activation_id.to_string() };
     let result = if builtin_tools::is_controller_tool(tool) {
         builtin_tools::call(host, &caller, tool, &input).map_err(|e| e.to_string())

@@ -14,9 +14,9 @@
 //! container's environment is exactly what its [`ContainerSpec`] was given.
 
 pub mod docker;
-pub mod process;
 mod error;
 pub mod image;
+pub mod process;
 pub mod spec;
 mod tar;
 

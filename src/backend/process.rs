@@ -40,12 +40,9 @@ pub fn socket_path(root: &Path, agent: &str) -> PathBuf {
 }
 
 fn spawn(spec: &ContainerSpec) -> Result<Child, BackendError> {
-    let binary = spec
-        .mounts
-        .iter()
-        .find(|m| m.target == RUNNER_PATH)
-        .map(|m| m.source.clone())
-        .ok_or_else(|| BackendError::RunnerBinary { path: PathBuf::from(RUNNER_PATH), reason: "no runner binary in the spec".into() })?;
+    let binary = spec.mounts.iter().find(|m| m.target == RUNNER_PATH).map(|m| m.source.clone()).ok_or_else(|| {
+        BackendError::RunnerBinary { path: PathBuf::from(RUNNER_PATH), reason: "no runner binary in the spec".into() }
+    })?;
     let root = &spec.root;
     let workspace = root.join("workspaces").join(&spec.agent);
     let mnt = mnt_dir(root, &spec.agent);
@@ -100,7 +97,12 @@ impl RunnerBackend for ProcessBackend {
         })
     }
 
-    fn stop_all<'a>(&'a self, _project: &'a str, _root: &'a Path, timeout: Duration) -> BoxFuture<'a, Result<Vec<String>, BackendError>> {
+    fn stop_all<'a>(
+        &'a self,
+        _project: &'a str,
+        _root: &'a Path,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Vec<String>, BackendError>> {
         Box::pin(async move {
             let children: Vec<(String, Child)> = self.lock().drain().collect();
             let names = children.iter().map(|(a, _)| a.clone()).collect();
@@ -118,7 +120,11 @@ impl RunnerBackend for ProcessBackend {
                     let mut children = self.lock();
                     match children.get_mut(&spec.agent).map(|c| c.try_wait()) {
                         Some(Ok(Some(status))) => {
-                            return Ok(ExitInfo { code: status.code().unwrap_or(137) as i64, oom_killed: false, error: None });
+                            return Ok(ExitInfo {
+                                code: status.code().unwrap_or(137) as i64,
+                                oom_killed: false,
+                                error: None,
+                            });
                         }
                         None => return Ok(ExitInfo { code: 0, oom_killed: false, error: None }),
                         _ => {}

@@ -31,7 +31,10 @@ pub fn check_activation(
         return Err(format!("Activation {activation_id} does not belong to {agent_id}"));
     }
     if require_running && activation.status != ActivationStatus::Running {
-        return Err(format!("Activation {activation_id} is {}; no more tool calls are accepted", activation.status.as_str()));
+        return Err(format!(
+            "Activation {activation_id} is {}; no more tool calls are accepted",
+            activation.status.as_str()
+        ));
     }
     Ok(activation)
 }
@@ -60,7 +63,9 @@ pub async fn call_support(host: &ToolHost, agent_id: &str, params: CallSupportPa
         return Err(format!("{} has no controller-side handler; it runs in the runner", params.tool));
     }
     host.support(agent_id, &params.activation_id, &params.toolpack_id, &params.tool, input).await.map_err(|e| match e {
-        InvokeError::InvalidInput(errors) => format!("Invalid input for {}: {}", params.tool, describe_input_errors(&errors)),
+        InvokeError::InvalidInput(errors) => {
+            format!("Invalid input for {}: {}", params.tool, describe_input_errors(&errors))
+        }
         other => other.to_string(),
     })
 }

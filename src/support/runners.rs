@@ -104,7 +104,12 @@ impl AgentRunners {
             tokio::spawn(async move {
                 while let Ok((stream, _)) = listener.accept().await {
                     let Some(runners) = me.upgrade() else { return };
-                    let handler = Arc::new(SessionHandler { runners: me.clone(), slot: slot.clone(), conn: OnceLock::new() });
+                    let handler = Arc::new(SessionHandler {
+                        runners: me.clone(),
+                        slot: slot.clone(),
+                        conn: OnceLock::new(),
+                        authenticated: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                    });
                     let (conn, _task) = Connection::spawn(stream, handler.clone());
                     let _ = handler.conn.set(conn);
                     drop(runners);
@@ -119,9 +124,15 @@ impl AgentRunners {
     }
 
     fn spec(&self, agent: &str) -> Result<ContainerSpec, String> {
-        let record = self.tools.store.agent(agent).map_err(|e| e.to_string())?.ok_or_else(|| format!("Unknown agent: {agent}"))?;
+        let record = self
+            .tools
+            .store
+            .agent(agent)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("Unknown agent: {agent}"))?;
         let p = &self.tools.project;
-        ContainerSpec::for_agent(&p.config, &p.registry, agent, &self.runner_binary, &record.token).map_err(|e| e.to_string())
+        ContainerSpec::for_agent(&p.config, &p.registry, agent, &self.runner_binary, &record.token)
+            .map_err(|e| e.to_string())
     }
 
     /// The agent's ready session: start (or restart) its runner if needed and wait for it.
@@ -174,7 +185,13 @@ impl AgentRunners {
     }
 
     /// Run a runner-side tool for an activation.
-    pub async fn invoke(&self, agent: &str, activation_id: &str, tool: &str, input: Value) -> Result<ToolOutput, String> {
+    pub async fn invoke(
+        &self,
+        agent: &str,
+        activation_id: &str,
+        tool: &str,
+        input: Value,
+    ) -> Result<ToolOutput, String> {
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -182,9 +199,15 @@ impl AgentRunners {
             let slot = self.slot(agent)?;
             let call_id = format!("call_{}", uuid::Uuid::now_v7().simple());
             slot.in_flight.lock().unwrap_or_else(|e| e.into_inner()).insert(call_id.clone(), activation_id.to_string());
-            let params =
-                InvokeParams { activation_id: activation_id.to_string(), tool: tool.to_string(), input: Some(input.clone()), call_id: call_id.clone() };
-            let result = tokio::time::timeout(INVOKE_TIMEOUT, conn.call::<_, rpc::ToolOutput>(rpc::method::INVOKE, &params)).await;
+            let params = InvokeParams {
+                activation_id: activation_id.to_string(),
+                tool: tool.to_string(),
+                input: Some(input.clone()),
+                call_id: call_id.clone(),
+            };
+            let result =
+                tokio::time::timeout(INVOKE_TIMEOUT, conn.call::<_, rpc::ToolOutput>(rpc::method::INVOKE, &params))
+                    .await;
             slot.in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&call_id);
             match result {
                 Ok(Ok(out)) => return Ok(ToolOutput { title: out.title, output: out.output, metadata: out.metadata }),
@@ -194,7 +217,9 @@ impl AgentRunners {
                     clear(slot, &conn);
                     continue;
                 }
-                Ok(Err(e)) if e.is_connection_closed() => return Err(format!("the runner of {agent} stopped during {tool}")),
+                Ok(Err(e)) if e.is_connection_closed() => {
+                    return Err(format!("the runner of {agent} stopped during {tool}"));
+                }
                 Ok(Err(e)) => return Err(e.message),
                 Err(_) => return Err(format!("{tool} did not answer within {} s", INVOKE_TIMEOUT.as_secs())),
             }
@@ -223,7 +248,8 @@ impl AgentRunners {
     pub async fn shutdown(&self) {
         for slot in self.slots.values() {
             if let Some(conn) = live(slot) {
-                let _ = tokio::time::timeout(Duration::from_secs(2), conn.request(rpc::method::SHUTDOWN, json!({}))).await;
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(2), conn.request(rpc::method::SHUTDOWN, json!({}))).await;
             }
         }
         let config = &self.tools.project.config;
@@ -238,12 +264,16 @@ impl AgentRunners {
         let p = &self.tools.project;
         let config = p.config.agent(agent).ok_or_else(|| format!("Unknown agent: {agent}"))?;
         let set = p.registry.resolve_agent(config);
-        let builtin_tools = RUNNER_BUILTINS.iter().filter(|t| set.tools.iter().any(|a| a == *t)).map(|t| t.to_string()).collect();
+        let builtin_tools =
+            RUNNER_BUILTINS.iter().filter(|t| set.tools.iter().any(|a| a == *t)).map(|t| t.to_string()).collect();
         let mut packs = Vec::new();
         for id in &set.mounted_packs {
             let Some(pack) = p.registry.pack(id) else { continue };
             let PackSource::Local { root, runner_module: Some(module), limits, .. } = &pack.source else { continue };
-            let relative = module.strip_prefix(root.canonicalize().unwrap_or(root.clone())).unwrap_or(Path::new("runner.mjs")).to_path_buf();
+            let relative = module
+                .strip_prefix(root.canonicalize().unwrap_or(root.clone()))
+                .unwrap_or(Path::new("runner.mjs"))
+                .to_path_buf();
             let pack_root = match self.kind {
                 BackendKind::Docker => PathBuf::from(TOOLPACKS_DIR).join(id),
                 BackendKind::Process => root.clone(),
@@ -257,7 +287,13 @@ impl AgentRunners {
                 memory_mb: limits.memory_mb,
             });
         }
-        Ok(LoadParams { project: p.config.name.clone(), agent_id: agent.to_string(), packs, builtin_tools, artifacts_dir: None })
+        Ok(LoadParams {
+            project: p.config.name.clone(),
+            agent_id: agent.to_string(),
+            packs,
+            builtin_tools,
+            artifacts_dir: None,
+        })
     }
 }
 
@@ -277,6 +313,8 @@ struct SessionHandler {
     runners: Weak<AgentRunners>,
     slot: Arc<Slot>,
     conn: OnceLock<Connection>,
+    /// Set once `hello` carried the agent's token: only then are other requests served.
+    authenticated: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RequestHandler for SessionHandler {
@@ -284,11 +322,10 @@ impl RequestHandler for SessionHandler {
         let runners = self.runners.clone();
         let slot = self.slot.clone();
         let conn = self.conn.get().cloned();
+        let auth = self.authenticated.clone();
         Box::pin(async move {
             let runners = runners.upgrade().ok_or_else(|| RpcError::application("the controller is shutting down"))?;
-            let authenticated = conn.as_ref().is_some_and(|c| {
-                slot.session.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|s| s.same_as(c))
-            });
+            let authenticated = auth.load(std::sync::atomic::Ordering::SeqCst);
             match method.as_str() {
                 rpc::method::HELLO => {
                     let hello: HelloParams = rpc::parse_params(&method, params)?;
@@ -314,6 +351,7 @@ impl RequestHandler for SessionHandler {
                             rpc::PROTOCOL_VERSION
                         )));
                     }
+                    auth.store(true, std::sync::atomic::Ordering::SeqCst);
                     let load = runners.load_params(&slot.agent).map_err(RpcError::application)?;
                     let agent = slot.agent.clone();
                     let loading = slot.clone();
@@ -344,12 +382,14 @@ impl RequestHandler for SessionHandler {
                 _ if !authenticated => Err(RpcError::application("say hello with the agent token first")),
                 rpc::method::CALL_SUPPORT => {
                     let p: CallSupportParams = rpc::parse_params(&method, params)?;
-                    let out = broker::call_support(&runners.tools, &slot.agent, p).await.map_err(RpcError::application)?;
+                    let out =
+                        broker::call_support(&runners.tools, &slot.agent, p).await.map_err(RpcError::application)?;
                     Ok(serde_json::to_value(out).unwrap_or(Value::Null))
                 }
                 rpc::method::RECORD_SIGNAL => {
                     let p: RecordSignalParams = rpc::parse_params(&method, params)?;
-                    let signals = broker::record_signal(&runners.tools, &slot.agent, p).map_err(RpcError::application)?;
+                    let signals =
+                        broker::record_signal(&runners.tools, &slot.agent, p).map_err(RpcError::application)?;
                     Ok(serde_json::to_value(signals).unwrap_or(Value::Null))
                 }
                 other => Err(RpcError::method_not_found(other)),

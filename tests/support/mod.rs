@@ -39,6 +39,18 @@ pub fn assert_golden(path: &Path, actual: &str) {
     assert_eq!(actual, expected, "output differs from {}", path.display());
 }
 
+/// The static runner binary the Docker tests mount into containers (built by scripts/test.sh).
+pub fn static_runner() -> PathBuf {
+    let path = repo_root().join("target/x86_64-unknown-linux-gnu/debug/suzumio-runner");
+    assert!(
+        path.is_file(),
+        "the static runner is missing at {}: build it with RUSTFLAGS='-C target-feature=+crt-static' cargo build \
+         --target x86_64-unknown-linux-gnu --bin suzumio-runner (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -93,6 +105,7 @@ impl Controller {
             .arg("run")
             .arg(dir)
             .args(["--port", "0"])
+            .args(if extra.contains(&"--backend") { &[][..] } else { &["--backend", "process"][..] })
             .args(extra)
             .env("SUZUMIO_LOG", "info")
             .env_remove("SUZUMIO_API_TOKEN")

@@ -1,0 +1,227 @@
+//! Agents' runners in real, hardened Docker containers, driven through the real path (allowlist,
+//! schema, socket, runner, support broker). Needs a Docker engine (scripts/setup.sh starts one)
+//! and the static runner (scripts/test.sh builds it); without them these tests fail, saying so.
+
+mod support;
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use suzumio::activation::run::execute_tool;
+use suzumio::config::BackendKind;
+use suzumio::support::ToolHost;
+use suzumio::support::runners::AgentRunners;
+
+struct Setup {
+    _project: support::TempProject,
+    tools: Arc<ToolHost>,
+    runners: Arc<AgentRunners>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let config = &self.tools.project.config;
+        let _ = std::process::Command::new("docker")
+            .args(["rm", "-f", &format!("suzumio-{}-a", config.name), &format!("suzumio-{}-b", config.name)])
+            .output();
+    }
+}
+
+async fn setup() -> Setup {
+    if std::env::var_os("SUZUMIO_SKIP_DOCKER_TESTS").is_some() {
+        panic!("SUZUMIO_SKIP_DOCKER_TESTS is set, but these tests need Docker; unset it");
+    }
+    let project = support::TempProject::copy_of("containers");
+    // A unique project name per test, so parallel tests do not share containers.
+    let unique = project.dir.file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_string();
+    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
+    std::fs::write(project.dir.join("suzumio.yaml"), yaml.replace("name: containers", &format!("name: ct-{unique}")))
+        .unwrap();
+    let tools = suzumio::controller::open(&project.dir).unwrap_or_else(|e| panic!("{e}"));
+    let runners = suzumio::controller::runners_with(&tools, BackendKind::Docker, support::static_runner())
+        .await
+        .unwrap_or_else(|e| panic!("Docker is needed for this test (start it with scripts/setup.sh): {e}"));
+    Setup { _project: project, tools, runners }
+}
+
+impl Setup {
+    /// One tool call in its own short activation (as `suzumio tool call` does).
+    async fn call(&self, agent: &str, tool: &str, input: Value) -> Result<String, String> {
+        let activation = self.tools.store.start_activation(agent, "test", &[]).unwrap();
+        let result = execute_tool(&self.tools, self.runners.as_ref(), agent, &activation.id, tool, input).await;
+        self.tools
+            .store
+            .finish_activation(&activation.id, suzumio::store::ActivationOutcome::Completed, None, None)
+            .unwrap();
+        result.map(|o| o.output)
+    }
+
+    async fn sh(&self, agent: &str, command: &str) -> String {
+        self.call(agent, "shell.exec", json!({ "command": command })).await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn controller_runs(&self) -> u64 {
+        self.tools.state.read("probe", "runs.json").unwrap().map_or(0, |v| v["runs"].as_u64().unwrap())
+    }
+}
+
+#[tokio::test]
+async fn the_container_is_locked_down() {
+    let s = setup().await;
+    let out = s
+        .sh(
+            "a",
+            "id -u; ls /sys/class/net; ls /toolpacks; touch /toolpacks/probe/x 2>&1; touch /artifacts/b/x 2>&1; \
+             touch /artifacts/a/mine && echo own-artifacts-ok; touch /etc/x 2>&1; grep CapEff /proc/self/status",
+        )
+        .await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.contains(&"65534"), "non-root: {out}");
+    assert!(lines.contains(&"lo") && !out.contains("eth0"), "no network interface but lo: {out}");
+    assert!(out.contains("touch: /toolpacks/probe/x: Read-only file system"), "{out}");
+    assert!(out.contains("touch: /artifacts/b/x: Read-only file system"), "{out}");
+    assert!(out.contains("own-artifacts-ok"), "{out}");
+    assert!(out.contains("touch: /etc/x: Read-only file system"), "{out}");
+    assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+    assert!(!lines.contains(&"hidden"), "a pack exposing no tool for `a` is not mounted: {out}");
+    let b = s.sh("b", "ls /toolpacks").await;
+    assert!(b.contains("hidden") && !b.contains("probe"), "{b}");
+}
+
+#[tokio::test]
+async fn the_runner_never_sees_a_model_key() {
+    let s = setup().await;
+    let env = s.sh("a", "env; cat /proc/1/environ | tr '\\0' '\\n'").await;
+    assert!(!env.contains("sk-inline-SECRET"), "{env}");
+    assert!(!env.lines().any(|l| l.to_ascii_uppercase().contains("API_KEY")), "{env}");
+    let shell_env = s.sh("a", "env").await;
+    assert!(!shell_env.contains("SUZUMIO_TOKEN="), "shell commands do not get the runner's token: {shell_env}");
+}
+
+#[tokio::test]
+async fn call_support_is_checked_and_refused_calls_never_reach_the_controller() {
+    let s = setup().await;
+    let ok = s.call("a", "probe.count", json!({})).await.unwrap();
+    assert_eq!(ok, "ok: probe.count handled (1 runs)");
+    let cases = [
+        (json!({"tool": "probe.forbidden"}), "error: Tool not allowed for a: probe.forbidden"),
+        (json!({"tool": "hidden.tool"}), "error: Tool hidden.tool is not in toolpack probe"),
+        (json!({"tool": "probe.count", "input": {"unexpected": 1}}), "ok: probe.count handled (2 runs)"),
+    ];
+    for (input, expected) in cases {
+        assert_eq!(s.call("a", "probe.call", input.clone()).await.unwrap(), expected, "{input}");
+    }
+    // Speaking the protocol directly on agent a's socket (as code in its container could):
+    // another pack's tool, and an activation that has ended.
+    let raw = RawRunner::connect(&s).await;
+    let ended = s.tools.store.latest_activation("a", None).unwrap().unwrap().id;
+    let running = s.tools.store.start_activation("a", "raw", &[]).unwrap().id;
+    let cases = [
+        (
+            json!({"activationId": running, "toolpackId": "hidden", "tool": "hidden.tool", "input": {}}),
+            "Tool not allowed for a: hidden.tool".to_string(),
+        ),
+        (
+            json!({"activationId": running, "toolpackId": "nope", "tool": "x", "input": {}}),
+            "Unknown toolpack: nope".to_string(),
+        ),
+        (
+            json!({"activationId": ended, "toolpackId": "probe", "tool": "probe.count", "input": {}}),
+            format!("Activation {ended} is completed; no more tool calls are accepted"),
+        ),
+        (
+            json!({"activationId": "act_nope", "toolpackId": "probe", "tool": "probe.count", "input": {}}),
+            "Unknown activation: act_nope".to_string(),
+        ),
+    ];
+    for (params, expected) in cases {
+        let err = raw.conn.request("callSupport", params.clone()).await.unwrap_err();
+        assert_eq!(err.message, expected, "{params}");
+    }
+    let other = s.tools.store.start_activation("b", "raw", &[]).unwrap().id;
+    let err = raw
+        .conn
+        .request(
+            "callSupport",
+            json!({"activationId": other, "toolpackId": "probe", "tool": "probe.count", "input": {}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.message, format!("Activation {other} does not belong to a"));
+    for id in [&running, &other] {
+        s.tools.store.finish_activation(id, suzumio::store::ActivationOutcome::Completed, None, None).unwrap();
+    }
+    assert_eq!(s.controller_runs(), 2, "only the two allowed calls ran the controller handler");
+    // The allowlist is checked before anything reaches the container, too.
+    assert_eq!(s.call("b", "probe.count", json!({})).await.unwrap_err(), "Tool not allowed for b: probe.count");
+}
+
+/// A client on an agent's socket that answers `load` like a runner with no packs.
+struct RawRunner {
+    conn: suzumio::rpc::Connection,
+}
+
+struct AnswerLoad;
+
+impl suzumio::rpc::RequestHandler for AnswerLoad {
+    fn handle(&self, method: String, _params: Value) -> suzumio::rpc::HandlerFuture {
+        Box::pin(async move {
+            match method.as_str() {
+                "load" => Ok(json!({"tools": []})),
+                other => Err(suzumio::rpc::RpcError::method_not_found(other)),
+            }
+        })
+    }
+}
+
+impl RawRunner {
+    async fn connect(s: &Setup) -> RawRunner {
+        let socket = s.tools.project.config.root.join(".suzumio/run/a/control.sock");
+        let stream = tokio::net::UnixStream::connect(&socket).await.unwrap();
+        let (conn, _) = suzumio::rpc::Connection::spawn(stream, Arc::new(AnswerLoad));
+        let token = s.tools.store.agent("a").unwrap().unwrap().token;
+        let wrong = conn.request("callSupport", json!({})).await.unwrap_err();
+        assert_eq!(wrong.message, "say hello with the agent token first");
+        conn.request("hello", json!({"version": "test", "protocol": 1, "token": token})).await.unwrap();
+        RawRunner { conn }
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_refused() {
+    let s = setup().await;
+    let socket = s.tools.project.config.root.join(".suzumio/run/a/control.sock");
+    let stream = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    let (conn, _) = suzumio::rpc::Connection::spawn(stream, Arc::new(AnswerLoad));
+    let err = conn.request("hello", json!({"version": "test", "protocol": 1, "token": "forged"})).await.unwrap_err();
+    assert_eq!(err.message, "Invalid agent token");
+    tokio::time::timeout(std::time::Duration::from_secs(5), conn.closed())
+        .await
+        .expect("the controller closes the connection");
+}
+
+#[tokio::test]
+async fn a_killed_container_is_restarted_on_the_next_call() {
+    let s = setup().await;
+    assert!(s.sh("a", "echo first").await.contains("first"));
+    let name = format!("suzumio-{}-a", s.tools.project.config.name);
+    let killed = std::process::Command::new("docker").args(["kill", &name]).output().unwrap();
+    assert!(killed.status.success(), "{}", String::from_utf8_lossy(&killed.stderr));
+    assert!(s.sh("a", "echo second").await.contains("second"), "the call succeeds in a new container");
+}
+
+#[tokio::test]
+async fn runner_side_file_tools_respect_their_roots() {
+    let s = setup().await;
+    s.call("a", "file.write", json!({"path": "/artifacts/a/report.md", "content": "hello"})).await.unwrap();
+    let read = s.call("a", "file.read", json!({"path": "/artifacts/a/report.md"})).await.unwrap();
+    assert_eq!(read, "1: hello");
+    let err = s.call("a", "file.write", json!({"path": "/artifacts/b/x.md", "content": "x"})).await.unwrap_err();
+    assert_eq!(err, "Write path must be under /workspace or /artifacts/a: /artifacts/b/x.md");
+    s.sh("a", "ln -s /etc /workspace/etc-link").await;
+    let err = s.call("a", "file.read", json!({"path": "/workspace/etc-link/passwd"})).await.unwrap_err();
+    assert!(
+        err.starts_with("Read path must be under /workspace, /artifacts, or /mnt"),
+        "a symlink out is refused: {err}"
+    );
+}
