@@ -1,6 +1,21 @@
 #!/usr/bin/env bash
-# The main job: build Suzumio and run it on the demo project.
+# The main job: build Suzumio and run the demo project (three agents in hardened containers,
+# driven by the scripted model, no API key) in a scratch copy, until it is idle; then show the
+# outcome. DEMO_DIR chooses where the copy goes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-cargo run --quiet --bin suzumio -- check projects/demo
+cargo build --quiet --bin suzumio
+RUSTFLAGS='-C target-feature=+crt-static' cargo build --quiet --target x86_64-unknown-linux-gnu --bin suzumio-runner
+demo="${DEMO_DIR:-$(mktemp -d /tmp/suzumio-demo.XXXXXX)}"
+rm -rf "$demo" && mkdir -p "$demo" && cp -r projects/demo/. "$demo/"
+# The demo's local toolpacks are referenced relative to the repository.
+sed -i "s#\.\./\.\./toolpacks#$(pwd)/toolpacks#g" "$demo/suzumio.yaml"
+suzumio=target/debug/suzumio
+$suzumio check "$demo"
+$suzumio start "$demo"
+$suzumio send "$demo" pm --priority P2 "Start the report."
+$suzumio run "$demo" --port 0 --until-idle
+$suzumio status "$demo"
+echo "--- final report ($demo/final-report.md)"
+cat "$demo/final-report.md"

@@ -360,3 +360,75 @@ pub async fn tool_call(
     let _ = writeln!(out, "{}", output.output);
     Ok(out)
 }
+
+/// `suzumio send <dir> <recipient> [--priority P] <body…>`: a message from the user.
+pub fn send(dir: &Path, recipient: &str, priority: &str, body: &str) -> Result<String, (u8, String)> {
+    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
+    let (recipient, channel) = if recipient.starts_with('#') {
+        (None, Some(recipient.to_string()))
+    } else {
+        (Some(recipient.to_string()), None)
+    };
+    let sent = tools
+        .store
+        .send_message(crate::store::SendMessage {
+            sender: "user".into(),
+            recipient,
+            channel,
+            priority: Some(priority.to_string()),
+            body: body.to_string(),
+            source_agent: None,
+            source_activation: None,
+        })
+        .map_err(|e| (2, e.to_string()))?;
+    Ok(format!("sent {} ({} signal(s))\n", sent.message_id, sent.signal_ids.len()))
+}
+
+/// `suzumio status <dir>`.
+pub fn status(dir: &Path) -> Result<String, (u8, String)> {
+    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
+    let fail = |e: crate::store::StoreError| (1, e.to_string());
+    let project = tools.store.project().map_err(fail)?;
+    let stats = tools.store.project_stats().map_err(fail)?;
+    let counts = tools.store.signal_counts().map_err(fail)?;
+    let mut out = String::new();
+    let _ = writeln!(out, "project {}: {}", project.name, project.status.as_str());
+    for a in tools.store.agents().map_err(fail)? {
+        if tools.project.config.agent(&a.id).is_none() {
+            continue;
+        }
+        let active = a.active_activation_id.map(|id| format!(" ({id})")).unwrap_or_default();
+        let _ = writeln!(out, "  {:<16} {}{active}", a.id, a.status.as_str());
+    }
+    let _ = writeln!(
+        out,
+        "messages {}, activations {} ({} running, {} failed), tool calls {}, pending signals {}",
+        stats.messages,
+        stats.activations.total,
+        stats.activations.running,
+        stats.activations.failed,
+        stats.tool_calls,
+        counts.by_status.get("pending").copied().unwrap_or(0)
+    );
+    if let Some(report) = &project.submitted_report {
+        let _ = writeln!(out, "report: {report}");
+    }
+    Ok(out)
+}
+
+/// `suzumio approve <dir>`: a submitted project becomes completed.
+pub fn approve(dir: &Path) -> Result<String, (u8, String)> {
+    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
+    let project = tools.store.project().map_err(|e| (1, e.to_string()))?;
+    if project.status != crate::store::ProjectStatus::Submitted {
+        return Err((
+            2,
+            format!(
+                "project {} is {}; only a submitted project can be approved",
+                project.name,
+                project.status.as_str()
+            ),
+        ));
+    }
+    set_status(dir, crate::store::ProjectStatus::Completed)
+}

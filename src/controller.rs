@@ -105,6 +105,35 @@ pub struct RunOptions {
     pub token: Option<String>,
     /// Overrides `backend.kind`.
     pub backend: Option<BackendKind>,
+    /// Stop once the project is idle: no activation running, nothing pending, nothing due
+    /// within a minute.
+    pub until_idle: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Default)]
+pub struct RunOutcome {
+    /// Activations that failed during this run.
+    pub failed_activations: Vec<String>,
+}
+
+/// Whether the project has nothing to do for at least a minute.
+fn is_idle(tools: &ToolHost, activations: &Activations, scheduler: &Scheduler) -> bool {
+    let store = &tools.store;
+    let horizon = store.now() + chrono::Duration::seconds(60);
+    if store.project().map(|p| p.status != crate::store::ProjectStatus::Running).unwrap_or(false) {
+        return activations.running() == 0;
+    }
+    let agents_idle = store.agents().map(|a| a.iter().all(|r| r.active_activation_id.is_none())).unwrap_or(false);
+    let pending_now = store.has_pending_signals(false).unwrap_or(true);
+    let pending_soon = store
+        .next_signal_ready_at()
+        .ok()
+        .flatten()
+        .and_then(|t| crate::clock::parse_iso(&t))
+        .is_some_and(|t| t <= horizon);
+    let due_soon = scheduler.next_due().is_some_and(|t| t <= horizon);
+    activations.running() == 0 && agents_idle && !pending_now && !pending_soon && !due_soon
 }
 
 /// Serve the project and run its agents until `shutdown` resolves. `on_listening` is told the
@@ -114,8 +143,9 @@ pub async fn run(
     options: RunOptions,
     on_listening: impl FnOnce(&ToolHost, SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), RunError> {
+) -> Result<RunOutcome, RunError> {
     let tools = open(dir)?;
+    let started_at = crate::clock::iso(tools.store.now());
     let recovered = tools.store.recover_interrupted("controller restarted")?;
     if !recovered.is_empty() {
         tracing::warn!(
@@ -130,11 +160,32 @@ pub async fn run(
     let stop_tx = Arc::new(stop_tx);
     let stop_on_shutdown = stop_tx.clone();
     let scheduler = Arc::new(Scheduler::new(tools.clone(), activations.clone()));
-    let scheduler_task = tokio::spawn(scheduler.run(stop_rx));
+    let scheduler_task = tokio::spawn(scheduler.clone().run(stop_rx));
+    let idle = Arc::new(tokio::sync::Notify::new());
+    if options.until_idle {
+        let (tools, activations, scheduler, idle) =
+            (tools.clone(), activations.clone(), scheduler.clone(), idle.clone());
+        tokio::spawn(async move {
+            // Give the first tick a moment, then require two idle looks in a row.
+            let mut idle_looks = 0;
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                idle_looks = if is_idle(&tools, &activations, &scheduler) { idle_looks + 1 } else { 0 };
+                if idle_looks >= 3 {
+                    idle.notify_one();
+                    return;
+                }
+            }
+        });
+    }
     let serve_options = ServeOptions { host: options.host, port: options.port, token: options.token };
     let announce = tools.clone();
+    let store = tools.store.clone();
     let served = crate::web::serve(tools, serve_options, move |addr| on_listening(&announce, addr), async move {
-        shutdown.await;
+        tokio::select! {
+            _ = shutdown => {}
+            _ = idle.notified() => tracing::info!("the project is idle"),
+        }
         let _ = stop_on_shutdown.send(true);
     })
     .await;
@@ -142,5 +193,6 @@ pub async fn run(
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), scheduler_task).await;
     runners.shutdown().await;
     served?;
-    Ok(())
+    let failed_activations = store.activations_failed_since(&started_at).unwrap_or_default();
+    Ok(RunOutcome { failed_activations })
 }

@@ -17,6 +17,7 @@ pub mod commands;
 pub mod config;
 pub mod controller;
 pub mod js;
+pub mod progress;
 pub mod project;
 pub mod rpc;
 pub mod runner;

@@ -57,6 +57,33 @@ enum Command {
         /// Run the agents' runners as Docker containers (default) or local processes (no isolation).
         #[arg(long, value_parser = ["docker", "process"])]
         backend: Option<String>,
+        /// Exit once every agent is quiet, nothing is pending and nothing is due within a minute
+        /// (exit 1 if an activation failed).
+        #[arg(long)]
+        until_idle: bool,
+    },
+    /// Send a message (as the user) to an agent or a channel.
+    Send {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// An agent id, `user`, or a channel such as #project.
+        recipient: String,
+        /// P0 interrupts, P1 at the next tool call, P2/P3 queue.
+        #[arg(long, default_value = "P3")]
+        priority: String,
+        /// The message.
+        #[arg(required = true, num_args = 1..)]
+        body: Vec<String>,
+    },
+    /// The project's status, agents, pending work and report.
+    Status {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+    },
+    /// Approve the submitted report: the project becomes completed.
+    Approve {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
     },
     /// Tools, run by hand.
     Tool {
@@ -154,17 +181,26 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { dir } => print_output(commands::check(&dir)),
         Command::Tools { dir, agent, json } => print_output(commands::tools(&dir, agent.as_deref(), json)),
-        Command::Run { dir, host, port, token, backend } => block_on(async move {
-            let options = RunOptions { host, port, token, backend: backend.as_deref().map(backend_kind) };
+        Command::Run { dir, host, port, token, backend, until_idle } => block_on(async move {
+            let options = RunOptions { host, port, token, backend: backend.as_deref().map(backend_kind), until_idle };
             let announce = |tools: &suzumio::support::ToolHost, addr: std::net::SocketAddr| {
                 println!("suzumio: project {} is served at http://{addr} (Ctrl-C to stop)", tools.name());
+                show_progress(tools);
             };
             let shutdown = async {
                 let _ = tokio::signal::ctrl_c().await;
                 eprintln!("suzumio: shutting down");
             };
             match controller::run(&dir, options, announce, shutdown).await {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(outcome) if !outcome.failed_activations.is_empty() => {
+                    eprintln!(
+                        "suzumio: {} activation(s) failed: {}",
+                        outcome.failed_activations.len(),
+                        outcome.failed_activations.join(", ")
+                    );
+                    ExitCode::from(1)
+                }
+                Ok(_) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("{}", error_text(&e.to_string()));
                     ExitCode::from(e.exit_code())
@@ -188,6 +224,11 @@ fn main() -> ExitCode {
                 print_result(commands::tool_call(&dir, &agent, &tool, input.as_deref(), kind, json).await)
             })
         }
+        Command::Send { dir, recipient, priority, body } => {
+            print_result(commands::send(&dir, &recipient, &priority, &body.join(" ")))
+        }
+        Command::Status { dir } => print_result(commands::status(&dir)),
+        Command::Approve { dir } => print_result(commands::approve(&dir)),
         Command::Start { dir } => print_result(commands::set_status(&dir, ProjectStatus::Running)),
         Command::Stop { dir } => print_result(commands::set_status(&dir, ProjectStatus::Stopped)),
         Command::Tick { dir } => block_on(async move { print_result(commands::tick(&dir).await) }),
@@ -195,6 +236,35 @@ fn main() -> ExitCode {
             print_result(commands::signals(&dir, agent.as_deref(), status.as_deref(), limit, json))
         }
     }
+}
+
+/// Live lines per agent on a terminal; plain lines (one per event) otherwise.
+fn show_progress(tools: &suzumio::support::ToolHost) {
+    use std::io::{IsTerminal, Write};
+    let mut events = tools.store.subscribe();
+    let agents: Vec<String> = tools.project.config.agents.iter().map(|a| a.id.clone()).collect();
+    let live = std::io::stdout().is_terminal();
+    tokio::spawn(async move {
+        let mut progress = suzumio::progress::Progress::new(&agents);
+        let mut drawn = 0;
+        while let Ok(event) = events.recv().await {
+            let line = progress.apply(&event);
+            let mut out = std::io::stdout().lock();
+            if live {
+                if drawn > 0 {
+                    let _ = write!(out, "\x1b[{drawn}A");
+                }
+                let lines = progress.render();
+                for l in &lines {
+                    let _ = writeln!(out, "\x1b[2K{l}");
+                }
+                drawn = lines.len();
+            } else if let Some(line) = line {
+                let _ = writeln!(out, "{line}");
+            }
+            let _ = out.flush();
+        }
+    });
 }
 
 fn backend_kind(name: &str) -> suzumio::config::BackendKind {

@@ -68,11 +68,13 @@ type TickStep = fn(&Scheduler, &mut TickReport) -> Result<(), StoreError>;
 pub struct Scheduler {
     tools: Arc<ToolHost>,
     launcher: Arc<dyn ActivationLauncher>,
+    /// The next due time the last tick found (for `--until-idle`).
+    next_due: std::sync::Mutex<Option<DateTime<Utc>>>,
 }
 
 impl Scheduler {
     pub fn new(tools: Arc<ToolHost>, launcher: Arc<dyn ActivationLauncher>) -> Scheduler {
-        Scheduler { tools, launcher }
+        Scheduler { tools, launcher, next_due: std::sync::Mutex::new(None) }
     }
 
     fn store(&self) -> &Store {
@@ -119,6 +121,7 @@ impl Scheduler {
         for e in &report.errors {
             tracing::warn!(project = %self.tools.name(), "scheduler: {e}");
         }
+        *self.next_due.lock().unwrap_or_else(|e| e.into_inner()) = report.next_due;
         report
     }
 
@@ -126,6 +129,11 @@ impl Scheduler {
     /// activation with no useful effect gets the no-effect nudge (reference §1.4).
     pub fn activation_finished(&self, activation: &ActivationRecord) -> Result<Option<SignalRecord>, StoreError> {
         nudges::no_effect_nudge(&self.tools, activation)
+    }
+
+    /// When the last tick said something would next be due.
+    pub fn next_due(&self) -> Option<DateTime<Utc>> {
+        *self.next_due.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// P1 signals for a running activation, handed over at a tool boundary (reference §1.3).

@@ -195,3 +195,16 @@ impl Store {
         })
     }
 }
+
+impl Store {
+    /// Ids of activations that failed and started at or after `since` (an ISO timestamp).
+    pub fn activations_failed_since(&self, since: &str) -> Result<Vec<String>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id FROM activations WHERE status = 'failed' AND started_at >= ?1 ORDER BY started_at",
+            )?;
+            let rows = stmt.query_map([since], |r| r.get(0))?;
+            Ok(rows.collect::<Result<Vec<String>, _>>()?)
+        })
+    }
+}

@@ -1,0 +1,170 @@
+//! The runner path on this machine, side by side in one run (medians and p99):
+//! - cold start: `docker run --rm <minimal image> true` vs our hardened agent container from
+//!   nothing to "runner ready" (created, started, connected, hello, toolpacks loaded);
+//! - a warm tool call of a trivial `runner.mjs` tool: over the socket only, and through the full
+//!   path (allowlist, schema, recorded start/finish in SQLite);
+//! - `callSupport` round trip on the agent's socket (broker checks + the pack's controller
+//!   handler), sequential latency and throughput with 16 calls in flight.
+//!
+//! Needs Docker and the static runner (release build preferred):
+//! `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu --bin suzumio-runner`
+//! then `cargo bench --bench runner`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use suzumio::activation::run::execute_tool;
+use suzumio::config::BackendKind;
+
+fn percentile(samples: &[Duration], p: f64) -> Duration {
+    let mut s = samples.to_vec();
+    s.sort();
+    s[((s.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn row(name: &str, samples: &[Duration]) {
+    println!(
+        "{:<58} {:>10.3}ms {:>10.3}ms",
+        name,
+        percentile(samples, 0.5).as_secs_f64() * 1e3,
+        percentile(samples, 0.99).as_secs_f64() * 1e3
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+struct AnswerLoad;
+
+impl suzumio::rpc::RequestHandler for AnswerLoad {
+    fn handle(&self, method: String, _params: Value) -> suzumio::rpc::HandlerFuture {
+        Box::pin(async move {
+            match method.as_str() {
+                "load" => Ok(json!({"tools": []})),
+                other => Err(suzumio::rpc::RpcError::method_not_found(other)),
+            }
+        })
+    }
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let runner = ["release", "debug"]
+        .iter()
+        .map(|p| repo.join("target/x86_64-unknown-linux-gnu").join(p).join("suzumio-runner"))
+        .find(|p| p.is_file())
+        .expect("build the static runner first (see the header of benches/runner.rs)");
+    let dir = std::env::temp_dir().join(format!("suzumio-bench-runner-{}", std::process::id()));
+    copy_dir(&repo.join("tests/fixtures/projects/bench"), &dir);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let tools = suzumio::controller::open(&dir).unwrap();
+        let runners = suzumio::controller::runners_with(&tools, BackendKind::Docker, runner.clone()).await.unwrap();
+        let image = tools.project.config.backend.image.clone();
+        println!("runner binary: {}", runner.display());
+        println!("{:<58} {:>12} {:>12}", "case", "median", "p99");
+
+        let mut bare = Vec::new();
+        for _ in 0..10 {
+            let start = Instant::now();
+            let out = std::process::Command::new("docker")
+                .args(["run", "--rm", "--network", "none", &image, "true"])
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            bare.push(start.elapsed());
+        }
+        row("docker run --rm (network none) of the minimal image", &bare);
+
+        let mut cold = Vec::new();
+        for _ in 0..10 {
+            runners.shutdown().await;
+            let start = Instant::now();
+            let errors = runners.warm_up().await;
+            assert!(errors.is_empty(), "{errors:?}");
+            cold.push(start.elapsed());
+        }
+        row("our agent container: nothing -> runner ready", &cold);
+        println!(
+            "  ratio (medians): {:.2}x",
+            percentile(&cold, 0.5).as_secs_f64() / percentile(&bare, 0.5).as_secs_f64()
+        );
+
+        let activation = tools.store.start_activation("w", "bench", &[]).unwrap();
+        let mut socket_only = Vec::new();
+        let mut full = Vec::new();
+        for i in 0..2000 {
+            let start = Instant::now();
+            let out = runners.invoke("w", &activation.id, "bench.echo", json!({"x": "hi"})).await.unwrap();
+            if i >= 200 {
+                socket_only.push(start.elapsed());
+            }
+            assert_eq!(out.output, "hi");
+        }
+        row("warm runner.mjs tool call, socket + runner only", &socket_only);
+        for i in 0..1000 {
+            let start = Instant::now();
+            execute_tool(&tools, runners.as_ref(), "w", &activation.id, "bench.echo", json!({"x": "hi"}))
+                .await
+                .unwrap();
+            if i >= 100 {
+                full.push(start.elapsed());
+            }
+        }
+        row("warm runner.mjs tool call, full path (records in SQLite)", &full);
+
+        // callSupport on the agent's socket, as the runner sends it.
+        let socket = dir.join(".suzumio/run/w/control.sock");
+        let stream = tokio::net::UnixStream::connect(&socket).await.unwrap();
+        let (conn, _) = suzumio::rpc::Connection::spawn(stream, Arc::new(AnswerLoad));
+        let token = tools.store.agent("w").unwrap().unwrap().token;
+        conn.request("hello", json!({"version": "bench", "protocol": 1, "token": token})).await.unwrap();
+        let params = json!({"activationId": activation.id, "toolpackId": "bench", "tool": "bench.ping", "input": {}});
+        let mut support = Vec::new();
+        for i in 0..3000 {
+            let start = Instant::now();
+            conn.request("callSupport", params.clone()).await.unwrap();
+            if i >= 300 {
+                support.push(start.elapsed());
+            }
+        }
+        row("callSupport round trip (sequential)", &support);
+        let calls = 20_000;
+        let start = Instant::now();
+        let mut in_flight = futures_util::stream::FuturesUnordered::new();
+        let mut sent = 0;
+        let mut done = 0;
+        use futures_util::StreamExt;
+        while done < calls {
+            while sent < calls && in_flight.len() < 16 {
+                let c = conn.clone();
+                let p = params.clone();
+                in_flight.push(async move { c.request("callSupport", p).await });
+                sent += 1;
+            }
+            if let Some(r) = in_flight.next().await {
+                r.unwrap();
+                done += 1;
+            }
+        }
+        let rate = calls as f64 / start.elapsed().as_secs_f64();
+        println!("{:<58} {:>10.0}/s", "callSupport throughput (16 in flight)", rate);
+        runners.shutdown().await;
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
