@@ -1,0 +1,103 @@
+//! Crash recovery: `kill -9` the controller while an activation runs, start it again, and every
+//! message sent before the kill is delivered exactly once to an activation that completes.
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{repo_root, text};
+
+const SCRIPT: &str = r#"
+activations:
+  - agent: worker
+    repeat: true
+    steps:
+      - call: [{tool: shell.exec, input: {command: "sleep 2; echo worked"}}]
+      - call: [{tool: messages.send, input: {recipient: user, body: "done with {{activationId}}"}}]
+"#;
+
+fn suzumio(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_suzumio")).args(args).output().expect("suzumio runs")
+}
+
+fn signals(dir: &str) -> Vec<Value> {
+    let out = suzumio(&["signals", dir, "--agent", "worker", "--json", "--limit", "500"]);
+    serde_json::from_slice::<Vec<Value>>(&out.stdout)
+        .expect("JSON")
+        .into_iter()
+        .filter(|s| s["kind"] == "message.created")
+        .collect()
+}
+
+#[test]
+fn messages_survive_a_kill_9_and_are_delivered_exactly_once() {
+    let project = support::TempProject::copy_of("review");
+    let dir = project.dir.to_str().unwrap().to_string();
+    std::fs::write(project.dir.join("script.yaml"), SCRIPT).unwrap();
+    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
+    let yaml = yaml
+        .replace("reviewer:\n    tools:", "worker:\n    tools: [shell.exec, messages.send]\n  reviewer:\n    tools:")
+        .replace("local: { type: scripted }", "local: { type: scripted, script: ./script.yaml }")
+        .replace("scheduler:", "scheduler_unused:");
+    std::fs::write(project.dir.join("suzumio.yaml"), yaml).unwrap();
+    assert_eq!(suzumio(&["start", &dir]).status.code(), Some(0));
+    let mut sent = Vec::new();
+    for i in 0..3 {
+        let out = suzumio(&["send", &dir, "worker", &format!("job {i}")]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        sent.push(text(&out.stdout).split_whitespace().nth(1).unwrap().to_string());
+    }
+
+    let mut first = Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["run", &dir, "--port", "0", "--backend", "process"])
+        .env("SUZUMIO_RUNNER_BIN", repo_root().join("target/debug/suzumio-runner"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until an activation is in the middle of its (slow) tool call, then kill -9.
+    let start = Instant::now();
+    loop {
+        let running = signals(&dir).iter().any(|s| s["status"] == "delivered");
+        if running {
+            std::thread::sleep(Duration::from_millis(300));
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "no activation started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Command::new("kill").args(["-9", &first.id().to_string()]).status().unwrap();
+    let _ = first.wait();
+
+    let out = Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["run", &dir, "--port", "0", "--backend", "process", "--until-idle"])
+        .env("SUZUMIO_RUNNER_BIN", repo_root().join("target/debug/suzumio-runner"))
+        .output()
+        .unwrap();
+    // The interrupted activation failed ("controller restarted") before this run began, so this
+    // run itself has no failures.
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let status = text(&suzumio(&["status", &dir]).stdout);
+    assert!(status.contains("1 failed"), "exactly one activation was interrupted: {status}");
+    let signals = signals(&dir);
+    assert_eq!(signals.len(), 3);
+    let mut activations = Vec::new();
+    for s in &signals {
+        assert_eq!(s["status"], "delivered", "{s}");
+        activations.push(s["deliveredActivationId"].as_str().unwrap().to_string());
+    }
+    activations.sort();
+    activations.dedup();
+    assert_eq!(activations.len(), 3, "each message went to its own activation, once");
+    let done =
+        text(&suzumio(&["ui", &dir, "core/messages.conversation", r#"{"agentA": "worker", "agentB": "user"}"#]).stdout);
+    for activation in &activations {
+        assert!(
+            done.contains(&format!("done with {activation}")),
+            "activation {activation} completed its work: {done}"
+        );
+    }
+}
