@@ -211,3 +211,89 @@ activations:
     let sent = w.host.store.list_messages(&q).unwrap();
     assert!(sent.iter().any(|m| m.body == "from the fallback"), "{sent:?}");
 }
+
+/// A tiny HTTP server on 127.0.0.1 that answers after `delay` (for a slow web.fetch).
+async fn slow_server(delay: Duration) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = [0u8; 1024];
+                let _ = socket.read(&mut buf).await;
+                tokio::time::sleep(delay).await;
+                let _ = socket
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\nslow")
+                    .await;
+            });
+        }
+    });
+    format!("http://{addr}/")
+}
+
+/// P0 cancels a running activation in the middle of a tool call; the next activation carries it.
+#[tokio::test]
+async fn p0_interrupts_a_running_activation() {
+    let url = slow_server(Duration::from_secs(20)).await;
+    let script = format!(
+        r#"
+activations:
+  - agent: pm
+    when: "Fetch"
+    steps:
+      - call: [{{tool: web.fetch, input: {{url: "{url}"}}}}]
+  - agent: pm
+    when: "Stop"
+    steps:
+      - call: [{{tool: messages.send, input: {{recipient: user, body: "stopped as asked"}}}}]
+"#
+    );
+    let w = world(&script, "");
+    let yaml = std::fs::read_to_string(w.dir.join("suzumio.yaml")).unwrap();
+    std::fs::write(
+        w.dir.join("suzumio.yaml"),
+        yaml.replace(
+            "toolpacks: [core, shell, web]",
+            "toolpacks: [core, shell, web]\n  webFetch: {allowPrivateAddresses: true}",
+        ),
+    )
+    .unwrap();
+    let w = {
+        let project = Arc::new(Project::load(&w.dir, &ProcessEnv).unwrap_or_else(|e| panic!("{e}")));
+        let store = Store::open(&project.config, Arc::new(SystemClock)).unwrap();
+        let host = ToolHost::new(project, store, StateFiles::new(&w.dir));
+        let providers = ProviderPool::new(|name| std::env::var(name).ok(), RetryPolicy::none());
+        let activations = Activations::with_providers(host.clone(), Arc::new(NoRunner("none".into())), providers);
+        let scheduler = Arc::new(Scheduler::new(host.clone(), activations.clone()));
+        World { dir: w.dir.clone(), host, scheduler, activations }
+    };
+    w.user_says("pm", "Fetch the slow page.");
+    w.scheduler.tick().await;
+    let first = w.host.store.latest_activation("pm", None).unwrap().unwrap();
+    // Wait until the slow fetch is in flight.
+    for _ in 0..100 {
+        if w.host.tool_status().unwrap().iter().any(|t| t["tool"] == "web.fetch" && t["runningCount"] == 1) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = std::time::Instant::now();
+    w.host
+        .store
+        .send_message(SendMessage {
+            sender: "user".into(),
+            recipient: Some("pm".into()),
+            priority: Some("P0".into()),
+            body: "Stop now.".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    w.settle().await;
+    assert!(started.elapsed() < Duration::from_secs(10), "the P0 did not wait for the 20 s fetch");
+    let cancelled = w.host.store.activation(&first.id).unwrap().unwrap();
+    assert_eq!(cancelled.status.as_str(), "cancelled");
+    assert!(cancelled.error.as_deref().unwrap_or("").starts_with("Interrupted by P0 signal sig_"));
+    let q = MessageQuery { participant_a: Some("pm".into()), participant_b: Some("user".into()), ..Default::default() };
+    assert!(w.host.store.list_messages(&q).unwrap().iter().any(|m| m.body == "stopped as asked"));
+}
