@@ -348,20 +348,26 @@ pub async fn execute_tool(
     if !agent.tools.allows(tool) {
         return Err(format!("Tool not allowed for {agent_id}: {tool}"));
     }
-    if let Some(raw) = input.as_object().and_then(|m| m.get(super::providers::INVALID_JSON_KEY)).and_then(Value::as_str)
-    {
-        return Err(format!("The arguments are not valid JSON: {raw}"));
-    }
     let input = if input.is_null() { json!({}) } else { input };
-    if let Err(errors) = host.project.registry.validate_input(tool, &input) {
-        return Err(format!("Invalid input for {tool}: {}", describe_input_errors(&errors)));
-    }
     let is_local = matches!(pack.source, PackSource::Local { .. });
     let pack_id = pack.id.clone();
+    // Every call of a known, allowed tool is recorded, including the ones refused for their input.
     let call_id =
         store.start_tool_call(activation_id, agent_id, tool, Some(&pack_id), &input).map_err(|e| e.to_string())?;
     let caller = Caller { agent_id: agent_id.to_string(), activation_id: activation_id.to_string() };
-    let result = if builtin_tools::is_controller_tool(tool) {
+    let invalid =
+        match input.as_object().and_then(|m| m.get(super::providers::INVALID_JSON_KEY)).and_then(Value::as_str) {
+            Some(raw) => Some(format!("The arguments are not valid JSON: {raw}")),
+            None => host
+                .project
+                .registry
+                .validate_input(tool, &input)
+                .err()
+                .map(|errors| format!("Invalid input for {tool}: {}", describe_input_errors(&errors))),
+        };
+    let result = if let Some(problem) = invalid {
+        Err(problem)
+    } else if builtin_tools::is_controller_tool(tool) {
         builtin_tools::call(host, &caller, tool, &input).map_err(|e| e.to_string())
     } else if tool == "web.fetch" {
         web_fetch::fetch(&host.project.config.web_fetch, &input).await.map_err(|e| e.to_string())
