@@ -105,6 +105,8 @@ pub struct RunOptions {
     pub token: Option<String>,
     /// Overrides `backend.kind`.
     pub backend: Option<BackendKind>,
+    /// A one-time browser login code (printed as a link when a token is required).
+    pub login_code: Option<String>,
     /// Stop once the project is idle: no activation running, nothing pending, nothing due
     /// within a minute.
     pub until_idle: bool,
@@ -178,7 +180,8 @@ pub async fn run(
             }
         });
     }
-    let serve_options = ServeOptions { host: options.host, port: options.port, token: options.token };
+    let serve_options =
+        ServeOptions { host: options.host, port: options.port, token: options.token, login_code: options.login_code };
     let announce = tools.clone();
     let store = tools.store.clone();
     let served = crate::web::serve(tools, serve_options, move |addr| on_listening(&announce, addr), async move {

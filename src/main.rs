@@ -182,9 +182,15 @@ fn main() -> ExitCode {
         Command::Check { dir } => print_output(commands::check(&dir)),
         Command::Tools { dir, agent, json } => print_output(commands::tools(&dir, agent.as_deref(), json)),
         Command::Run { dir, host, port, token, backend, until_idle } => block_on(async move {
-            let options = RunOptions { host, port, token, backend: backend.as_deref().map(backend_kind), until_idle };
-            let announce = |tools: &suzumio::support::ToolHost, addr: std::net::SocketAddr| {
+            let login_code = token.as_ref().map(|_| uuid::Uuid::new_v4().simple().to_string());
+            let link_code = login_code.clone();
+            let options =
+                RunOptions { host, port, token, backend: backend.as_deref().map(backend_kind), until_idle, login_code };
+            let announce = move |tools: &suzumio::support::ToolHost, addr: std::net::SocketAddr| {
                 println!("suzumio: project {} is served at http://{addr} (Ctrl-C to stop)", tools.name());
+                if let Some(code) = &link_code {
+                    println!("suzumio: WebUI login link (works once): http://{addr}/login/{code}");
+                }
                 show_progress(tools);
             };
             let shutdown = async {

@@ -236,3 +236,182 @@ fn non_loopback_needs_a_token_and_then_every_request_carries_it() {
     assert_eq!(http("GET", &c.url(&path), &[("Authorization", "Bearer s3cret-token")], None).status, 200);
     assert_eq!(get(&c, "/health").status, 200, "health needs no token");
 }
+
+/// Replace what changes from run to run (timestamps, generated ids) so JSON can be golden.
+fn normalized(mut v: serde_json::Value) -> serde_json::Value {
+    fn walk(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, x) in map.iter_mut() {
+                    if k.ends_with("At") || k == "updatedAt" {
+                        *x = json!("<time>");
+                    } else {
+                        walk(x);
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut v);
+    v
+}
+
+#[test]
+fn golden_tool_ui_tool_status_and_summary() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    for (route, file) in
+        [("tool-ui", "review.tool-ui.json"), ("tool-status", "review.tool-status.json"), ("", "review.summary.json")]
+    {
+        let path = if route.is_empty() { P.to_string() } else { format!("{P}/{route}") };
+        let r = get(&c, &path);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        let pretty = serde_json::to_string_pretty(&normalized(r.json())).unwrap() + "\n";
+        support::assert_golden(&support::repo_root().join("tests/golden").join(file), &pretty);
+    }
+}
+
+#[test]
+fn lists_are_paged_and_secrets_stay_out_of_the_config() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    for i in 0..3 {
+        post(&c, &format!("{P}/messages"), &format!(r#"{{"recipient": "pm", "body": "m{i}"}}"#));
+    }
+    let first = get(&c, &format!("{P}/messages?limit=2")).json();
+    assert_eq!(first["items"].as_array().unwrap().len(), 2);
+    let next = first["next"].as_str().unwrap();
+    let second = get(&c, &format!("{P}/messages?limit=2&before={next}")).json();
+    assert_eq!(second["items"][0]["body"], "m0");
+    let events = get(&c, &format!("{P}/events?limit=2")).json();
+    assert_eq!(events["items"].as_array().unwrap().len(), 2);
+    let config = get(&c, &format!("{P}/config"));
+    assert_eq!(config.status, 200);
+    assert!(!config.body.contains("token") && !config.body.contains("apiKey\""), "{}", config.body);
+    let signals = get(&c, &format!("{P}/signals?agent=pm&status=pending")).json();
+    assert_eq!(signals["items"].as_array().unwrap().len(), 3);
+    assert_eq!(get(&c, &format!("{P}/signals?status=nope")).status, 400);
+    let id = first["items"][0]["id"].as_str().unwrap();
+    assert_eq!(get(&c, &format!("{P}/messages/{id}")).json()["id"], json!(id));
+    assert_eq!(get(&c, &format!("{P}/messages/msg_nope")).status, 404);
+}
+
+#[test]
+fn status_changes_and_request_changes() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    assert_eq!(post(&c, &format!("{P}/start"), "").json()["status"], "running");
+    let r = post(&c, &format!("{P}/approve"), "");
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (422, json!("project review-demo is running; only a submitted project can be approved"))
+    );
+    let r = post(&c, &format!("{P}/request-changes"), r#"{"body": "Add a summary."}"#);
+    assert_eq!(r.status, 201, "{}", r.body);
+    let m = get(&c, &format!("{P}/messages/{}", r.json()["messageId"].as_str().unwrap())).json();
+    assert_eq!((m["recipient"].clone(), m["priority"].clone()), (json!("pm"), json!("P2")));
+    assert_eq!(post(&c, &format!("{P}/stop"), "").json()["status"], "stopped");
+}
+
+/// Read SSE events from a raw socket: `(id, type)` pairs, until `count` arrived.
+fn read_sse(url: &str, last_event_id: Option<&str>, count: usize, mut trigger: impl FnMut()) -> Vec<(i64, String)> {
+    use std::io::{BufRead, BufReader, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let resume = last_event_id.map(|id| format!("Last-Event-ID: {id}\r\n")).unwrap_or_default();
+    write!(stream, "GET /{path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n{resume}\r\n").unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    // Headers.
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+    }
+    trigger();
+    let mut events = Vec::new();
+    let (mut id, mut kind) = (0i64, String::new());
+    while events.len() < count {
+        line.clear();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        let l = line.trim_end();
+        if let Some(v) = l.strip_prefix("id:") {
+            id = v.trim().parse().unwrap_or(0);
+        } else if let Some(v) = l.strip_prefix("event:") {
+            kind = v.trim().to_string();
+        } else if l.is_empty() && id > 0 {
+            events.push((id, std::mem::take(&mut kind)));
+            id = 0;
+        }
+    }
+    events
+}
+
+/// Events are pushed when written; a reconnect with Last-Event-ID continues without a gap.
+#[test]
+fn the_stream_pushes_new_events_and_resumes_from_last_event_id() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    let url = c.url(&format!("{P}/stream"));
+    let message_url = c.url(&format!("{P}/messages"));
+    let live = read_sse(&url, None, 2, || {
+        let r = http("POST", &message_url, &[], Some(r#"{"recipient": "pm", "body": "after connecting"}"#));
+        assert_eq!(r.status, 201);
+    });
+    let kinds: Vec<&str> = live.iter().map(|(_, k)| k.as_str()).collect();
+    assert_eq!(kinds, ["message.created", "signal.created"], "{live:?}");
+    // Two more messages while nobody listens; resume after the first event seen.
+    for body in ["second", "third"] {
+        http("POST", &message_url, &[], Some(&format!(r#"{{"recipient": "pm", "body": "{body}"}}"#)));
+    }
+    let resumed = read_sse(&url, Some(&live[0].0.to_string()), 5, || {});
+    let ids: Vec<i64> = resumed.iter().map(|(id, _)| *id).collect();
+    let expected: Vec<i64> = (live[0].0 + 1..=live[0].0 + 5).collect();
+    assert_eq!(ids, expected, "no gap, no duplicate: {resumed:?}");
+}
+
+#[test]
+fn a_login_link_works_once_and_opens_a_session() {
+    let project = TempProject::copy_of("review");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args([
+            "run",
+            project.dir.to_str().unwrap(),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--backend",
+            "process",
+            "--token",
+            "tok-123",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead;
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let _served = lines.next().unwrap().unwrap();
+    let link_line = lines.next().unwrap().unwrap();
+    let link = link_line.split_whitespace().last().unwrap().replace("0.0.0.0", "127.0.0.1");
+    let first = http("GET", &link, &[], None);
+    assert_eq!(first.status, 303, "{}", first.body);
+    let cookie = first.headers.iter().find(|(k, _)| k == "set-cookie").map(|(_, v)| v.clone()).unwrap();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let session = cookie.split(';').next().unwrap().to_string();
+    let base = link.split("/login/").next().unwrap().to_string();
+    assert_eq!(http("GET", &format!("{base}{P}/agents"), &[("Cookie", &session)], None).status, 200);
+    assert_eq!(http("GET", &format!("{base}{P}/agents"), &[], None).status, 401);
+    assert_eq!(http("GET", &link, &[], None).status, 403, "the link works once");
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -237,3 +237,49 @@ fn tool_call_row(conn: &Connection, id: &str) -> rusqlite::Result<Option<ToolCal
     )
     .optional()
 }
+
+impl Store {
+    /// Activations, newest first, optionally of one agent, older than `before` (an id; ids sort
+    /// by time), at most `limit` (capped). Prompts are left out: they are large; see `activation`.
+    pub fn list_activations(
+        &self,
+        agent_id: Option<&str>,
+        before: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<ActivationRecord>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, agent_id, status, '' AS prompt, signal_ids_json, started_at, ended_at, error, text, usage_json
+                 FROM activations WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR id < ?2)
+                 ORDER BY id DESC LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(params![agent_id, before, crate::store::clamp_limit(limit)], |r| {
+                let signal_ids = json_column(r, 4)?;
+                Ok(ActivationRecord {
+                    id: r.get(0)?,
+                    agent_id: r.get(1)?,
+                    status: r.get(2)?,
+                    prompt: r.get(3)?,
+                    signal_ids: signal_ids
+                        .as_array()
+                        .map(|ids| ids.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+                        .unwrap_or_default(),
+                    started_at: r.get(5)?,
+                    ended_at: r.get(6)?,
+                    error: r.get(7)?,
+                    text: r.get(8)?,
+                    usage: opt_json_column(r, 9)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// Tool calls of one activation, oldest first (no inputs or outputs).
+    pub fn activation_tool_calls(&self, activation_id: &str) -> Result<Vec<crate::store::ToolCallSummary>, StoreError> {
+        let all = self.recent_tool_calls(&[], crate::store::MAX_LIMIT)?;
+        let mut mine: Vec<_> = all.into_iter().filter(|c| c.activation_id == activation_id).collect();
+        mine.reverse();
+        Ok(mine)
+    }
+}

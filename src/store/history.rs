@@ -62,3 +62,34 @@ impl Store {
         })
     }
 }
+
+impl Store {
+    /// A page of an agent's history: the `limit` rows before `before` (an id), oldest first.
+    pub fn history_page(
+        &self,
+        agent_id: &str,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<HistoryRecord>, StoreError> {
+        let limit = limit.clamp(1, 500) as i64;
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, agent_id, activation_id, kind, content_json, created_at FROM
+                   (SELECT rowid AS r, * FROM history WHERE agent_id = ?1 AND (?2 IS NULL OR id < ?2)
+                    ORDER BY rowid DESC LIMIT ?3)
+                 ORDER BY r",
+            )?;
+            let rows = stmt.query_map(params![agent_id, before, limit], |r| {
+                Ok(HistoryRecord {
+                    id: r.get(0)?,
+                    agent_id: r.get(1)?,
+                    activation_id: r.get(2)?,
+                    kind: r.get(3)?,
+                    content: json_column(r, 4)?,
+                    created_at: r.get(5)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+}

@@ -479,7 +479,7 @@ fn agent_row(conn: &Connection, id: &str) -> rusqlite::Result<Option<AgentRecord
 }
 
 /// Clamp a caller's limit to `1..=MAX_LIMIT` (default when absent).
-fn clamp_limit(limit: Option<usize>) -> i64 {
+pub(crate) fn clamp_limit(limit: Option<usize>) -> i64 {
     limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT) as i64
 }
 

@@ -208,3 +208,10 @@ impl Store {
         })
     }
 }
+
+impl Store {
+    /// The id of the newest event (0 when there is none).
+    pub fn last_event_id(&self) -> Result<i64, StoreError> {
+        self.read(|conn| Ok(conn.query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?))
+    }
+}

@@ -436,3 +436,74 @@ impl ToolHost {
         }
     }
 }
+
+impl ToolHost {
+    /// The resolved config for the API and WebUI, with every secret left out (keys are shown
+    /// only as whether one is set, and the name of the variable it comes from).
+    pub fn config_view(&self) -> Value {
+        let c = &self.project.config;
+        let providers: Vec<Value> = c
+            .models
+            .providers
+            .iter()
+            .map(|p| {
+                json!({
+                    "id": p.id,
+                    "type": format!("{:?}", p.kind),
+                    "baseURL": p.base_url,
+                    "baseURLEnv": p.base_url_env,
+                    "apiKeyEnv": p.api_key_env,
+                    "hasInlineApiKey": p.api_key.is_some(),
+                    "headers": p.headers.keys().collect::<Vec<_>>(),
+                    "timeoutMs": p.timeout_ms,
+                })
+            })
+            .collect();
+        let presets: Vec<Value> = c
+            .models
+            .presets
+            .iter()
+            .map(|p| match &p.target {
+                crate::config::PresetTarget::Model { provider, model, api_model } => {
+                    json!({"id": p.id, "provider": provider, "model": model, "apiModel": api_model})
+                }
+                crate::config::PresetTarget::List(list) => json!({"id": p.id, "model-list": list}),
+            })
+            .collect();
+        json!({
+            "name": c.name,
+            "task": c.task,
+            "channels": c.channels,
+            "communication": {
+                "coordinatorAgent": c.communication.coordinator_agent,
+                "restrictNonCoordinatorToCoordinator": c.communication.restrict_non_coordinator_to_coordinator,
+                "nonCoordinatorMaxPriority": c.communication.non_coordinator_max_priority.as_str(),
+            },
+            "agents": c.agents.iter().map(|a| json!({
+                "id": a.id, "role": a.role, "displayName": a.display_name, "model": a.model,
+                "tools": a.tools.entries.iter().map(|(p, _)| p.to_string()).collect::<Vec<_>>(),
+                "mounts": a.mounts.iter().map(|m| json!({"target": m.target, "readonly": m.readonly})).collect::<Vec<_>>(),
+                "env": a.env.keys().collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "toolpacks": self.project.registry.packs().iter().map(|p| json!({"id": p.id, "kind": p.kind_name(), "tools": p.tools.len()})).collect::<Vec<_>>(),
+            "scheduler": {
+                "maxSignalsPerActivation": c.scheduler.max_signals_per_activation,
+                "tickIntervalMs": c.scheduler.tick_interval_ms,
+                "noEffectNudge": {"enabled": c.scheduler.no_effect_nudge.enabled, "priority": c.scheduler.no_effect_nudge.priority.as_str()},
+                "failedNudge": {"enabled": c.scheduler.failed_nudge.enabled},
+                "allQuietNudge": {"enabled": c.scheduler.all_quiet_nudge.enabled},
+            },
+            "backend": {
+                "kind": format!("{:?}", c.backend.kind).to_lowercase(),
+                "image": c.backend.image,
+                "network": c.backend.network,
+                "memoryBytes": c.backend.memory_bytes,
+                "cpus": c.backend.cpus,
+                "pidsLimit": c.backend.pids_limit,
+                "maxToolCalls": c.backend.max_tool_calls,
+                "maxIterations": c.backend.max_iterations,
+                "models": {"default": c.models.default_preset, "providers": providers, "presets": presets},
+            },
+        })
+    }
+}

@@ -2,7 +2,7 @@
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -19,7 +19,23 @@ pub fn routes() -> Router<AppState> {
         .route("/api/projects/{project}/tool-ui/{pack}/{entry}", post(invoke_tool_ui))
         .route("/api/projects/{project}/tool-status", get(tool_status))
         .route("/api/projects/{project}/agents", get(agents))
-        .route("/api/projects/{project}/messages", post(post_message))
+        .route("/api/projects/{project}/messages", post(post_message).get(list_messages))
+        .route("/api/projects/{project}", get(summary))
+        .route("/api/projects/{project}/task", get(task))
+        .route("/api/projects/{project}/messages/{id}", get(one_message))
+        .route("/api/projects/{project}/agents/{agent}/history", get(history))
+        .route("/api/projects/{project}/events", get(events))
+        .route("/api/projects/{project}/stream", get(stream))
+        .route("/api/projects/{project}/activations", get(activations))
+        .route("/api/projects/{project}/activations/{id}", get(one_activation))
+        .route("/api/projects/{project}/tool-calls", get(tool_calls))
+        .route("/api/projects/{project}/signals", get(signals))
+        .route("/api/projects/{project}/config", get(config))
+        .route("/api/projects/{project}/report", get(report))
+        .route("/api/projects/{project}/start", post(start))
+        .route("/api/projects/{project}/stop", post(stop))
+        .route("/api/projects/{project}/approve", post(approve))
+        .route("/api/projects/{project}/request-changes", post(request_changes))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
 }
 
@@ -115,4 +131,250 @@ fn to_api_error(e: InvokeError) -> ApiError {
 
 fn e_message(errors: &[crate::toolpack::schema::InputError]) -> String {
     format!("the input does not match the schema: {}", crate::support::describe_input_errors(errors))
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::Internal(e.to_string())
+}
+
+/// `?limit=&before=&after=&agent=&status=&tool=` of list routes.
+#[derive(serde::Deserialize, Default)]
+pub struct ListQuery {
+    limit: Option<usize>,
+    before: Option<String>,
+    after: Option<i64>,
+    agent: Option<String>,
+    status: Option<String>,
+    tool: Option<String>,
+}
+
+fn page<T: serde::Serialize>(items: Vec<T>, next: Option<String>) -> Response {
+    axum::Json(json!({ "items": items, "next": next })).into_response()
+}
+
+async fn summary(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let p = host.store.project().map_err(internal)?;
+    let stats = host.store.project_stats().map_err(internal)?;
+    let config = &host.project.config;
+    Ok(axum::Json(json!({
+        "name": p.name,
+        "status": p.status,
+        "task": p.task,
+        "submittedReport": p.submitted_report,
+        "stats": stats,
+        "channels": config.channels,
+        "coordinator": config.communication.coordinator_agent,
+        "updatedAt": p.updated_at,
+    }))
+    .into_response())
+}
+
+async fn task(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    Ok(axum::Json(json!({ "task": host.project.config.task })).into_response())
+}
+
+async fn list_messages(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let query = crate::store::MessageQuery {
+        participant_a: q.agent.clone(),
+        limit: Some(q.limit.unwrap_or(100).min(500)),
+        before_id: q.before.clone(),
+        ..Default::default()
+    };
+    let mut items = host.store.list_messages(&query).map_err(internal)?;
+    items.reverse();
+    let next = items.last().map(|m| m.id.clone());
+    Ok(page(items, next))
+}
+
+async fn one_message(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let message = host
+        .store
+        .message(&id)
+        .map_err(internal)?
+        .ok_or_else(|| ApiError::NotFound(format!("Unknown message: {id}")))?;
+    Ok(axum::Json(message).into_response())
+}
+
+async fn history(
+    State(state): State<AppState>,
+    Path((name, agent)): Path<(String, String)>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    if host.project.config.agent(&agent).is_none() {
+        return Err(ApiError::NotFound(format!("Unknown agent: {agent}")));
+    }
+    let items = host.store.history_page(&agent, q.before.as_deref(), q.limit.unwrap_or(80)).map_err(internal)?;
+    let next = items.first().map(|h| h.id.clone());
+    Ok(page(items, next))
+}
+
+async fn events(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let items = host.store.events_after(q.after.unwrap_or(0), q.limit.unwrap_or(200).min(1000)).map_err(internal)?;
+    let next = items.last().map(|e| e.id.to_string());
+    Ok(page(items, next))
+}
+
+async fn stream(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    // Resume after Last-Event-ID (set by browsers on reconnect), or `?after=`; else from now.
+    let last = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .or(q.after);
+    let after = match last {
+        Some(id) => id,
+        None => host.store.last_event_id().map_err(internal)?,
+    };
+    Ok(super::stream::events(host.store.clone(), after).into_response())
+}
+
+async fn activations(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let items = host.store.list_activations(q.agent.as_deref(), q.before.as_deref(), q.limit).map_err(internal)?;
+    let next = items.last().map(|a| a.id.clone());
+    Ok(page(items, next))
+}
+
+async fn one_activation(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let activation = host
+        .store
+        .activation(&id)
+        .map_err(internal)?
+        .ok_or_else(|| ApiError::NotFound(format!("Unknown activation: {id}")))?;
+    let calls = host.store.activation_tool_calls(&id).map_err(internal)?;
+    let mut body = serde_json::to_value(&activation).map_err(internal)?;
+    body["toolCalls"] = serde_json::to_value(calls).map_err(internal)?;
+    Ok(axum::Json(body).into_response())
+}
+
+async fn tool_calls(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let tools: Vec<&str> = q.tool.as_deref().into_iter().collect();
+    let mut items = host.store.recent_tool_calls(&tools, q.limit.unwrap_or(100)).map_err(internal)?;
+    if let Some(agent) = &q.agent {
+        items.retain(|c| &c.agent_id == agent);
+    }
+    Ok(page(items, None))
+}
+
+async fn signals(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let status = match &q.status {
+        None => None,
+        Some(s) => Some(
+            s.parse::<crate::store::SignalStatus>()
+                .map_err(|e| ApiError::BadRequest { message: e.to_string(), details: Vec::new() })?,
+        ),
+    };
+    let query = crate::store::SignalQuery { target_agent: q.agent.clone(), status, limit: q.limit, kind: None };
+    let items = host.store.list_signals(&query).map_err(internal)?;
+    Ok(page(items, None))
+}
+
+async fn config(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    Ok(axum::Json(host.config_view()).into_response())
+}
+
+async fn report(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let p = host.store.project().map_err(internal)?;
+    let content = p.submitted_report.as_ref().and_then(|path| std::fs::read_to_string(path).ok());
+    Ok(axum::Json(json!({ "status": p.status, "path": p.submitted_report, "content": content })).into_response())
+}
+
+async fn set_status(state: &AppState, name: &str, to: crate::store::ProjectStatus) -> Result<Response, ApiError> {
+    let host = project(state, name)?;
+    let p = host.store.set_project_status(to).map_err(internal)?;
+    Ok(axum::Json(json!({ "name": p.name, "status": p.status })).into_response())
+}
+
+async fn start(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    set_status(&state, &name, crate::store::ProjectStatus::Running).await
+}
+
+async fn stop(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    set_status(&state, &name, crate::store::ProjectStatus::Stopped).await
+}
+
+async fn approve(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let p = host.store.project().map_err(internal)?;
+    if p.status != crate::store::ProjectStatus::Submitted {
+        return Err(ApiError::Unprocessable(format!(
+            "project {} is {}; only a submitted project can be approved",
+            p.name,
+            p.status.as_str()
+        )));
+    }
+    set_status(&state, &name, crate::store::ProjectStatus::Completed).await
+}
+
+/// Reference §7.1: a P2 message to the coordinator, and the project back to running.
+async fn request_changes(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let input = json_body(&headers, &body)?;
+    let text = input.get("body").and_then(Value::as_str).filter(|b| !b.trim().is_empty()).ok_or_else(|| {
+        ApiError::BadRequest {
+            message: "`body` is required".into(),
+            details: vec![json!({"path": "/body", "message": "required"})],
+        }
+    })?;
+    let coordinator = host.project.config.communication.coordinator_agent.clone();
+    let sent = host
+        .store
+        .send_message(crate::store::SendMessage {
+            sender: "user".into(),
+            recipient: Some(coordinator),
+            priority: Some("P2".into()),
+            body: format!("Changes requested:\n\n{text}"),
+            ..Default::default()
+        })
+        .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+    host.store.set_project_status(crate::store::ProjectStatus::Running).map_err(internal)?;
+    Ok((StatusCode::CREATED, axum::Json(sent)).into_response())
 }

@@ -5,10 +5,12 @@
 //! Errors a user can fix are 4xx with the real message; 5xx hide internals and log the cause.
 
 mod api;
+mod stream;
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -25,6 +27,8 @@ pub struct ServeOptions {
     pub port: u16,
     /// Required when `host` is not loopback; then every request but `/health` needs it.
     pub token: Option<String>,
+    /// A one-time code for `/login/<code>` (browsers cannot send the bearer token).
+    pub login_code: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -47,12 +51,56 @@ pub enum ServeError {
 pub struct AppState {
     pub tools: Arc<ToolHost>,
     token: Option<Arc<str>>,
+    /// One-time login codes (printed by `suzumio run` as a link) and the sessions they opened.
+    login_codes: Arc<Mutex<HashSet<String>>>,
+    sessions: Arc<Mutex<HashSet<String>>>,
 }
+
+const SESSION_COOKIE: &str = "suzumio_session";
 
 /// The router with every route, its auth and origin checks.
 pub fn router(tools: Arc<ToolHost>, token: Option<String>) -> Router {
-    let state = AppState { tools, token: token.map(Arc::from) };
-    api::routes().layer(middleware::from_fn_with_state(state.clone(), guard)).with_state(state)
+    router_with_login(tools, token, None)
+}
+
+/// The router, with a one-time login code for browsers (`/login/<code>` sets a session cookie).
+pub fn router_with_login(tools: Arc<ToolHost>, token: Option<String>, login_code: Option<String>) -> Router {
+    let state = AppState {
+        tools,
+        token: token.map(Arc::from),
+        login_codes: Arc::new(Mutex::new(login_code.into_iter().collect())),
+        sessions: Arc::new(Mutex::new(HashSet::new())),
+    };
+    api::routes()
+        .route("/login/{code}", axum::routing::get(login))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+/// Trade a one-time code for a session cookie, then go to the WebUI.
+async fn login(State(state): State<AppState>, axum::extract::Path(code): axum::extract::Path<String>) -> Response {
+    let known = state.login_codes.lock().unwrap_or_else(|e| e.into_inner()).remove(&code);
+    if !known {
+        return ApiError::Forbidden(
+            "this login link was already used or is unknown; restart `suzumio run` for a new one".into(),
+        )
+        .into_response();
+    }
+    let session = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    state.sessions.lock().unwrap_or_else(|e| e.into_inner()).insert(session.clone());
+    let cookie = format!("{SESSION_COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/");
+    (StatusCode::SEE_OTHER, [(header::LOCATION, "/".to_string()), (header::SET_COOKIE, cookie)]).into_response()
+}
+
+fn has_session(state: &AppState, headers: &HeaderMap) -> bool {
+    let sessions = state.sessions.lock().unwrap_or_else(|e| e.into_inner());
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().strip_prefix(&format!("{SESSION_COOKIE}=")).map(str::to_string))
+        .any(|sid| sessions.contains(&sid))
 }
 
 /// Bind and serve until `shutdown` completes. `on_listening` gets the bound address (the port
@@ -70,7 +118,7 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
     let bound = listener.local_addr().map_err(ServeError::Serve)?;
     on_listening(bound);
-    axum::serve(listener, router(tools, options.token))
+    axum::serve(listener, router_with_login(tools, options.token, options.login_code))
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(ServeError::Serve)
@@ -79,8 +127,11 @@ pub async fn serve(
 /// Token check (when configured) and, for state-changing requests, same-origin only: a page
 /// on another site must not be able to drive the API from a user's browser.
 async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
     if let Some(token) = &state.token
-        && request.uri().path() != "/health"
+        && path != "/health"
+        && !path.starts_with("/login/")
+        && !has_session(&state, request.headers())
     {
         let given = request
             .headers()

@@ -1,0 +1,62 @@
+//! `GET /api/projects/:p/stream`: Server-Sent Events pushed as the store commits them (the
+//! store's broadcast, not polling). Each event has `id:` = the event id, so a client that
+//! reconnects with `Last-Event-ID` gets everything after it from the store first, then the live
+//! stream, with no gap and no duplicate.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::Stream;
+use tokio::sync::broadcast;
+
+use crate::store::{EventRecord, Store};
+
+struct State {
+    store: Store,
+    live: broadcast::Receiver<EventRecord>,
+    backlog: VecDeque<EventRecord>,
+    last: i64,
+}
+
+pub fn events(store: Store, after: i64) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    // Subscribe before reading the backlog: an event committed in between is then in one of the
+    // two (or both: duplicates are dropped by id).
+    let live = store.subscribe();
+    let state = State { store, live, backlog: VecDeque::new(), last: after };
+    let stream = futures_util::stream::unfold(state, |mut s| async move {
+        loop {
+            if s.backlog.is_empty() {
+                let page = s.store.events_after(s.last, 1000).unwrap_or_default();
+                s.backlog.extend(page);
+            }
+            if let Some(event) = s.backlog.pop_front() {
+                if event.id <= s.last {
+                    continue;
+                }
+                s.last = event.id;
+                return Some((Ok(to_sse(&event)), s));
+            }
+            match s.live.recv().await {
+                Ok(event) if event.id <= s.last => continue,
+                Ok(event) if event.id == s.last + 1 => {
+                    s.last = event.id;
+                    return Some((Ok(to_sse(&event)), s));
+                }
+                // A gap (this subscriber fell behind, or an event id was skipped): read from the
+                // store, which has them all.
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+fn to_sse(event: &EventRecord) -> Event {
+    Event::default()
+        .id(event.id.to_string())
+        .event(event.kind.clone())
+        .data(serde_json::to_string(event).unwrap_or_default())
+}
