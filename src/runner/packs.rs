@@ -75,7 +75,8 @@ impl RunnerPack {
             })
             .await
             .map_err(message_of)?;
-        parse_output(&format!("Runner tool {tool} of toolpack {}", self.id), returned)
+        crate::toolpack::output::parse_output(&format!("Runner tool {tool} of toolpack {}", self.id), returned)
+            .map(ToolOutput::from)
     }
 
     fn base(&self, activation_id: Option<&str>) -> String {
@@ -145,46 +146,5 @@ impl HostOps for ControllerLink {
                 other => Err(format!("{other} is not available in the runner")),
             }
         })
-    }
-}
-
-/// Check what a handler returned: `{output: string, title?: string, metadata?: object}`.
-/// (The controller has the same check in `support::output`; the runner keeps its own so the
-/// runner binary never reaches into the controller's modules.)
-pub(crate) fn parse_output(what: &str, value: Value) -> Result<ToolOutput, String> {
-    let Value::Object(mut map) = value else {
-        return Err(format!("{what} returned {}, expected an object {{output, title?, metadata?}}", kind(&value)));
-    };
-    let output = match map.remove("output") {
-        Some(Value::String(s)) => s,
-        Some(other) => return Err(format!("{what} returned `output` as {}, expected a string", kind(&other))),
-        None => {
-            return Err(format!("{what} returned an object without `output` (expected {{output, title?, metadata?}})"));
-        }
-    };
-    let title = match map.remove("title") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s),
-        Some(other) => return Err(format!("{what} returned `title` as {}, expected a string", kind(&other))),
-    };
-    let metadata = match map.remove("metadata") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(m)) => Some(m),
-        Some(other) => return Err(format!("{what} returned `metadata` as {}, expected an object", kind(&other))),
-    };
-    if let Some(extra) = map.keys().next() {
-        return Err(format!("{what} returned an unexpected field `{extra}` (allowed: output, title, metadata)"));
-    }
-    Ok(ToolOutput { title, output, metadata })
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }

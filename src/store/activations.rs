@@ -184,31 +184,31 @@ impl Store {
     }
 }
 
+const ACTIVATION_COLUMNS: &str =
+    "id, agent_id, status, prompt, signal_ids_json, started_at, ended_at, error, text, usage_json";
+
+fn activation_from_row(r: &Row<'_>) -> rusqlite::Result<ActivationRecord> {
+    let signal_ids = json_column(r, 4)?;
+    Ok(ActivationRecord {
+        id: r.get(0)?,
+        agent_id: r.get(1)?,
+        status: r.get(2)?,
+        prompt: r.get(3)?,
+        signal_ids: signal_ids
+            .as_array()
+            .map(|ids| ids.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .unwrap_or_default(),
+        started_at: r.get(5)?,
+        ended_at: r.get(6)?,
+        error: r.get(7)?,
+        text: r.get(8)?,
+        usage: opt_json_column(r, 9)?,
+    })
+}
+
 fn activation_row(conn: &Connection, id: &str) -> rusqlite::Result<Option<ActivationRecord>> {
-    conn.query_row(
-        "SELECT id, agent_id, status, prompt, signal_ids_json, started_at, ended_at, error, text, usage_json
-         FROM activations WHERE id = ?1",
-        [id],
-        |r| {
-            let signal_ids = json_column(r, 4)?;
-            Ok(ActivationRecord {
-                id: r.get(0)?,
-                agent_id: r.get(1)?,
-                status: r.get(2)?,
-                prompt: r.get(3)?,
-                signal_ids: signal_ids
-                    .as_array()
-                    .map(|ids| ids.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
-                    .unwrap_or_default(),
-                started_at: r.get(5)?,
-                ended_at: r.get(6)?,
-                error: r.get(7)?,
-                text: r.get(8)?,
-                usage: opt_json_column(r, 9)?,
-            })
-        },
-    )
-    .optional()
+    conn.query_row(&format!("SELECT {ACTIVATION_COLUMNS} FROM activations WHERE id = ?1"), [id], activation_from_row)
+        .optional()
 }
 
 fn tool_call_from_row(r: &Row<'_>) -> rusqlite::Result<ToolCallRecord> {
@@ -253,24 +253,7 @@ impl Store {
                  FROM activations WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR id < ?2)
                  ORDER BY id DESC LIMIT ?3",
             )?;
-            let rows = stmt.query_map(params![agent_id, before, crate::store::clamp_limit(limit)], |r| {
-                let signal_ids = json_column(r, 4)?;
-                Ok(ActivationRecord {
-                    id: r.get(0)?,
-                    agent_id: r.get(1)?,
-                    status: r.get(2)?,
-                    prompt: r.get(3)?,
-                    signal_ids: signal_ids
-                        .as_array()
-                        .map(|ids| ids.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
-                        .unwrap_or_default(),
-                    started_at: r.get(5)?,
-                    ended_at: r.get(6)?,
-                    error: r.get(7)?,
-                    text: r.get(8)?,
-                    usage: opt_json_column(r, 9)?,
-                })
-            })?;
+            let rows = stmt.query_map(params![agent_id, before, crate::store::clamp_limit(limit)], activation_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
     }

@@ -48,16 +48,7 @@ impl Store {
                    (SELECT rowid AS r, * FROM history WHERE agent_id = ?1 ORDER BY rowid DESC LIMIT ?2)
                  ORDER BY r",
             )?;
-            let rows = stmt.query_map(params![agent_id, limit], |r| {
-                Ok(HistoryRecord {
-                    id: r.get(0)?,
-                    agent_id: r.get(1)?,
-                    activation_id: r.get(2)?,
-                    kind: r.get(3)?,
-                    content: json_column(r, 4)?,
-                    created_at: r.get(5)?,
-                })
-            })?;
+            let rows = stmt.query_map(params![agent_id, limit], history_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
     }
@@ -79,17 +70,19 @@ impl Store {
                     ORDER BY rowid DESC LIMIT ?3)
                  ORDER BY r",
             )?;
-            let rows = stmt.query_map(params![agent_id, before, limit], |r| {
-                Ok(HistoryRecord {
-                    id: r.get(0)?,
-                    agent_id: r.get(1)?,
-                    activation_id: r.get(2)?,
-                    kind: r.get(3)?,
-                    content: json_column(r, 4)?,
-                    created_at: r.get(5)?,
-                })
-            })?;
+            let rows = stmt.query_map(params![agent_id, before, limit], history_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
     }
+}
+
+fn history_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRecord> {
+    Ok(HistoryRecord {
+        id: r.get(0)?,
+        agent_id: r.get(1)?,
+        activation_id: r.get(2)?,
+        kind: r.get(3)?,
+        content: json_column(r, 4)?,
+        created_at: r.get(5)?,
+    })
 }

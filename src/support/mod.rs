@@ -10,7 +10,6 @@ pub mod broker;
 pub mod builtin_tools;
 pub mod builtin_webui;
 pub mod ops;
-pub mod output;
 pub mod packs;
 pub mod runners;
 pub mod web_fetch;
@@ -22,9 +21,9 @@ use serde_json::{Value, json};
 use crate::js::{CallScope, JsCall, JsError};
 use crate::project::Project;
 use crate::store::{MessageSent, SendMessage, StateFiles, Store, StoreError};
+pub use crate::toolpack::output::{ToolOutput, parse_output};
 use crate::toolpack::schema::InputError;
 use crate::toolpack::{Toolpack, WebuiEntry};
-pub use output::{ToolOutput, parse_output};
 
 /// Why an invocation did not produce an output. Each variant maps to one HTTP status.
 #[derive(Debug, thiserror::Error)]
@@ -376,13 +375,7 @@ impl ToolHost {
             .agents()?
             .into_iter()
             .filter(|a| self.project.config.agent(&a.id).is_some())
-            .map(|a| {
-                let model_alive = a.status.as_str() == "running" && a.active_activation_id.is_some();
-                json!({
-                    "id": a.id, "displayName": a.display_name, "role": a.role, "status": a.status,
-                    "activeActivationId": a.active_activation_id, "modelAlive": model_alive, "updatedAt": a.updated_at,
-                })
-            })
+            .map(|a| ops::agent_json(&a))
             .collect();
         Ok(json!({
             "project": self.name(),

@@ -85,18 +85,7 @@ impl ControllerOps {
 
     fn list_agents(&self) -> Result<Value, String> {
         let agents = self.store.agents().map_err(|e| e.to_string())?;
-        Ok(Value::Array(
-            agents
-                .into_iter()
-                .map(|a| {
-                    let model_alive = a.status.as_str() == "running" && a.active_activation_id.is_some();
-                    json!({
-                        "id": a.id, "role": a.role, "displayName": a.display_name, "status": a.status,
-                        "activeActivationId": a.active_activation_id, "updatedAt": a.updated_at, "modelAlive": model_alive,
-                    })
-                })
-                .collect(),
-        ))
+        Ok(Value::Array(agents.into_iter().map(|a| agent_json(&a)).collect()))
     }
 
     /// The config as packs see it: no providers, keys, headers or environment.
@@ -118,6 +107,16 @@ impl ControllerOps {
             "toolpacks": self.project.registry.packs().iter().map(|p| p.id.clone()).collect::<Vec<_>>(),
         })
     }
+}
+
+/// An agent as pack code sees it (`context.agents[]`, `store.listAgents()`): no token.
+/// `modelAlive`: it has a running activation.
+pub(crate) fn agent_json(a: &crate::store::AgentRecord) -> Value {
+    let model_alive = a.status.as_str() == "running" && a.active_activation_id.is_some();
+    json!({
+        "id": a.id, "role": a.role, "displayName": a.display_name, "status": a.status,
+        "activeActivationId": a.active_activation_id, "updatedAt": a.updated_at, "modelAlive": model_alive,
+    })
 }
 
 fn to_json<T: serde::Serialize>(v: Result<T, crate::store::StoreError>) -> Result<Value, String> {

@@ -6,6 +6,7 @@
 
 pub mod builtin;
 pub mod manifest;
+pub mod output;
 pub mod registry;
 pub mod schema;
 

@@ -1,4 +1,4 @@
-//! The one result shape of every tool and WebUI handler: `{output, title?, metadata?}`.
+//! The one result shape of every tool and WebUI handler (controller side and runner side alike): `{output, title?, metadata?}`.
 //! Anything else a pack returns is an error that names the pack, so a sloppy pack cannot hand
 //! the WebUI or a model something it would misread.
 
@@ -53,6 +53,12 @@ pub fn parse_output(what: &str, value: Value) -> Result<ToolOutput, String> {
         return Err(format!("{what} returned an unexpected field `{extra}` (allowed: output, title, metadata)"));
     }
     Ok(ToolOutput { title, output, metadata })
+}
+
+impl From<ToolOutput> for crate::rpc::ToolOutput {
+    fn from(o: ToolOutput) -> Self {
+        crate::rpc::ToolOutput { title: o.title, output: o.output, metadata: o.metadata }
+    }
 }
 
 fn kind(v: &Value) -> &'static str {
