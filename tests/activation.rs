@@ -297,3 +297,125 @@ activations:
     let q = MessageQuery { participant_a: Some("pm".into()), participant_b: Some("user".into()), ..Default::default() };
     assert!(w.host.store.list_messages(&q).unwrap().iter().any(|m| m.body == "stopped as asked"));
 }
+
+/// A fake OpenAI-compatible endpoint on 127.0.0.1 (a stand-in for the model provider): it
+/// answers each call with the next canned response and records every request body.
+async fn fake_openai(responses: Vec<serde_json::Value>) -> (String, Arc<std::sync::Mutex<Vec<serde_json::Value>>>) {
+    use axum::routing::post;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let queue = Arc::new(std::sync::Mutex::new(std::collections::VecDeque::from(responses)));
+    let (seen_in, queue_in) = (seen.clone(), queue.clone());
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |body: axum::Json<serde_json::Value>| {
+            let (seen, queue) = (seen_in.clone(), queue_in.clone());
+            async move {
+                seen.lock().unwrap().push(body.0);
+                let next =
+                    queue.lock().unwrap().pop_front().unwrap_or_else(
+                        || json!({"choices": [{"message": {"content": "done"}, "finish_reason": "stop"}]}),
+                    );
+                axum::Json(next)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/v1"), seen)
+}
+
+fn tool_call(id: &str, name: &str, args: serde_json::Value) -> serde_json::Value {
+    json!({"choices": [{"message": {"content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}, "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+}
+
+/// The model makes an invalid call, gets the schema error with the failing field, and recovers.
+#[tokio::test]
+async fn an_openai_compatible_model_recovers_from_a_schema_error() {
+    let (base, seen) = fake_openai(vec![
+        tool_call("c1", "messages_send", json!({"recipient": "user"})),
+        tool_call("c2", "messages_send", json!({"recipient": "user", "body": "fixed"})),
+        tool_call("c3", "coordination_wait_for_signal", json!({"reason": "done"})),
+    ])
+    .await;
+    let models = format!(
+        "      providers:\n        fake: {{type: openai-compatible, baseURL: '{base}', apiKey: sk-test-SECRET-42}}\n      presets:\n        main: {{provider: fake, model: fake-model}}\n"
+    );
+    let w = world_with_models("activations: []\n", "", &models);
+    w.user_says("pm", "Say something.");
+    w.settle().await;
+    let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3, "three model calls");
+    let tools: Vec<&str> =
+        requests[0]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert!(tools.contains(&"messages_send") && tools.contains(&"web_fetch"), "model-safe names: {tools:?}");
+    assert!(!requests[0].to_string().contains("presentation"), "presentation is never sent to a model");
+    let error =
+        requests[1]["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").expect("a tool result");
+    let text = error["content"].as_str().unwrap();
+    assert!(text.starts_with("Invalid input for messages.send:") && text.contains("body"), "{text}");
+    let q = MessageQuery { participant_a: Some("pm".into()), participant_b: Some("user".into()), ..Default::default() };
+    assert!(w.host.store.list_messages(&q).unwrap().iter().any(|m| m.body == "fixed"));
+    let events = w.host.store.events_after(0, 1000).unwrap();
+    assert!(!events.iter().any(|e| e.data.to_string().contains("sk-test-SECRET-42")), "the key is in no event");
+    let act = w.host.store.latest_activation("pm", None).unwrap().unwrap();
+    assert_eq!(act.status.as_str(), "completed");
+}
+
+/// A P1 message reaches a running activation at its next tool boundary, appended to the result.
+#[tokio::test]
+async fn p1_arrives_at_the_tool_boundary() {
+    let url = slow_server(Duration::from_millis(800)).await;
+    let script = format!(
+        r#"
+activations:
+  - agent: pm
+    when: "Fetch"
+    steps:
+      - call: [{{tool: web.fetch, input: {{url: "{url}"}}}}]
+      - call: [{{tool: coordination.wait_for_signal, input: {{reason: "done"}}}}]
+"#
+    );
+    let w = world(&script, "");
+    let yaml = std::fs::read_to_string(w.dir.join("suzumio.yaml")).unwrap();
+    std::fs::write(
+        w.dir.join("suzumio.yaml"),
+        yaml.replace(
+            "toolpacks: [core, shell, web]",
+            "toolpacks: [core, shell, web]\n  webFetch: {allowPrivateAddresses: true}",
+        ),
+    )
+    .unwrap();
+    let w = {
+        let project = Arc::new(Project::load(&w.dir, &ProcessEnv).unwrap_or_else(|e| panic!("{e}")));
+        let store = Store::open(&project.config, Arc::new(SystemClock)).unwrap();
+        let host = ToolHost::new(project, store, StateFiles::new(&w.dir));
+        let providers = ProviderPool::new(|name| std::env::var(name).ok(), RetryPolicy::none());
+        let activations = Activations::with_providers(host.clone(), Arc::new(NoRunner("none".into())), providers);
+        let scheduler = Arc::new(Scheduler::new(host.clone(), activations.clone()));
+        World { dir: w.dir.clone(), host, scheduler, activations }
+    };
+    w.user_says("pm", "Fetch the page.");
+    w.scheduler.tick().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let urgent = w
+        .host
+        .store
+        .send_message(SendMessage {
+            sender: "user".into(),
+            recipient: Some("pm".into()),
+            priority: Some("P1".into()),
+            body: "Also check the footer.".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    w.settle().await;
+    let history = w.host.store.history("pm", 100).unwrap();
+    let result = history.iter().find(|h| h.kind == "tool_result").unwrap();
+    let content = result.content["content"].as_str().unwrap();
+    assert!(content.starts_with("slow\n\n# New Signals"), "{content}");
+    assert!(content.contains("Also check the footer."), "{content}");
+    let signal = w.host.store.signal(&urgent.signal_ids[0]).unwrap().unwrap();
+    let first = w.host.store.list_activations(Some("pm"), None, None).unwrap().last().unwrap().id.clone();
+    assert_eq!(signal.delivered_activation_id, Some(first), "delivered to the running activation, not a new one");
+}

@@ -63,11 +63,15 @@ pub struct TempProject {
 
 impl TempProject {
     pub fn copy_of(fixture_project: &str) -> TempProject {
-        let source = repo_root().join("tests/fixtures/projects").join(fixture_project);
+        TempProject::copy_of_path(&repo_root().join("tests/fixtures/projects").join(fixture_project))
+    }
+
+    pub fn copy_of_path(source: &Path) -> TempProject {
+        let fixture_project = source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let unique =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let dir = std::env::temp_dir().join(format!("suzumio-test-{fixture_project}-{}-{unique}", std::process::id()));
-        copy_dir(&source, &dir);
+        copy_dir(source, &dir);
         TempProject { dir }
     }
 }
