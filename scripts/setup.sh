@@ -4,6 +4,8 @@
 # - Docker Engine: if no engine answers, install Debian's docker.io (and busybox-static, which the
 #   offline minimal runner image is built from) and start dockerd in the background, waiting
 #   until it answers. Nothing is ever pulled: the runner image is built offline.
+# - Chromium and ChromeDriver for the browser tests (tests/browser.rs): Debian's chromium and
+#   chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver). The tests run them headless.
 # Safe to run again: it only does what is missing.
 set -euo pipefail
 
@@ -14,6 +16,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 need_pkgs=()
 command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 dpkg -s busybox-static >/dev/null 2>&1 || need_pkgs+=(busybox-static)
+command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_pkgs+=(chromium-driver)
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]} with apt-get"
@@ -44,4 +48,8 @@ else
     start_dockerd vfs || { log "Docker engine failed to start; see /var/log/suzumio-dockerd.log"; exit 1; }
   fi
   log "Docker engine is up ($(docker version --format '{{.Server.Version}}' 2>/dev/null))"
+fi
+
+if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+  log "browser tests: $(chromium --version 2>/dev/null | head -n1), $(chromedriver --version 2>/dev/null | head -n1)"
 fi

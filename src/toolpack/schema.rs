@@ -46,7 +46,25 @@ pub struct InputError {
 pub fn check_input(validator: &Validator, input: &Value) -> Result<(), Vec<InputError>> {
     let errors: Vec<InputError> = validator
         .iter_errors(input)
-        .map(|e| InputError { pointer: e.instance_path().to_string(), message: e.to_string() })
+        .map(|e| {
+            let mut pointer = e.instance_path().to_string();
+            // A missing required field (or one that is not allowed) is reported at the object;
+            // point at the field itself, which is what a form or a model needs to fix.
+            match e.kind() {
+                jsonschema::error::ValidationErrorKind::Required { property } => {
+                    if let Some(name) = property.as_str() {
+                        pointer = format!("{pointer}/{name}");
+                    }
+                }
+                jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected }
+                    if unexpected.len() == 1 =>
+                {
+                    pointer = format!("{pointer}/{}", unexpected[0]);
+                }
+                _ => {}
+            }
+            InputError { pointer, message: e.to_string() }
+        })
         .collect();
     if errors.is_empty() { Ok(()) } else { Err(errors) }
 }
@@ -74,7 +92,7 @@ mod tests {
         let errors = check_input(&v, &json!({"n": "x"})).unwrap_err();
         let pointers: Vec<&str> = errors.iter().map(|e| e.pointer.as_str()).collect();
         assert_eq!(pointers.len(), 2);
-        assert!(pointers.contains(&"/n") && pointers.contains(&""), "{pointers:?}");
+        assert!(pointers.contains(&"/n") && pointers.contains(&"/s"), "{pointers:?}");
         assert!(check_input(&v, &json!({"n": 1, "s": 2})).is_ok());
     }
 }

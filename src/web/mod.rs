@@ -5,6 +5,7 @@
 //! Errors a user can fix are 4xx with the real message; 5xx hide internals and log the cause.
 
 mod api;
+mod assets;
 mod stream;
 
 use std::collections::HashSet;
@@ -72,6 +73,7 @@ pub fn router_with_login(tools: Arc<ToolHost>, token: Option<String>, login_code
         sessions: Arc::new(Mutex::new(HashSet::new())),
     };
     api::routes()
+        .merge(assets::routes())
         .route("/login/{code}", axum::routing::get(login))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
