@@ -7,6 +7,10 @@
 //!
 //! Run with `cargo bench --bench activation`.
 
+mod common;
+
+use common::percentile;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,14 +21,8 @@ use suzumio::activation::{Activations, NoRunner};
 use suzumio::scheduler::Scheduler;
 use suzumio::store::{ProjectStatus, SendMessage};
 
-fn percentile(samples: &[Duration], p: f64) -> Duration {
-    let mut s = samples.to_vec();
-    s.sort();
-    s[((s.len() as f64 - 1.0) * p).round() as usize]
-}
-
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    if common::listing() {
         return;
     }
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

@@ -6,9 +6,13 @@
 //!
 //! Run with `cargo bench --bench controller` (optionally `-- <iterations>`).
 
+mod common;
+
+use common::copy_dir;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,9 +30,7 @@ struct Stats {
 
 impl Stats {
     fn percentile(&self, p: f64) -> Duration {
-        let mut s = self.samples.clone();
-        s.sort();
-        s[((s.len() as f64 - 1.0) * p).round() as usize]
+        common::percentile(&self.samples, p)
     }
 }
 
@@ -44,19 +46,6 @@ fn measure(name: &'static str, iterations: usize, mut f: impl FnMut()) -> Stats 
         })
         .collect();
     Stats { name, samples }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// A keep-alive HTTP/1.1 connection (requests with Content-Length, responses read by length).
@@ -94,7 +83,7 @@ impl Conn {
 
 fn main() {
     // Test runners list the tests of every target; a benchmark has none.
-    if std::env::args().any(|a| a == "--list") {
+    if common::listing() {
         return;
     }
     let iterations: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(2000);

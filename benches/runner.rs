@@ -10,19 +10,17 @@
 //! `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu --bin suzumio-runner`
 //! then `cargo bench --bench runner`.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{AnswerLoad, copy_dir, percentile};
+
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use suzumio::activation::run::execute_tool;
 use suzumio::config::BackendKind;
-
-fn percentile(samples: &[Duration], p: f64) -> Duration {
-    let mut s = samples.to_vec();
-    s.sort();
-    s[((s.len() as f64 - 1.0) * p).round() as usize]
-}
 
 fn row(name: &str, samples: &[Duration]) {
     println!(
@@ -33,34 +31,8 @@ fn row(name: &str, samples: &[Duration]) {
     );
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-struct AnswerLoad;
-
-impl suzumio::rpc::RequestHandler for AnswerLoad {
-    fn handle(&self, method: String, _params: Value) -> suzumio::rpc::HandlerFuture {
-        Box::pin(async move {
-            match method.as_str() {
-                "load" => Ok(json!({"tools": []})),
-                other => Err(suzumio::rpc::RpcError::method_not_found(other)),
-            }
-        })
-    }
-}
-
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    if common::listing() {
         return;
     }
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

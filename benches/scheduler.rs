@@ -5,9 +5,13 @@
 //!
 //! Run with `cargo bench --bench scheduler` (optionally `-- <ticks>`).
 
+mod common;
+
+use common::percentile;
+
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::json;
 use suzumio::clock::{SystemClock, iso};
@@ -28,14 +32,8 @@ impl ActivationLauncher for NoopLauncher {
     fn cancel(&self, _activation: &ActivationRecord, _reason: &str) {}
 }
 
-fn percentile(samples: &[Duration], p: f64) -> Duration {
-    let mut s = samples.to_vec();
-    s.sort();
-    s[((s.len() as f64 - 1.0) * p).round() as usize]
-}
-
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    if common::listing() {
         return;
     }
     let ticks: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(50);

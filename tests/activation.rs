@@ -39,6 +39,15 @@ fn world(script: &str, extra: &str) -> World {
 }
 
 fn world_with_models(script: &str, extra: &str, models: &str) -> World {
+    world_with(script, extra, models, "")
+}
+
+/// A project where `web.fetch` may reach 127.0.0.1 (the tests' slow server).
+fn world_fetching_locally(script: &str) -> World {
+    world_with(script, "", SCRIPTED_MODELS, "  webFetch: {allowPrivateAddresses: true}\n")
+}
+
+fn world_with(script: &str, extra: &str, models: &str, tools_extra: &str) -> World {
     let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     let dir = std::env::temp_dir().join(format!("suzumio-act-{}-{unique}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -50,7 +59,7 @@ fn world_with_models(script: &str, extra: &str, models: &str) -> World {
 task: Write a two-line report.
 tools:
   toolpacks: [core, shell, web]
-agents:
+{tools_extra}agents:
   pm: {{tools: [messages.send, coordination.wait_for_signal, completion.submit, web.fetch]}}
   worker: {{tools: [messages.send, coordination.wait_for_signal, file.write]}}
 backend:
@@ -249,25 +258,7 @@ activations:
       - call: [{{tool: messages.send, input: {{recipient: user, body: "stopped as asked"}}}}]
 "#
     );
-    let w = world(&script, "");
-    let yaml = std::fs::read_to_string(w.dir.join("suzumio.yaml")).unwrap();
-    std::fs::write(
-        w.dir.join("suzumio.yaml"),
-        yaml.replace(
-            "toolpacks: [core, shell, web]",
-            "toolpacks: [core, shell, web]\n  webFetch: {allowPrivateAddresses: true}",
-        ),
-    )
-    .unwrap();
-    let w = {
-        let project = Arc::new(Project::load(&w.dir, &ProcessEnv).unwrap_or_else(|e| panic!("{e}")));
-        let store = Store::open(&project.config, Arc::new(SystemClock)).unwrap();
-        let host = ToolHost::new(project, store, StateFiles::new(&w.dir));
-        let providers = ProviderPool::new(|name| std::env::var(name).ok(), RetryPolicy::none());
-        let activations = Activations::with_providers(host.clone(), Arc::new(NoRunner("none".into())), providers);
-        let scheduler = Arc::new(Scheduler::new(host.clone(), activations.clone()));
-        World { dir: w.dir.clone(), host, scheduler, activations }
-    };
+    let w = world_fetching_locally(&script);
     w.user_says("pm", "Fetch the slow page.");
     w.scheduler.tick().await;
     let first = w.host.store.latest_activation("pm", None).unwrap().unwrap();
@@ -376,25 +367,7 @@ activations:
       - call: [{{tool: coordination.wait_for_signal, input: {{reason: "done"}}}}]
 "#
     );
-    let w = world(&script, "");
-    let yaml = std::fs::read_to_string(w.dir.join("suzumio.yaml")).unwrap();
-    std::fs::write(
-        w.dir.join("suzumio.yaml"),
-        yaml.replace(
-            "toolpacks: [core, shell, web]",
-            "toolpacks: [core, shell, web]\n  webFetch: {allowPrivateAddresses: true}",
-        ),
-    )
-    .unwrap();
-    let w = {
-        let project = Arc::new(Project::load(&w.dir, &ProcessEnv).unwrap_or_else(|e| panic!("{e}")));
-        let store = Store::open(&project.config, Arc::new(SystemClock)).unwrap();
-        let host = ToolHost::new(project, store, StateFiles::new(&w.dir));
-        let providers = ProviderPool::new(|name| std::env::var(name).ok(), RetryPolicy::none());
-        let activations = Activations::with_providers(host.clone(), Arc::new(NoRunner("none".into())), providers);
-        let scheduler = Arc::new(Scheduler::new(host.clone(), activations.clone()));
-        World { dir: w.dir.clone(), host, scheduler, activations }
-    };
+    let w = world_fetching_locally(&script);
     w.user_says("pm", "Fetch the page.");
     w.scheduler.tick().await;
     tokio::time::sleep(Duration::from_millis(200)).await;

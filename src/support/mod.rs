@@ -467,11 +467,7 @@ impl ToolHost {
             "name": c.name,
             "task": c.task,
             "channels": c.channels,
-            "communication": {
-                "coordinatorAgent": c.communication.coordinator_agent,
-                "restrictNonCoordinatorToCoordinator": c.communication.restrict_non_coordinator_to_coordinator,
-                "nonCoordinatorMaxPriority": c.communication.non_coordinator_max_priority.as_str(),
-            },
+            "communication": ops::communication_json(&c.communication),
             "agents": c.agents.iter().map(|a| json!({
                 "id": a.id, "role": a.role, "displayName": a.display_name, "model": a.model,
                 "tools": a.tools.entries.iter().map(|(p, _)| p.to_string()).collect::<Vec<_>>(),

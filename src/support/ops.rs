@@ -95,11 +95,7 @@ impl ControllerOps {
             "name": c.name,
             "task": c.task,
             "channels": c.channels,
-            "communication": {
-                "coordinatorAgent": c.communication.coordinator_agent,
-                "restrictNonCoordinatorToCoordinator": c.communication.restrict_non_coordinator_to_coordinator,
-                "nonCoordinatorMaxPriority": c.communication.non_coordinator_max_priority.as_str(),
-            },
+            "communication": communication_json(&c.communication),
             "agents": c.agents.iter().map(|a| json!({
                 "id": a.id, "role": a.role, "displayName": a.display_name,
                 "tools": a.tools.entries.iter().map(|(p, _)| p.to_string()).collect::<Vec<_>>(),
@@ -116,6 +112,15 @@ pub(crate) fn agent_json(a: &crate::store::AgentRecord) -> Value {
     json!({
         "id": a.id, "role": a.role, "displayName": a.display_name, "status": a.status,
         "activeActivationId": a.active_activation_id, "updatedAt": a.updated_at, "modelAlive": model_alive,
+    })
+}
+
+/// The communication policy as JSON (for packs and the API alike).
+pub(crate) fn communication_json(c: &crate::config::CommunicationConfig) -> Value {
+    json!({
+        "coordinatorAgent": c.coordinator_agent,
+        "restrictNonCoordinatorToCoordinator": c.restrict_non_coordinator_to_coordinator,
+        "nonCoordinatorMaxPriority": c.non_coordinator_max_priority.as_str(),
     })
 }
 
