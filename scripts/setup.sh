@@ -18,6 +18,8 @@ command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 dpkg -s busybox-static >/dev/null 2>&1 || need_pkgs+=(busybox-static)
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_pkgs+=(chromium-driver)
+# Tool icons in the WebUI are emoji; without this font screenshots show empty boxes.
+dpkg -s fonts-noto-color-emoji >/dev/null 2>&1 || need_pkgs+=(fonts-noto-color-emoji)
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]} with apt-get"

@@ -189,7 +189,8 @@ async fn list_messages(
     };
     let mut items = host.store.list_messages(&query).map_err(internal)?;
     items.reverse();
-    let next = items.last().map(|m| m.id.clone());
+    let full = items.len() >= query.limit.unwrap_or(0);
+    let next = items.last().filter(|_| full).map(|m| m.id.clone());
     Ok(page(items, next))
 }
 
@@ -215,8 +216,9 @@ async fn history(
     if host.project.config.agent(&agent).is_none() {
         return Err(ApiError::NotFound(format!("Unknown agent: {agent}")));
     }
-    let items = host.store.history_page(&agent, q.before.as_deref(), q.limit.unwrap_or(80)).map_err(internal)?;
-    let next = items.first().map(|h| h.id.clone());
+    let limit = q.limit.unwrap_or(80).clamp(1, 500);
+    let items = host.store.history_page(&agent, q.before.as_deref(), limit).map_err(internal)?;
+    let next = items.first().filter(|_| items.len() >= limit).map(|h| h.id.clone());
     Ok(page(items, next))
 }
 
@@ -226,8 +228,9 @@ async fn events(
     Query(q): Query<ListQuery>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let items = host.store.events_after(q.after.unwrap_or(0), q.limit.unwrap_or(200).min(1000)).map_err(internal)?;
-    let next = items.last().map(|e| e.id.to_string());
+    let limit = q.limit.unwrap_or(200).clamp(1, 1000);
+    let items = host.store.events_after(q.after.unwrap_or(0), limit).map_err(internal)?;
+    let next = items.last().filter(|_| items.len() >= limit).map(|e| e.id.to_string());
     Ok(page(items, next))
 }
 
@@ -257,8 +260,9 @@ async fn activations(
     Query(q): Query<ListQuery>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let items = host.store.list_activations(q.agent.as_deref(), q.before.as_deref(), q.limit).map_err(internal)?;
-    let next = items.last().map(|a| a.id.clone());
+    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    let items = host.store.list_activations(q.agent.as_deref(), q.before.as_deref(), Some(limit)).map_err(internal)?;
+    let next = items.last().filter(|_| items.len() >= limit).map(|a| a.id.clone());
     Ok(page(items, next))
 }
 
