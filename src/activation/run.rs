@@ -96,7 +96,14 @@ impl Activations {
     pub async fn run(self: Arc<Self>, activation: ActivationRecord, signals: Vec<SignalRecord>) {
         let (cancel_tx, cancel_rx) = watch::channel(false);
         self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(activation.id.clone(), cancel_tx);
-        let outcome = self.drive(&activation, &signals, cancel_rx).await;
+        let usage = Mutex::new(UsageTotals::default());
+        let outcome = self.drive(&activation, &signals, cancel_rx, &usage).await;
+        let totals = usage.into_inner().unwrap_or_else(|e| e.into_inner());
+        if totals.calls > 0
+            && let Err(e) = self.tools.store.set_activation_usage(&activation.id, &totals.to_json())
+        {
+            tracing::warn!("recording the usage of {}: {e}", activation.id);
+        }
         self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&activation.id);
         let store = &self.tools.store;
         let finished = match outcome {
@@ -125,6 +132,7 @@ impl Activations {
         activation: &ActivationRecord,
         signals: &[SignalRecord],
         cancel: watch::Receiver<bool>,
+        usage: &Mutex<UsageTotals>,
     ) -> Ending {
         let config = &self.tools.project.config;
         let Some(agent) = config.agent(&activation.agent_id) else {
@@ -183,6 +191,7 @@ impl Activations {
                 tools: &model_tools,
                 names: &names,
                 cancel: cancel.clone(),
+                usage,
             };
             match attempt.run(messages.clone()).await {
                 AttemptEnd::Done(ending) => return ending,
@@ -214,6 +223,22 @@ struct Attempt<'a> {
     tools: &'a [ModelTool],
     names: &'a [(String, String)],
     cancel: watch::Receiver<bool>,
+    usage: &'a Mutex<UsageTotals>,
+}
+
+/// Tokens used by an activation's model calls, over every model tried.
+#[derive(Default)]
+struct UsageTotals {
+    calls: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+    models: Vec<String>,
+}
+
+impl UsageTotals {
+    fn to_json(&self) -> Value {
+        json!({"modelCalls": self.calls, "inputTokens": self.input_tokens, "outputTokens": self.output_tokens, "models": self.models})
+    }
 }
 
 impl Attempt<'_> {
@@ -236,6 +261,16 @@ impl Attempt<'_> {
                 Ok(r) => r,
                 Err(e) => return AttemptEnd::ModelFailed(e.to_string()),
             };
+            {
+                let mut totals = self.usage.lock().unwrap_or_else(|e| e.into_inner());
+                totals.calls += 1;
+                totals.input_tokens += response.usage.input_tokens;
+                totals.output_tokens += response.usage.output_tokens;
+                let model = format!("{} ({})", self.model.preset_id(), self.model.api_model());
+                if !totals.models.contains(&model) {
+                    totals.models.push(model);
+                }
+            }
             let _ = store.append_history(
                 &self.agent.id,
                 Some(&self.activation.id),

@@ -266,3 +266,13 @@ impl Store {
         Ok(mine)
     }
 }
+
+impl Store {
+    /// Record what an activation's model calls used (tokens, models).
+    pub fn set_activation_usage(&self, id: &str, usage: &Value) -> Result<(), StoreError> {
+        self.write(|w| {
+            w.tx.execute("UPDATE activations SET usage_json = ?2 WHERE id = ?1", params![id, usage.to_string()])?;
+            Ok(())
+        })
+    }
+}
