@@ -397,3 +397,44 @@ activations:
     let first = w.host.store.list_activations(Some("pm"), None, None).unwrap().last().unwrap().id.clone();
     assert_eq!(signal.delivered_activation_id, Some(first), "delivered to the running activation, not a new one");
 }
+
+/// A context overflow compacts the older history into a summary written by the model, the call
+/// is retried, and later activations replay from the summary (reference §6.6).
+#[tokio::test]
+async fn a_context_overflow_compacts_history_and_retries() {
+    let script = r###"
+activations:
+  - agent: pm
+    when: "First"
+    steps:
+      - call: [{tool: messages.send, input: {recipient: user, body: "one"}}]
+      - call: [{tool: messages.send, input: {recipient: user, body: "two"}}]
+      - call: [{tool: messages.send, input: {recipient: user, body: "three"}}]
+      - call: [{tool: messages.send, input: {recipient: user, body: "four"}}]
+      - call: [{tool: messages.send, input: {recipient: user, body: "five"}}]
+      - call: [{tool: messages.send, input: {recipient: user, body: "six"}}]
+      - call: [{tool: messages.send, input: {recipient: user, body: "seven"}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "done"}}]
+  - agent: pm
+    when: "Second"
+    steps:
+      - error: "prompt is too long: 300000 tokens > 200000 maximum"
+      - say: "## Goal\nSend seven messages, then one more."
+      - call: [{tool: messages.send, input: {recipient: user, body: "after compaction"}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "done"}}]
+"###;
+    let w = world(script, "");
+    w.user_says("pm", "First round.");
+    w.settle().await;
+    w.user_says("pm", "Second round.");
+    w.settle().await;
+    let history = w.host.store.history("pm", 500).unwrap();
+    let compaction = history.iter().find(|h| h.kind == "history_compaction").expect("a compaction was recorded");
+    assert_eq!(compaction.content["summary"], "## Goal\nSend seven messages, then one more.");
+    assert!(compaction.content["archivedMessages"].as_u64().unwrap() > 0);
+    assert_eq!(w.host.store.project_stats().unwrap().history_compactions, 1);
+    let q = MessageQuery { participant_a: Some("pm".into()), participant_b: Some("user".into()), ..Default::default() };
+    assert!(w.host.store.list_messages(&q).unwrap().iter().any(|m| m.body == "after compaction"));
+    let act = w.host.store.latest_activation("pm", None).unwrap().unwrap();
+    assert_eq!(act.status.as_str(), "completed", "{:?}", act.error);
+}

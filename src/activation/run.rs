@@ -250,6 +250,7 @@ impl Attempt<'_> {
         let store = &self.owner.tools.store;
         let mut tool_calls = 0u64;
         let mut last_text = String::new();
+        let mut compacted = false;
         for _ in 0..max_iterations {
             let request =
                 self.model.request(&self.agent.id, &self.activation.id, messages.clone(), self.tools.to_vec());
@@ -259,6 +260,13 @@ impl Attempt<'_> {
             };
             let response = match response {
                 Ok(r) => r,
+                // Once per model: summarize the older part of the conversation, keep the tail,
+                // and try again (reference §6.6).
+                Err(e) if e.is_context_overflow() && !compacted => {
+                    compacted = true;
+                    messages = self.compact(messages).await;
+                    continue;
+                }
                 Err(e) => return AttemptEnd::ModelFailed(e.to_string()),
             };
             {
@@ -344,6 +352,45 @@ impl Attempt<'_> {
         AttemptEnd::Done(Ending::Completed(format!("Stopped after maxIterations ({max_iterations}) model steps.")))
     }
 
+    /// Replace the older part of the conversation by a summary (written by the same model, or a
+    /// deterministic one if that fails), keep a tail, and record the compaction in history so
+    /// later activations replay from the summary.
+    async fn compact(&self, messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+        let (older, tail) = compaction::split(messages);
+        if older.is_empty() {
+            // Nothing old enough to summarize: the retry gets the same conversation.
+            return tail;
+        }
+        let input = compaction::summary_input(&older);
+        let request = self.model.request(
+            &self.agent.id,
+            &self.activation.id,
+            vec![ChatMessage::System(compaction::INSTRUCTIONS.to_string()), ChatMessage::User(input.clone())],
+            Vec::new(),
+        );
+        let (summary, fallback) = match self.provider.complete(request).await {
+            Ok(r) if !r.text.trim().is_empty() => (compaction::cap(&r.text), None),
+            Ok(_) => (compaction::fallback(&older), Some("the model returned an empty summary".to_string())),
+            Err(e) => (compaction::fallback(&older), Some(e.to_string())),
+        };
+        let _ = self.owner.tools.store.append_history(
+            &self.agent.id,
+            Some(&self.activation.id),
+            "history_compaction",
+            &json!({
+                "summary": summary,
+                "archivedMessages": older.len(),
+                "keptMessages": tail.len(),
+                "reason": "provider_context_overflow",
+                "model": self.model.api_model(),
+                "fallback": fallback,
+            }),
+        );
+        let mut out = vec![ChatMessage::User(format!("# Compacted Agent History\n\n{summary}"))];
+        out.extend(tail);
+        out
+    }
+
     async fn tool_call(&self, tool: &str, input: Value) -> Result<ToolOutput, String> {
         execute_tool(&self.owner.tools, self.owner.runner.as_ref(), &self.agent.id, &self.activation.id, tool, input)
             .await
@@ -419,6 +466,125 @@ pub async fn execute_tool(
     result
 }
 
+/// Context-overflow compaction (reference §6.6): what is kept, what is summarized, and how.
+mod compaction {
+    use super::ChatMessage;
+
+    /// At most this many recent messages are kept verbatim, within `TAIL_BUDGET` characters.
+    const TAIL_MESSAGES: usize = 12;
+    const TAIL_BUDGET: usize = 80_000;
+    /// The summary request's input and the summary itself are capped.
+    const INPUT_CAP: usize = 80_000;
+    const SUMMARY_CAP: usize = 20_000;
+
+    pub const INSTRUCTIONS: &str = "Summarize the conversation below for an agent that will continue the work \
+        without it. Use exactly these Markdown sections: ## Goal, ## Constraints & Preferences, ## Progress \
+        (### Done, ### In Progress, ### Blocked), ## Key Decisions, ## Next Steps, ## Critical Context, \
+        ## Relevant Files. Be specific: names, paths, ids, numbers. Do not call tools.";
+
+    fn text(m: &ChatMessage) -> String {
+        match m {
+            ChatMessage::System(t) | ChatMessage::User(t) => t.clone(),
+            ChatMessage::Assistant { text, tool_calls } => {
+                let calls: Vec<String> = tool_calls.iter().map(|c| format!("{} {}", c.name, c.arguments)).collect();
+                format!("{text}{}{}", if calls.is_empty() { "" } else { "\n" }, calls.join("\n"))
+            }
+            ChatMessage::ToolResult { name, content, .. } => format!("{name}: {content}"),
+        }
+    }
+
+    fn role(m: &ChatMessage) -> &'static str {
+        match m {
+            ChatMessage::System(_) => "system",
+            ChatMessage::User(_) => "user",
+            ChatMessage::Assistant { .. } => "assistant",
+            ChatMessage::ToolResult { .. } => "tool",
+        }
+    }
+
+    /// Split into (older, tail). The tail never starts with a tool result (its call would be
+    /// in the summary), and always keeps the last message.
+    pub fn split(messages: Vec<ChatMessage>) -> (Vec<ChatMessage>, Vec<ChatMessage>) {
+        let mut start = messages.len();
+        let mut used = 0;
+        while start > 0 && messages.len() - start < TAIL_MESSAGES {
+            let size = text(&messages[start - 1]).chars().count();
+            if used + size > TAIL_BUDGET && start < messages.len() {
+                break;
+            }
+            used += size;
+            start -= 1;
+        }
+        while start < messages.len() - 1 && matches!(messages[start], ChatMessage::ToolResult { .. }) {
+            start += 1;
+        }
+        let mut older = messages;
+        let tail = older.split_off(start);
+        (older, tail)
+    }
+
+    pub fn summary_input(older: &[ChatMessage]) -> String {
+        let mut out = String::new();
+        for m in older {
+            out.push_str(&format!("[{}] {}\n\n", role(m), text(m)));
+        }
+        // Keep the end (the most recent part) when it is too long.
+        let chars: Vec<char> = out.chars().collect();
+        if chars.len() > INPUT_CAP { chars[chars.len() - INPUT_CAP..].iter().collect() } else { out }
+    }
+
+    pub fn cap(summary: &str) -> String {
+        let trimmed = summary.trim();
+        if trimmed.chars().count() <= SUMMARY_CAP {
+            trimmed.to_string()
+        } else {
+            let kept: String = trimmed.chars().take(SUMMARY_CAP).collect();
+            format!("{kept}\n[truncated]")
+        }
+    }
+
+    /// Without a model summary: the first line of each older message, newest last, capped.
+    pub fn fallback(older: &[ChatMessage]) -> String {
+        let mut out = String::from(
+            "(Automatic summary: the model could not summarize; first lines of the earlier conversation.)\n",
+        );
+        for m in older {
+            let first =
+                text(m).lines().find(|l| !l.trim().is_empty()).unwrap_or("").chars().take(200).collect::<String>();
+            if !first.is_empty() {
+                out.push_str(&format!("- [{}] {first}\n", role(m)));
+            }
+        }
+        cap(&out)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn the_tail_keeps_recent_messages_and_never_starts_with_a_tool_result() {
+            let mut messages: Vec<ChatMessage> = (0..20).map(|i| ChatMessage::User(format!("m{i}"))).collect();
+            messages.insert(
+                8,
+                ChatMessage::ToolResult { call_id: "c".into(), name: "t".into(), content: "r".into(), is_error: false },
+            );
+            let (older, tail) = split(messages);
+            assert_eq!(older.len() + tail.len(), 21);
+            assert!(tail.len() <= 12 && !matches!(tail[0], ChatMessage::ToolResult { .. }));
+            assert_eq!(tail.last(), Some(&ChatMessage::User("m19".into())));
+        }
+
+        #[test]
+        fn the_fallback_summary_is_capped() {
+            let older: Vec<ChatMessage> =
+                (0..500).map(|i| ChatMessage::User(format!("{i} {}", "x".repeat(300)))).collect();
+            assert!(fallback(&older).chars().count() <= SUMMARY_CAP + 20);
+            assert!(summary_input(&older).chars().count() <= INPUT_CAP);
+        }
+    }
+}
+
 /// Earlier history as plain text messages (reference §6.5): assistant output and tool calls as
 /// the assistant, everything else as the user; long entries cut.
 fn replay(history: &[crate::store::HistoryRecord]) -> Vec<ChatMessage> {
@@ -435,6 +601,14 @@ fn replay(history: &[crate::store::HistoryRecord]) -> Vec<ChatMessage> {
     for h in history {
         let c = &h.content;
         match h.kind.as_str() {
+            // Everything before a compaction is replaced by its summary.
+            "history_compaction" => {
+                out.clear();
+                out.push(ChatMessage::User(format!(
+                    "# Compacted Agent History\n\n{}",
+                    c["summary"].as_str().unwrap_or("")
+                )));
+            }
             "activation_prompt" => {
                 out.push(ChatMessage::User(cut(c["text"].as_str().unwrap_or("").to_string(), MESSAGE_CAP)))
             }
