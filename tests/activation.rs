@@ -437,4 +437,21 @@ activations:
     assert!(w.host.store.list_messages(&q).unwrap().iter().any(|m| m.body == "after compaction"));
     let act = w.host.store.latest_activation("pm", None).unwrap().unwrap();
     assert_eq!(act.status.as_str(), "completed", "{:?}", act.error);
+
+    // The API shows the activation's context and the archive the compaction replaced.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/api/projects/act", listener.local_addr().unwrap());
+    let router = suzumio::web::router(w.host.clone(), None);
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let get =
+        |path: String| async move { reqwest::get(path).await.unwrap().json::<serde_json::Value>().await.unwrap() };
+    let context = get(format!("{base}/activations/{}/context", act.id)).await;
+    assert!(context["activationPrompt"].as_str().unwrap().contains("Second round."));
+    let kinds: Vec<&str> =
+        context["context"]["messages"].as_array().unwrap().iter().map(|m| m["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"activation_prompt"), "{kinds:?}");
+    assert!(kinds.contains(&"history_compaction") && kinds.contains(&"tool_result"), "{kinds:?}");
+    let archive = get(format!("{base}/agents/pm/history-archive/{}", compaction.id)).await;
+    assert_eq!(archive["compaction"]["id"], json!(compaction.id));
+    assert!(archive["archive"].as_array().unwrap().len() > 10, "the first round's rows");
 }

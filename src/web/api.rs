@@ -28,6 +28,9 @@ pub fn routes() -> Router<AppState> {
         .route("/api/projects/{project}/stream", get(stream))
         .route("/api/projects/{project}/activations", get(activations))
         .route("/api/projects/{project}/activations/{id}", get(one_activation))
+        .route("/api/projects/{project}/activations/{id}/context", get(activation_context))
+        .route("/api/projects/{project}/agents/{agent}/history-archive/{id}", get(history_archive))
+        .route("/api/projects/{project}/config/resolved", get(config))
         .route("/api/projects/{project}/tool-calls", get(tool_calls))
         .route("/api/projects/{project}/signals", get(signals))
         .route("/api/projects/{project}/config", get(config))
@@ -381,4 +384,49 @@ async fn request_changes(
         .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
     host.store.set_project_status(crate::store::ProjectStatus::Running).map_err(internal)?;
     Ok((StatusCode::CREATED, axum::Json(sent)).into_response())
+}
+
+/// What the model saw in one activation: its prompt and the conversation recorded for it
+/// (assistant output, tool calls and results, signals handed over), in order.
+async fn activation_context(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let activation = host
+        .store
+        .activation(&id)
+        .map_err(internal)?
+        .ok_or_else(|| ApiError::NotFound(format!("Unknown activation: {id}")))?;
+    let history = host.store.history(&activation.agent_id, 5000).map_err(internal)?;
+    let messages: Vec<Value> = history
+        .iter()
+        .filter(|h| h.activation_id.as_deref() == Some(id.as_str()))
+        .map(|h| {
+            let chars = h.content.to_string().chars().count();
+            json!({ "kind": h.kind, "content": h.content, "chars": chars, "createdAt": h.created_at })
+        })
+        .collect();
+    let total: usize = messages.iter().filter_map(|m| m["chars"].as_u64()).map(|c| c as usize).sum();
+    Ok(axum::Json(json!({
+        "activation": { "id": activation.id, "agentId": activation.agent_id, "status": activation.status, "startedAt": activation.started_at, "endedAt": activation.ended_at, "error": activation.error, "usage": activation.usage },
+        "activationPrompt": activation.prompt,
+        "context": { "messageCount": messages.len(), "totalChars": total, "messages": messages },
+    }))
+    .into_response())
+}
+
+/// A compaction and the history it replaced (the rows since the previous compaction).
+async fn history_archive(
+    State(state): State<AppState>,
+    Path((name, agent, id)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let history = host.store.history(&agent, 5000).map_err(internal)?;
+    let at = history
+        .iter()
+        .position(|h| h.id == id && h.kind == "history_compaction")
+        .ok_or_else(|| ApiError::NotFound(format!("Unknown compaction of {agent}: {id}")))?;
+    let from = history[..at].iter().rposition(|h| h.kind == "history_compaction").map_or(0, |p| p + 1);
+    Ok(axum::Json(json!({ "compaction": history[at], "archive": &history[from..at] })).into_response())
 }
