@@ -323,11 +323,8 @@ pub async fn tool_call(
         return Err((2, format!("Unknown agent: {agent}")));
     }
     let kind = backend.unwrap_or(tools.project.config.backend.kind);
-    let needs_runner = tools
-        .project
-        .registry
-        .tool(tool)
-        .is_some_and(|(pack, _)| pack.is_local() || tool.starts_with("file.") || tool == "shell.exec");
+    let needs_runner =
+        tools.project.registry.tool(tool).is_some_and(|(pack, _)| crate::toolpack::runs_in_runner(pack, tool));
     let runners = if needs_runner {
         Some(crate::controller::runners(&tools, kind).await.map_err(|e| (e.exit_code(), e.to_string()))?)
     } else {

@@ -30,7 +30,6 @@ use crate::scheduler::{ActivationLauncher, nudges};
 use crate::store::{ActivationOutcome, ActivationRecord, SignalRecord, ToolCallOutcome};
 use crate::support::builtin_tools::{self, Caller, ENDING_TOOLS};
 use crate::support::{ToolHost, ToolOutput, describe_input_errors, web_fetch};
-use crate::toolpack::PackSource;
 
 /// Runs runner-side tools (built-in `file.*`/`shell.exec` and local packs' `runner.mjs` tools)
 /// in an agent's runner. Implemented by the agent supervisor (issue [D]).
@@ -431,7 +430,7 @@ pub async fn execute_tool(
         return Err(format!("Tool not allowed for {agent_id}: {tool}"));
     }
     let input = if input.is_null() { json!({}) } else { input };
-    let is_local = matches!(pack.source, PackSource::Local { .. });
+    let in_runner = crate::toolpack::runs_in_runner(pack, tool);
     let pack_id = pack.id.clone();
     // Every call of a known, allowed tool is recorded, including the ones refused for their input.
     let call_id =
@@ -453,7 +452,7 @@ pub async fn execute_tool(
         builtin_tools::call(host, &caller, tool, &input).map_err(|e| e.to_string())
     } else if tool == "web.fetch" {
         web_fetch::fetch(&host.project.config.web_fetch, &input).await.map_err(|e| e.to_string())
-    } else if is_local || tool.starts_with("file.") || tool == "shell.exec" {
+    } else if in_runner {
         runner.invoke(agent_id, activation_id, tool, input).await
     } else {
         Err(format!("Unknown tool: {tool}"))

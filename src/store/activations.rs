@@ -257,14 +257,6 @@ impl Store {
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
     }
-
-    /// Tool calls of one activation, oldest first (no inputs or outputs).
-    pub fn activation_tool_calls(&self, activation_id: &str) -> Result<Vec<crate::store::ToolCallSummary>, StoreError> {
-        let all = self.recent_tool_calls(&[], crate::store::MAX_LIMIT)?;
-        let mut mine: Vec<_> = all.into_iter().filter(|c| c.activation_id == activation_id).collect();
-        mine.reverse();
-        Ok(mine)
-    }
 }
 
 impl Store {

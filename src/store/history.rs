@@ -86,3 +86,17 @@ fn history_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRecord> {
         created_at: r.get(5)?,
     })
 }
+
+impl Store {
+    /// The history rows recorded during one activation, oldest first.
+    pub fn activation_history(&self, activation_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, agent_id, activation_id, kind, content_json, created_at FROM history
+                 WHERE activation_id = ?1 ORDER BY rowid",
+            )?;
+            let rows = stmt.query_map([activation_id], history_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+}

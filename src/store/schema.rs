@@ -123,6 +123,8 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX history_by_agent ON history(agent_id, created_at);
     CREATE INDEX history_by_kind ON history(kind);
     "#,
+    // 2: an activation's own history rows (activation context view).
+    "CREATE INDEX history_by_activation ON history(activation_id);",
 ];
 
 /// The schema version this build writes.

@@ -110,26 +110,42 @@ impl Store {
                 "SELECT id, tool, agent_id, activation_id, status, started_at, finished_at, error, input_json
                  FROM tool_calls {filter} ORDER BY rowid DESC LIMIT ?"
             ))?;
-            let rows = stmt.query_map(params_from_iter(args), |r| {
-                let tool: String = r.get(1)?;
-                let error: Option<String> = r.get(7)?;
-                // Parse failures only lose the summary; the input itself is never returned.
-                let input: Option<Value> = r.get::<_, String>(8).ok().and_then(|t| serde_json::from_str(&t).ok());
-                Ok(ToolCallSummary {
-                    target: input.as_ref().and_then(|i| target_summary(&tool, i)),
-                    id: r.get(0)?,
-                    tool,
-                    agent_id: r.get(2)?,
-                    activation_id: r.get(3)?,
-                    status: r.get(4)?,
-                    started_at: r.get(5)?,
-                    finished_at: r.get(6)?,
-                    error: error.map(|e| cap_chars(&e, LAST_ERROR_CAP)),
-                })
-            })?;
+            let rows = stmt.query_map(params_from_iter(args), summary_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
     }
+}
+
+/// The calls of one activation, oldest first (same summaries, never inputs).
+impl Store {
+    pub fn activation_tool_calls(&self, activation_id: &str) -> Result<Vec<ToolCallSummary>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, tool, agent_id, activation_id, status, started_at, finished_at, error, input_json
+                 FROM tool_calls WHERE activation_id = ?1 ORDER BY rowid",
+            )?;
+            let rows = stmt.query_map([activation_id], summary_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+}
+
+fn summary_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolCallSummary> {
+    let tool: String = r.get(1)?;
+    let error: Option<String> = r.get(7)?;
+    // Parse failures only lose the summary; the input itself is never returned.
+    let input: Option<Value> = r.get::<_, String>(8).ok().and_then(|t| serde_json::from_str(&t).ok());
+    Ok(ToolCallSummary {
+        target: input.as_ref().and_then(|i| target_summary(&tool, i)),
+        id: r.get(0)?,
+        tool,
+        agent_id: r.get(2)?,
+        activation_id: r.get(3)?,
+        status: r.get(4)?,
+        started_at: r.get(5)?,
+        finished_at: r.get(6)?,
+        error: error.map(|e| cap_chars(&e, LAST_ERROR_CAP)),
+    })
 }
 
 /// What a call touched, from its input: `file.*` → the path (all paths for `file.patch`),

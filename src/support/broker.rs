@@ -52,10 +52,12 @@ pub async fn call_support(host: &ToolHost, agent_id: &str, params: CallSupportPa
         return Err(format!("Tool not allowed for {agent_id}: {}", params.tool));
     }
     let input = if params.input.is_null() { Value::Object(Default::default()) } else { params.input };
-    registry
-        .validate_input(&params.tool, &input)
-        .map_err(|errors| format!("Invalid input for {}: {}", params.tool, describe_input_errors(&errors)))?;
+    // Step 9, the schema: checked here for built-in tools, and by `ToolHost::support` (the one
+    // path into a pack's controller module) for local ones — once either way.
     if builtin_tools::is_controller_tool(&params.tool) {
+        registry
+            .validate_input(&params.tool, &input)
+            .map_err(|errors| format!("Invalid input for {}: {}", params.tool, describe_input_errors(&errors)))?;
         let caller = Caller { agent_id: agent_id.to_string(), activation_id: params.activation_id.clone() };
         return builtin_tools::call(host, &caller, &params.tool, &input).map_err(|e| e.to_string());
     }

@@ -28,10 +28,8 @@ use crate::rpc::{
     self, CallSupportParams, Connection, HandlerFuture, HelloParams, HelloResult, InvokeParams, LoadParams, LoadResult,
     PackSpec, RecordSignalParams, RequestHandler, RpcError,
 };
-use crate::toolpack::PackSource;
+use crate::toolpack::{PackSource, RUNNER_BUILTINS};
 
-/// Built-in tools the runner implements.
-const RUNNER_BUILTINS: [&str; 4] = ["file.read", "file.write", "file.patch", "shell.exec"];
 /// How long a started runner has to connect and load.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Upper bound of one tool call over the socket (shell.exec may run 5 minutes).

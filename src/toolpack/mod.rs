@@ -11,7 +11,7 @@ pub mod registry;
 pub mod schema;
 
 pub use manifest::{Presentation, ToolAnnotations, ToolDefinition, WebuiEntry, WebuiKind};
-pub use registry::{AgentToolset, PackSource, Toolpack, ToolpackRegistry};
+pub use registry::{AgentToolset, PackSource, RUNNER_BUILTINS, Toolpack, ToolpackRegistry, runs_in_runner};
 
 /// Tool names: 1–128 characters of `A-Za-z0-9_.-`.
 pub fn is_valid_tool_name(name: &str) -> bool {

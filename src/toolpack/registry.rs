@@ -50,6 +50,16 @@ impl Toolpack {
     }
 }
 
+/// Built-in tools the runner implements (in the agent's container); the other built-ins run in
+/// the controller.
+pub const RUNNER_BUILTINS: [&str; 4] = ["file.read", "file.write", "file.patch", "shell.exec"];
+
+/// Whether a tool of `pack` runs in the agent's runner: every tool of a local pack (its
+/// `runner.mjs`), and the built-in file and shell tools.
+pub fn runs_in_runner(pack: &Toolpack, tool: &str) -> bool {
+    pack.is_local() || RUNNER_BUILTINS.contains(&tool)
+}
+
 /// What one agent may use.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentToolset {

@@ -398,10 +398,9 @@ async fn activation_context(
         .activation(&id)
         .map_err(internal)?
         .ok_or_else(|| ApiError::NotFound(format!("Unknown activation: {id}")))?;
-    let history = host.store.history(&activation.agent_id, 5000).map_err(internal)?;
+    let history = host.store.activation_history(&id).map_err(internal)?;
     let messages: Vec<Value> = history
         .iter()
-        .filter(|h| h.activation_id.as_deref() == Some(id.as_str()))
         .map(|h| {
             let chars = h.content.to_string().chars().count();
             json!({ "kind": h.kind, "content": h.content, "chars": chars, "createdAt": h.created_at })
