@@ -324,7 +324,7 @@ pub async fn tool_call(
     }
     let kind = backend.unwrap_or(tools.project.config.backend.kind);
     let needs_runner =
-        tools.project.registry.tool(tool).is_some_and(|(pack, _)| crate::toolpack::runs_in_runner(pack, tool));
+        tools.project.registry.tool(tool).is_some_and(|(_, def)| def.runs_in == crate::toolpack::RunsIn::Runner);
     let runners = if needs_runner {
         Some(crate::controller::runners(&tools, kind).await.map_err(|e| (e.exit_code(), e.to_string()))?)
     } else {
@@ -342,11 +342,15 @@ pub async fn tool_call(
     let result = crate::activation::run::execute_tool(&tools, runner, agent, &activation.id, tool, input).await;
     // The activation only frames the call; a failing tool is recorded on the tool call, and must
     // not leave the agent `failed`.
-    let _ = tools.store.finish_activation(&activation.id, crate::store::ActivationOutcome::Completed, None, None);
+    let framed = tools.store.finish_activation(&activation.id, crate::store::ActivationOutcome::Completed, None, None);
     if let Some(r) = &runners {
         r.shutdown().await;
     }
-    let output = result.map_err(|e| (1, e))?;
+    framed.map_err(|e| (1, format!("recording the end of the call's activation: {e}")))?;
+    let output = result.map_err(|e| match e {
+        crate::toolpack::ToolError::Rejected(message) => (2, message),
+        other => (1, other.to_string()),
+    })?;
     if as_json {
         return Ok(serde_json::to_string_pretty(&output).unwrap_or_default() + "\n");
     }

@@ -24,6 +24,7 @@ pub mod runner;
 pub mod scheduler;
 pub mod store;
 pub mod support;
+pub mod text;
 pub mod toolpack;
 pub mod web;
 

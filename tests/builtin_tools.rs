@@ -10,8 +10,9 @@ use suzumio::clock::SystemClock;
 use suzumio::config::load::ProcessEnv;
 use suzumio::project::Project;
 use suzumio::store::{MessageQuery, SignalQuery, StateFiles, Store};
-use suzumio::support::builtin_tools::{Caller, call};
-use suzumio::support::{InvokeError, ToolHost};
+use suzumio::support::ToolHost;
+use suzumio::support::builtin_tools::{self, Caller};
+use suzumio::toolpack::ToolError;
 
 fn host(restrict: bool) -> (support::TempProject, Arc<ToolHost>) {
     let project = support::TempProject::copy_of("review");
@@ -31,7 +32,18 @@ fn caller(host: &ToolHost, agent: &str) -> Caller {
     Caller { agent_id: agent.into(), activation_id: activation.id }
 }
 
-fn error(r: Result<suzumio::support::ToolOutput, InvokeError>) -> String {
+/// One controller-side built-in call, driven to its end.
+fn call(
+    host: &ToolHost,
+    caller: &Caller,
+    tool: &str,
+    input: &Value,
+) -> Result<suzumio::support::ToolOutput, ToolError> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    runtime.block_on(builtin_tools::call(host, caller, tool, input))
+}
+
+fn error(r: Result<suzumio::support::ToolOutput, ToolError>) -> String {
     r.err().map(|e| e.to_string()).unwrap_or_else(|| "ok".into())
 }
 

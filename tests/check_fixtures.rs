@@ -75,6 +75,7 @@ mod invalid {
         manifest_id_mismatch,
         manifest_tools_not_array,
         tool_description_missing,
+        local_pack_declares_where_it_runs,
         tool_name_with_space,
         schema_type_typo,
         schema_property_type_typo,

@@ -53,7 +53,7 @@ impl Setup {
             .store
             .finish_activation(&activation.id, suzumio::store::ActivationOutcome::Completed, None, None)
             .unwrap();
-        result.map(|o| o.output)
+        result.map(|o| o.output).map_err(|e| e.to_string())
     }
 
     async fn sh(&self, agent: &str, command: &str) -> String {

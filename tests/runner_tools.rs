@@ -500,6 +500,70 @@ async fn patch_add_needs_create_dirs_for_missing_parents() {
     assert_eq!(s.read("/workspace/x/z.txt").as_deref(), Some("2"));
 }
 
+// ---- file.list ----
+
+#[tokio::test]
+async fn list_shows_one_level_sorted_with_directories_marked() {
+    let s = Sandbox::new();
+    s.write("/workspace/b.txt", "b");
+    s.write("/workspace/a/inner.txt", "i");
+    s.write("/workspace/c/deep/x.txt", "x");
+    s.check("file.list", json!({}), Ok("a/\nb.txt\nc/")).await;
+    s.check("file.list", json!({"path": "/workspace"}), Ok("a/\nb.txt\nc/")).await;
+}
+
+#[tokio::test]
+async fn list_descends_to_the_requested_depth() {
+    let s = Sandbox::new();
+    s.write("/workspace/b.txt", "b");
+    s.write("/workspace/a/inner.txt", "i");
+    s.write("/workspace/c/deep/x.txt", "x");
+    s.check("file.list", json!({"depth": 2}), Ok("a/\na/inner.txt\nb.txt\nc/\nc/deep/")).await;
+    s.check("file.list", json!({"depth": 3}), Ok("a/\na/inner.txt\nb.txt\nc/\nc/deep/\nc/deep/x.txt")).await;
+    s.check("file.list", json!({"path": "c", "depth": 5}), Ok("deep/\ndeep/x.txt")).await;
+}
+
+#[tokio::test]
+async fn list_stops_at_the_limit_and_says_how_many_were_left_out() {
+    let s = Sandbox::new();
+    for i in 0..7 {
+        s.write(&format!("/workspace/f{i}.txt"), "x");
+    }
+    let out = s.run("file.list", json!({"limit": 3})).await.unwrap();
+    assert_eq!(out.output, "f0.txt\nf1.txt\nf2.txt\n[4 more entries not shown; raise limit or list a subdirectory]");
+    let meta = Value::Object(out.metadata.unwrap());
+    assert_eq!(meta, json!({"path": "/workspace", "entries": 3, "depth": 1, "limit": 3, "truncated": true}));
+}
+
+#[tokio::test]
+async fn list_never_follows_symbolic_links() {
+    let s = Sandbox::new();
+    s.write("/workspace/real/a.txt", "a");
+    std::fs::write(s.outside().join("secret.txt"), "s").unwrap();
+    std::os::unix::fs::symlink(s.outside(), s.disk("/workspace/escape")).unwrap();
+    std::os::unix::fs::symlink(s.disk("/workspace"), s.disk("/workspace/real/loop")).unwrap();
+    let out = s.run("file.list", json!({"depth": 10})).await.unwrap();
+    assert!(!out.output.contains("secret.txt"), "{}", out.output);
+    let lines: Vec<&str> = out.output.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", out.output);
+    assert!(lines[0].starts_with("escape -> "), "{}", out.output);
+    assert_eq!(&lines[1..3], ["real/", "real/a.txt"]);
+    assert!(lines[3].starts_with("real/loop -> "), "{}", out.output);
+}
+
+#[tokio::test]
+async fn list_refuses_paths_outside_the_roots_and_files() {
+    let s = Sandbox::new();
+    s.write("/workspace/a.txt", "a");
+    s.check("file.list", json!({"path": "/etc"}), Err("Read path must be under /workspace, /artifacts, or /mnt: /etc"))
+        .await;
+    s.check("file.list", json!({"path": "a.txt"}), Err("Not a directory: /workspace/a.txt (use file.read for files)"))
+        .await;
+    s.check("file.list", json!({"path": "missing"}), Err("No such file or directory: /workspace/missing")).await;
+    std::fs::create_dir_all(s.disk("/workspace/empty")).unwrap();
+    s.check("file.list", json!({"path": "empty"}), Ok("(empty directory)")).await;
+}
+
 // ---- shell.exec ----
 
 #[tokio::test]
@@ -646,7 +710,7 @@ async fn shell_is_stopped_by_cancel() {
     let s = Sandbox::new();
     let cancel = Arc::new(Notify::new());
     let run = s.tools.run(
-        BuiltinTool::ShellExec,
+        BuiltinTool::from_name("shell.exec").expect("shell.exec is a runner built-in"),
         json!({"command": "sleep 30 & echo $! > c.pid; wait"}),
         Some(cancel.clone()),
     );
@@ -674,11 +738,4 @@ async fn shell_returns_when_the_command_exits_even_if_a_background_process_keeps
 async fn unknown_tools_are_refused() {
     let s = Sandbox::new();
     s.check("web.fetch", json!({}), Err("Unknown tool: web.fetch")).await;
-}
-
-#[test]
-fn builtin_tool_names() {
-    let names: Vec<_> = BuiltinTool::ALL.iter().map(|t| t.name()).collect();
-    assert_eq!(names, ["file.read", "file.write", "file.patch", "shell.exec"]);
-    assert_eq!(BuiltinTool::from_name("file.patch"), Some(BuiltinTool::FilePatch));
 }

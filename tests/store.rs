@@ -684,23 +684,31 @@ fn useful_effects_are_counted_per_source_activation() {
 fn tool_calls_aggregate_without_inputs() {
     let fx = Fixture::team();
     let act = fx.store.start_activation("worker-1", "p", &[]).expect("starts");
-    let call = |tool: &str, input: Value| {
-        fx.store.start_tool_call(&act.id, "worker-1", tool, Some("core"), &input).expect("tool call starts")
+    // The caller computes the target from the tool's declared `presentation.target`.
+    let call = |tool: &str, input: Value, target: &str| {
+        fx.store
+            .start_tool_call(&act.id, "worker-1", tool, Some("core"), &input, Some(target))
+            .expect("tool call starts")
     };
-    let a = call("file.write", json!({"path": "/workspace/a.txt", "content": "TOP-SECRET-CONTENT"}));
+    let a =
+        call("file.write", json!({"path": "/workspace/a.txt", "content": "TOP-SECRET-CONTENT"}), "/workspace/a.txt");
     fx.store
-        .finish_tool_call(&a, ToolCallOutcome::Completed, Some(&json!({"output": "Wrote 18 chars"})), None)
+        .finish_tool_call(&a, ToolCallOutcome::Completed, Some(&json!({"output": "Wrote 18 chars"})), None, None)
         .expect("ok");
     fx.clock.advance(Duration::seconds(1));
-    let b = call("file.write", json!({"path": "/workspace/b.txt", "content": "TOP-SECRET-CONTENT"}));
+    let b =
+        call("file.write", json!({"path": "/workspace/b.txt", "content": "TOP-SECRET-CONTENT"}), "/workspace/b.txt");
     let long_error = "e".repeat(2000);
-    let finished = fx.store.finish_tool_call(&b, ToolCallOutcome::Failed, None, Some(&long_error)).expect("failed");
+    let finished = fx
+        .store
+        .finish_tool_call(&b, ToolCallOutcome::Failed, None, Some(&long_error), Some("failed"))
+        .expect("failed");
     assert_eq!(finished.status, ToolCallStatus::Failed);
     assert_eq!(
-        err_text(fx.store.finish_tool_call(&b, ToolCallOutcome::Completed, None, None)),
+        err_text(fx.store.finish_tool_call(&b, ToolCallOutcome::Completed, None, None, None)),
         format!("Tool call {b} already finished (it is failed)")
     );
-    let _running = call("shell.exec", json!({"command": "cargo test", "cwd": "/workspace"}));
+    let _running = call("shell.exec", json!({"command": "cargo test", "cwd": "/workspace"}), "cargo test · /workspace");
 
     let stats = fx.store.tool_stats().expect("stats");
     assert_eq!(stats.iter().map(|s| s.tool.as_str()).collect::<Vec<_>>(), ["file.write", "shell.exec"]);
@@ -724,21 +732,21 @@ fn tool_calls_aggregate_without_inputs() {
         [Some("/workspace/b.txt"), Some("/workspace/a.txt")]
     );
     let all = fx.store.recent_tool_calls(&[], 1).expect("recent");
-    assert_eq!(all[0].target.as_deref(), Some("cargo test (cwd: /workspace)"));
+    assert_eq!(all[0].target.as_deref(), Some("cargo test · /workspace"));
     assert!(!serde_json::to_string(&recent).expect("serializes").contains("TOP-SECRET"));
 
     fx.store.finish_activation(&act.id, ActivationOutcome::Completed, None, None).expect("finishes");
     assert_eq!(
-        err_text(fx.store.start_tool_call(&act.id, "worker-1", "file.read", None, &json!({}))),
+        err_text(fx.store.start_tool_call(&act.id, "worker-1", "file.read", None, &json!({}), None)),
         format!("Activation {} is not running (it is completed)", act.id)
     );
     let other = fx.store.start_activation("pm", "p", &[]).expect("starts");
     assert_eq!(
-        err_text(fx.store.start_tool_call(&other.id, "worker-1", "file.read", None, &json!({}))),
+        err_text(fx.store.start_tool_call(&other.id, "worker-1", "file.read", None, &json!({}), None)),
         format!("Activation {} belongs to agent pm, not worker-1", other.id)
     );
     assert_eq!(
-        err_text(fx.store.start_tool_call("act_nope", "pm", "x", None, &json!({}))),
+        err_text(fx.store.start_tool_call("act_nope", "pm", "x", None, &json!({}), None)),
         "Unknown activation: act_nope"
     );
 }
@@ -833,7 +841,7 @@ fn project_stats_and_status() {
 
     fx.store.send_message(msg("user", Some("pm"), None)).expect("sent");
     let act = fx.store.start_activation("pm", "p", &[]).expect("starts");
-    fx.store.start_tool_call(&act.id, "pm", "messages.send", Some("core"), &json!({})).expect("call");
+    fx.store.start_tool_call(&act.id, "pm", "messages.send", Some("core"), &json!({}), None).expect("call");
     let stats = serde_json::to_value(fx.store.project_stats().expect("stats")).expect("json");
     let events_total = fx.store.events_after(0, 1000).expect("events").len();
     assert_eq!(

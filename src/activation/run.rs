@@ -28,8 +28,9 @@ use super::providers::{
 use crate::config::AgentConfig;
 use crate::scheduler::{ActivationLauncher, nudges};
 use crate::store::{ActivationOutcome, ActivationRecord, SignalRecord, ToolCallOutcome};
-use crate::support::builtin_tools::{self, Caller, ENDING_TOOLS};
-use crate::support::{ToolHost, ToolOutput, describe_input_errors, web_fetch};
+use crate::support::builtin_tools::{self, Caller};
+use crate::support::{ToolHost, ToolOutput};
+use crate::toolpack::{RunsIn, ToolError};
 
 /// Runs runner-side tools (built-in `file.*`/`shell.exec` and local packs' `runner.mjs` tools)
 /// in an agent's runner. Implemented by the agent supervisor (issue [D]).
@@ -39,14 +40,15 @@ pub trait RunnerTools: Send + Sync + 'static {
     fn cancel(&self, agent_id: &str, activation_id: &str);
 }
 
-pub type RunnerFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, String>> + Send>>;
+pub type RunnerFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
 
 /// A runner that is not there: every runner-side tool fails with a clear message.
 pub struct NoRunner(pub String);
 
 impl RunnerTools for NoRunner {
     fn invoke(&self, _agent: &str, _activation: &str, tool: &str, _input: Value) -> RunnerFuture {
-        let why = format!("{tool} runs in the agent's runner, which is not available: {}", self.0);
+        let why =
+            ToolError::RunnerLost(format!("{tool} runs in the agent's runner, which is not available: {}", self.0));
         Box::pin(async move { Err(why) })
     }
     fn cancel(&self, _agent: &str, _activation: &str) {}
@@ -317,9 +319,11 @@ impl Attempt<'_> {
                                 return AttemptEnd::Done(Ending::Cancelled);
                             }
                         };
+                        let ends =
+                            self.owner.tools.project.registry.tool(&real).is_some_and(|(_, def)| def.ends_activation);
                         match outcome {
-                            Ok(out) => (out.output, false, ENDING_TOOLS.contains(&real.as_str())),
-                            Err(e) => (e, true, false),
+                            Ok(out) => (out.output, false, ends),
+                            Err(e) => (e.to_string(), true, false),
                         }
                     }
                 };
@@ -390,7 +394,7 @@ impl Attempt<'_> {
         out
     }
 
-    async fn tool_call(&self, tool: &str, input: Value) -> Result<ToolOutput, String> {
+    async fn tool_call(&self, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
         execute_tool(&self.owner.tools, self.owner.runner.as_ref(), &self.agent.id, &self.activation.id, tool, input)
             .await
     }
@@ -422,46 +426,47 @@ pub async fn execute_tool(
     activation_id: &str,
     tool: &str,
     input: Value,
-) -> Result<ToolOutput, String> {
+) -> Result<ToolOutput, ToolError> {
     let store = &host.store;
-    let agent = host.project.config.agent(agent_id).ok_or_else(|| format!("Unknown agent: {agent_id}"))?;
-    let Some((pack, _)) = host.project.registry.tool(tool) else { return Err(format!("Unknown tool: {tool}")) };
+    let agent =
+        host.project.config.agent(agent_id).ok_or_else(|| ToolError::Rejected(format!("Unknown agent: {agent_id}")))?;
+    let Some((pack, def)) = host.project.registry.tool(tool) else {
+        return Err(ToolError::Rejected(format!("Unknown tool: {tool}")));
+    };
     if !agent.tools.allows(tool) {
-        return Err(format!("Tool not allowed for {agent_id}: {tool}"));
+        return Err(ToolError::Rejected(format!("Tool not allowed for {agent_id}: {tool}")));
     }
     let input = if input.is_null() { json!({}) } else { input };
-    let in_runner = crate::toolpack::runs_in_runner(pack, tool);
-    let pack_id = pack.id.clone();
     // Every call of a known, allowed tool is recorded, including the ones refused for their input.
     let call_id =
-        store.start_tool_call(activation_id, agent_id, tool, Some(&pack_id), &input).map_err(|e| e.to_string())?;
+        store.start_tool_call(activation_id, agent_id, tool, Some(&pack.id), &input, def.target(&input).as_deref())?;
     let caller = Caller { agent_id: agent_id.to_string(), activation_id: activation_id.to_string() };
     let invalid =
         match input.as_object().and_then(|m| m.get(super::providers::INVALID_JSON_KEY)).and_then(Value::as_str) {
-            Some(raw) => Some(format!("The arguments are not valid JSON: {raw}")),
-            None => host
-                .project
-                .registry
-                .validate_input(tool, &input)
-                .err()
-                .map(|errors| format!("Invalid input for {tool}: {}", describe_input_errors(&errors))),
+            Some(raw) => Some(ToolError::Rejected(format!("The arguments are not valid JSON: {raw}"))),
+            None => {
+                host.project.registry.validate_input(tool, &input).err().map(|e| ToolError::invalid_input(tool, &e))
+            }
         };
-    let result = if let Some(problem) = invalid {
-        Err(problem)
-    } else if builtin_tools::is_controller_tool(tool) {
-        builtin_tools::call(host, &caller, tool, &input).map_err(|e| e.to_string())
-    } else if tool == "web.fetch" {
-        web_fetch::fetch(&host.project.config.web_fetch, &input).await.map_err(|e| e.to_string())
-    } else if in_runner {
-        runner.invoke(agent_id, activation_id, tool, input).await
-    } else {
-        Err(format!("Unknown tool: {tool}"))
+    let result = match (invalid, def.runs_in) {
+        (Some(problem), _) => Err(problem),
+        (None, RunsIn::Controller) => builtin_tools::call(host, &caller, tool, &input).await,
+        (None, RunsIn::Runner) => runner.invoke(agent_id, activation_id, tool, input).await,
     };
     let (outcome, output, error) = match &result {
         Ok(out) => (ToolCallOutcome::Completed, serde_json::to_value(out).ok(), None),
-        Err(e) => (ToolCallOutcome::Failed, None, Some(e.as_str())),
+        Err(e) => (ToolCallOutcome::Failed, None, Some(e)),
     };
-    let _ = store.finish_tool_call(&call_id, outcome, output.as_ref(), error);
+    if let Err(e) = store.finish_tool_call(
+        &call_id,
+        outcome,
+        output.as_ref(),
+        error.map(ToolError::message),
+        error.map(ToolError::kind),
+    ) {
+        // The call ran; its result still goes back to the model, but the record stays open.
+        tracing::error!(agent = %agent_id, tool, call = %call_id, "recording the end of a tool call: {e}");
+    }
     result
 }
 

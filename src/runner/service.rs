@@ -154,7 +154,7 @@ impl RunnerService {
         };
         for name in &params.builtin_tools {
             let tool = BuiltinTool::from_name(name).ok_or_else(|| {
-                let known: Vec<_> = BuiltinTool::ALL.iter().map(|t| t.name()).collect();
+                let known: Vec<_> = BuiltinTool::names().collect();
                 format!("Unknown built-in runner tool: {name} (this runner has {})", known.join(", "))
             })?;
             register(name, Tool::Builtin(tool), &mut table)?;

@@ -108,6 +108,7 @@ impl Store {
         tool: &str,
         toolpack_id: Option<&str>,
         input: &Value,
+        target: Option<&str>,
     ) -> Result<String, StoreError> {
         self.write(|w| {
             let activation = activation_row(w.tx, activation_id)?
@@ -127,9 +128,9 @@ impl Store {
             }
             let id = new_id("tc");
             w.tx.execute(
-                "INSERT INTO tool_calls (id, activation_id, agent_id, tool, toolpack_id, status, input_json, started_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7)",
-                params![id, activation_id, agent_id, tool, toolpack_id, input.to_string(), w.now],
+                "INSERT INTO tool_calls (id, activation_id, agent_id, tool, toolpack_id, status, input_json, started_at, target)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8)",
+                params![id, activation_id, agent_id, tool, toolpack_id, input.to_string(), w.now, target],
             )?;
             // Inputs stay out of events: they can be large and hold file contents.
             w.event(
@@ -153,6 +154,7 @@ impl Store {
         outcome: ToolCallOutcome,
         output: Option<&Value>,
         error: Option<&str>,
+        error_kind: Option<&str>,
     ) -> Result<ToolCallRecord, StoreError> {
         self.write(|w| {
             let call = tool_call_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownToolCall(id.to_string()))?;
@@ -161,8 +163,9 @@ impl Store {
             }
             let status = outcome.status();
             w.tx.execute(
-                "UPDATE tool_calls SET status = ?2, output_json = ?3, error = ?4, finished_at = ?5 WHERE id = ?1",
-                params![id, status, output.map(Value::to_string), error, w.now],
+                "UPDATE tool_calls SET status = ?2, output_json = ?3, error = ?4, finished_at = ?5, error_kind = ?6
+                 WHERE id = ?1",
+                params![id, status, output.map(Value::to_string), error, w.now, error_kind],
             )?;
             w.event(
                 "tool_call.finished",
@@ -173,6 +176,7 @@ impl Store {
                     "tool": call.tool,
                     "status": status.as_str(),
                     "error": error,
+                    "errorKind": error_kind,
                 }),
             )?;
             tool_call_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownToolCall(id.to_string()))
@@ -224,13 +228,14 @@ fn tool_call_from_row(r: &Row<'_>) -> rusqlite::Result<ToolCallRecord> {
         error: r.get(8)?,
         started_at: r.get(9)?,
         finished_at: r.get(10)?,
+        error_kind: r.get(11)?,
     })
 }
 
 fn tool_call_row(conn: &Connection, id: &str) -> rusqlite::Result<Option<ToolCallRecord>> {
     conn.query_row(
         "SELECT id, activation_id, agent_id, tool, toolpack_id, status, input_json, output_json, error, started_at,
-                finished_at
+                finished_at, error_kind
          FROM tool_calls WHERE id = ?1",
         [id],
         tool_call_from_row,

@@ -42,7 +42,7 @@ pub use history::HistoryRecord;
 pub use model::*;
 pub use schema::latest_version as schema_version;
 pub use state_files::{StateError, StateFiles, StateLock};
-pub use stats::{LAST_ERROR_CAP, TARGET_CAP};
+pub use stats::LAST_ERROR_CAP;
 
 /// The directory (under the project root) that holds the controller's own state.
 pub const STATE_DIR: &str = ".suzumio";

@@ -269,6 +269,9 @@ pub struct ToolCallRecord {
     pub error: Option<String>,
     pub started_at: String,
     pub finished_at: Option<String>,
+    /// Why a failed call failed: `rejected`, `denied`, `failed`, `runner_lost` or `internal`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<String>,
 }
 
 /// One timeline row. `id` grows strictly, so it is the resume point for SSE streams.
@@ -368,7 +371,8 @@ pub struct ToolCallSummary {
     pub started_at: String,
     pub finished_at: Option<String>,
     pub error: Option<String>,
-    /// `file.*`: the path(s); `shell.exec`: the command and its cwd; `web.fetch`: the URL.
+    /// What the call touched, from the tool's declared `presentation.target` (a path, a
+    /// command, a URL); never contents.
     pub target: Option<String>,
 }
 

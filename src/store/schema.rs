@@ -125,6 +125,20 @@ pub const MIGRATIONS: &[&str] = &[
     "#,
     // 2: an activation's own history rows (activation context view).
     "CREATE INDEX history_by_activation ON history(activation_id);",
+    // 3: what a call touched, computed once when it starts from the tool's declared
+    // `presentation.target` (the store no longer knows tool names), and the kind of a failure.
+    // Earlier rows of the built-in tools get their targets from their inputs.
+    r#"
+    ALTER TABLE tool_calls ADD COLUMN target TEXT;
+    ALTER TABLE tool_calls ADD COLUMN error_kind TEXT;
+    UPDATE tool_calls SET target = substr(json_extract(input_json, '$.path'), 1, 600)
+        WHERE tool LIKE 'file.%' AND json_valid(input_json) AND json_type(input_json, '$.path') = 'text';
+    UPDATE tool_calls SET target = substr(json_extract(input_json, '$.command')
+            || coalesce(' · ' || json_extract(input_json, '$.cwd'), ''), 1, 600)
+        WHERE tool = 'shell.exec' AND json_valid(input_json) AND json_type(input_json, '$.command') = 'text';
+    UPDATE tool_calls SET target = substr(json_extract(input_json, '$.url'), 1, 600)
+        WHERE tool = 'web.fetch' AND json_valid(input_json) AND json_type(input_json, '$.url') = 'text';
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -8,17 +8,14 @@ use std::collections::BTreeMap;
 
 use rusqlite::params_from_iter;
 use rusqlite::types::Value as SqlValue;
-use serde_json::Value;
 
 use crate::store::{
     ActivationCounts, AgentCounts, ProjectStats, Store, StoreError, ToolCallSummary, ToolStat, clamp_limit, project_row,
 };
+use crate::text::cap_chars;
 
 /// `lastError` is capped at this many characters (reference §3.9).
 pub const LAST_ERROR_CAP: usize = 600;
-/// A recent call's `target` summary is capped at this many characters: a shell command can carry
-/// a whole heredoc.
-pub const TARGET_CAP: usize = 300;
 
 impl Store {
     /// Counts for the project stats panel, read in one snapshot.
@@ -107,7 +104,7 @@ impl Store {
         args.push(SqlValue::Integer(clamp_limit(Some(limit))));
         self.read(|conn| {
             let mut stmt = conn.prepare(&format!(
-                "SELECT id, tool, agent_id, activation_id, status, started_at, finished_at, error, input_json
+                "SELECT id, tool, agent_id, activation_id, status, started_at, finished_at, error, target
                  FROM tool_calls {filter} ORDER BY rowid DESC LIMIT ?"
             ))?;
             let rows = stmt.query_map(params_from_iter(args), summary_from_row)?;
@@ -121,7 +118,7 @@ impl Store {
     pub fn activation_tool_calls(&self, activation_id: &str) -> Result<Vec<ToolCallSummary>, StoreError> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT id, tool, agent_id, activation_id, status, started_at, finished_at, error, input_json
+                "SELECT id, tool, agent_id, activation_id, status, started_at, finished_at, error, target
                  FROM tool_calls WHERE activation_id = ?1 ORDER BY rowid",
             )?;
             let rows = stmt.query_map([activation_id], summary_from_row)?;
@@ -131,104 +128,16 @@ impl Store {
 }
 
 fn summary_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolCallSummary> {
-    let tool: String = r.get(1)?;
     let error: Option<String> = r.get(7)?;
-    // Parse failures only lose the summary; the input itself is never returned.
-    let input: Option<Value> = r.get::<_, String>(8).ok().and_then(|t| serde_json::from_str(&t).ok());
     Ok(ToolCallSummary {
-        target: input.as_ref().and_then(|i| target_summary(&tool, i)),
         id: r.get(0)?,
-        tool,
+        tool: r.get(1)?,
         agent_id: r.get(2)?,
         activation_id: r.get(3)?,
         status: r.get(4)?,
         started_at: r.get(5)?,
         finished_at: r.get(6)?,
         error: error.map(|e| cap_chars(&e, LAST_ERROR_CAP)),
+        target: r.get(8)?,
     })
-}
-
-/// What a call touched, from its input: `file.*` → the path (all paths for `file.patch`),
-/// `shell.exec` → `command (cwd: dir)`, `web.fetch` → the URL. Other tools have none.
-pub(crate) fn target_summary(tool: &str, input: &Value) -> Option<String> {
-    let text = |key: &str| input.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
-    let summary = if tool.starts_with("file.") {
-        match text("path") {
-            Some(path) => path.to_string(),
-            None => {
-                let paths: Vec<&str> = input
-                    .get("operations")
-                    .and_then(Value::as_array)?
-                    .iter()
-                    .filter_map(|op| op.get("path").and_then(Value::as_str))
-                    .collect();
-                if paths.is_empty() {
-                    return None;
-                }
-                paths.join(", ")
-            }
-        }
-    } else if tool == "shell.exec" {
-        let command = text("command")?;
-        match text("cwd") {
-            Some(cwd) => format!("{command} (cwd: {cwd})"),
-            None => command.to_string(),
-        }
-    } else if tool == "web.fetch" {
-        text("url")?.to_string()
-    } else {
-        return None;
-    };
-    Some(cap_chars(&summary, TARGET_CAP))
-}
-
-/// Cut `text` to at most `max` characters (not bytes, so multi-byte text stays valid), marking
-/// the cut with `…`.
-pub(crate) fn cap_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_string(),
-        Some(_) => {
-            let kept: String = text.chars().take(max.saturating_sub(1)).collect();
-            format!("{kept}…")
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn targets_name_what_was_touched_never_contents() {
-        let cases = [
-            ("file.write", json!({"path": "/workspace/a.txt", "content": "SECRET"}), Some("/workspace/a.txt")),
-            ("file.read", json!({"path": "notes.md"}), Some("notes.md")),
-            (
-                "file.patch",
-                json!({"operations": [{"op": "add", "path": "a", "content": "SECRET"}, {"op": "delete", "path": "b"}]}),
-                Some("a, b"),
-            ),
-            ("shell.exec", json!({"command": "ls -la", "cwd": "/tmp"}), Some("ls -la (cwd: /tmp)")),
-            ("shell.exec", json!({"command": "make"}), Some("make")),
-            ("web.fetch", json!({"url": "https://example.com/x"}), Some("https://example.com/x")),
-            ("messages.send", json!({"recipient": "pm", "body": "hi"}), None),
-            ("file.write", json!({"content": "SECRET"}), None),
-        ];
-        for (tool, input, expected) in cases {
-            assert_eq!(target_summary(tool, &input).as_deref(), expected, "{tool} {input}");
-        }
-    }
-
-    #[test]
-    fn long_targets_and_errors_are_capped_by_chars() {
-        let long = "é".repeat(1000);
-        let capped = cap_chars(&long, 600);
-        assert_eq!(capped.chars().count(), 600);
-        assert!(capped.ends_with('…'));
-        assert_eq!(cap_chars("short", 600), "short");
-        assert_eq!(cap_chars(&"x".repeat(600), 600), "x".repeat(600));
-        let summary = target_summary("shell.exec", &json!({"command": "y".repeat(5000)})).unwrap_or_default();
-        assert_eq!(summary.chars().count(), TARGET_CAP);
-    }
 }

@@ -1,16 +1,23 @@
-//! The controller-side built-in tools of the `core` pack (reference §4.2–§4.4):
-//! `messages.send` (with the communication policy enforced), `coordination.wait_for_signal` and
-//! `completion.submit`. They act for a calling agent's activation, whose identity the caller
-//! (the activation loop, or the support broker after its verification chain) guarantees.
-//! Inputs arrive already checked against the tools' schemas.
+//! The controller-side built-in tools, each registered once in [`HANDLERS`] next to its
+//! implementation: `messages.send` (with the communication policy enforced),
+//! `coordination.wait_for_signal` and `completion.submit` of the `core` pack (reference
+//! §4.2–§4.4), and `web.fetch` of the `web` pack. Where a built-in runs and whether it ends the
+//! activation is declared in its manifest (`runsIn`, `endsActivation`); a unit test checks that
+//! every controller built-in of the manifests has a handler here and every handler a manifest
+//! entry. They act for a calling agent's activation, whose identity the caller (the activation
+//! loop, or the support broker after its verification chain) guarantees. Inputs arrive already
+//! checked against the tools' schemas.
 
+use std::future::Future;
 use std::io::Write as _;
+use std::pin::Pin;
 
 use serde_json::{Value, json};
 
-use super::{InvokeError, ToolHost, ToolOutput};
+use super::{InvokeError, ToolHost, ToolOutput, web_fetch};
 use crate::config::Priority;
 use crate::store::{SendMessage, SignalRequest};
+use crate::toolpack::ToolError;
 
 /// Who is calling: an agent, during one of its activations.
 #[derive(Clone, Debug)]
@@ -19,19 +26,35 @@ pub struct Caller {
     pub activation_id: String,
 }
 
-/// Tools whose call ends the activation (reference §4.1 step 6).
-pub const ENDING_TOOLS: [&str; 2] = ["coordination.wait_for_signal", "completion.submit"];
+pub type HandlerFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
 
-pub fn is_controller_tool(tool: &str) -> bool {
-    matches!(tool, "messages.send" | "coordination.wait_for_signal" | "completion.submit")
+/// A controller-side built-in: runs in place, for the calling agent.
+pub type Handler = for<'a> fn(&'a ToolHost, &'a Caller, &'a Value) -> HandlerFuture<'a>;
+
+/// Every controller-side built-in tool, by name.
+pub const HANDLERS: &[(&str, Handler)] = &[
+    ("messages.send", |host, caller, input| ready(send(host, caller, input))),
+    ("coordination.wait_for_signal", |host, caller, input| ready(wait_for_signal(host, caller, input))),
+    ("completion.submit", |host, caller, input| ready(submit(host, caller, input))),
+    ("web.fetch", |host, _caller, input| {
+        Box::pin(async move { web_fetch::fetch(&host.project.config.web_fetch, input).await })
+    }),
+];
+
+/// The handler of a controller-side built-in tool.
+pub fn handler(tool: &str) -> Option<Handler> {
+    HANDLERS.iter().find(|(name, _)| *name == tool).map(|(_, h)| *h)
 }
 
-pub fn call(host: &ToolHost, caller: &Caller, tool: &str, input: &Value) -> Result<ToolOutput, InvokeError> {
-    match tool {
-        "messages.send" => send(host, caller, input),
-        "coordination.wait_for_signal" => wait_for_signal(host, caller, input),
-        "completion.submit" => submit(host, caller, input),
-        other => Err(InvokeError::UnknownTool { pack: "core".into(), tool: other.into() }),
+fn ready<'a>(result: Result<ToolOutput, InvokeError>) -> HandlerFuture<'a> {
+    Box::pin(std::future::ready(result.map_err(ToolError::from)))
+}
+
+/// Run a controller-side built-in tool (`Rejected` when `tool` is not one).
+pub async fn call(host: &ToolHost, caller: &Caller, tool: &str, input: &Value) -> Result<ToolOutput, ToolError> {
+    match handler(tool) {
+        Some(run) => run(host, caller, input).await,
+        None => Err(ToolError::Rejected(format!("{tool} has no controller-side handler"))),
     }
 }
 

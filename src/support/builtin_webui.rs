@@ -20,9 +20,9 @@ pub fn invoke(host: &ToolHost, pack: &str, entry: &str, input: &Value) -> Result
         ("core", "messages.send") => send(host, input),
         ("core", "coordination.signals") => signals(host, input),
         ("core", "completion.report") => report(host),
-        ("core", "file.activity") => activity(host, input, "File activity", &["file.read", "file.write", "file.patch"]),
-        ("shell", "shell.activity") => activity(host, input, "Shell activity", &["shell.exec"]),
-        ("web", "web.activity") => activity(host, input, "Web activity", &["web.fetch"]),
+        ("core", "file.activity") => activity(host, input, pack, entry, "File activity"),
+        ("shell", "shell.activity") => activity(host, input, pack, entry, "Shell activity"),
+        ("web", "web.activity") => activity(host, input, pack, entry, "Web activity"),
         _ => Err(InvokeError::UnknownEntry { pack: pack.into(), entry: entry.into() }),
     }
 }
@@ -201,12 +201,15 @@ fn report(host: &ToolHost) -> Result<ToolOutput, InvokeError> {
         })))
 }
 
-fn activity(host: &ToolHost, input: &Value, title: &str, tools: &[&str]) -> Result<ToolOutput, InvokeError> {
+/// Recent calls of the tools an activity entry lists in its manifest `relatedTools`.
+fn activity(host: &ToolHost, input: &Value, pack: &str, entry: &str, title: &str) -> Result<ToolOutput, InvokeError> {
+    let related = host.project.registry.pack(pack).and_then(|p| p.webui.iter().find(|e| e.id == entry));
+    let tools: Vec<&str> = related.map(|e| e.related_tools.iter().map(String::as_str).collect()).unwrap_or_default();
     let stats = host.store.tool_stats()?;
-    let recent = host.store.recent_tool_calls(tools, limit(input, 20, 100))?;
+    let recent = host.store.recent_tool_calls(&tools, limit(input, 20, 100))?;
     let mut out = String::new();
     let mut metrics = Vec::new();
-    for tool in tools {
+    for tool in &tools {
         let s = stats.iter().find(|s| s.tool == *tool);
         let (calls, failed) = s.map_or((0, 0), |s| (s.call_count, s.failed_count));
         let _ = writeln!(out, "{tool}: {calls} call(s), {failed} failed");

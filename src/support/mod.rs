@@ -23,7 +23,7 @@ use crate::project::Project;
 use crate::store::{MessageSent, SendMessage, StateFiles, Store, StoreError};
 pub use crate::toolpack::output::{ToolOutput, parse_output};
 use crate::toolpack::schema::InputError;
-use crate::toolpack::{Toolpack, WebuiEntry};
+use crate::toolpack::{ToolError, Toolpack, WebuiEntry};
 
 /// Why an invocation did not produce an output. Each variant maps to one HTTP status.
 #[derive(Debug, thiserror::Error)]
@@ -47,12 +47,27 @@ pub enum InvokeError {
     Internal(String),
 }
 
-pub fn describe_input_errors(errors: &[InputError]) -> String {
-    errors
-        .iter()
-        .map(|e| if e.pointer.is_empty() { e.message.clone() } else { format!("{}: {}", e.pointer, e.message) })
-        .collect::<Vec<_>>()
-        .join("; ")
+pub use crate::toolpack::error::describe_input_errors;
+
+impl From<InvokeError> for ToolError {
+    fn from(e: InvokeError) -> Self {
+        match e {
+            InvokeError::Handler(m) => ToolError::Failed(m),
+            InvokeError::Internal(m) => ToolError::Internal(m),
+            other => ToolError::Rejected(other.to_string()),
+        }
+    }
+}
+
+impl From<StoreError> for ToolError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Database(_) | StoreError::Io(_) | StoreError::CreateDir { .. } => {
+                ToolError::Internal(format!("the project store failed: {e}"))
+            }
+            other => ToolError::Rejected(other.to_string()),
+        }
+    }
 }
 
 impl From<StoreError> for InvokeError {

@@ -28,7 +28,7 @@ use crate::rpc::{
     self, CallSupportParams, Connection, HandlerFuture, HelloParams, HelloResult, InvokeParams, LoadParams, LoadResult,
     PackSpec, RecordSignalParams, RequestHandler, RpcError,
 };
-use crate::toolpack::{PackSource, RUNNER_BUILTINS};
+use crate::toolpack::{PackSource, RunsIn, ToolError};
 
 /// How long a started runner has to connect and load.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -117,24 +117,21 @@ impl AgentRunners {
         Ok(())
     }
 
-    fn slot(&self, agent: &str) -> Result<&Arc<Slot>, String> {
-        self.slots.get(agent).ok_or_else(|| format!("Unknown agent: {agent}"))
+    fn slot(&self, agent: &str) -> Result<&Arc<Slot>, ToolError> {
+        self.slots.get(agent).ok_or_else(|| ToolError::Rejected(format!("Unknown agent: {agent}")))
     }
 
-    fn spec(&self, agent: &str) -> Result<ContainerSpec, String> {
-        let record = self
-            .tools
-            .store
-            .agent(agent)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("Unknown agent: {agent}"))?;
+    fn spec(&self, agent: &str) -> Result<ContainerSpec, ToolError> {
+        let record =
+            self.tools.store.agent(agent)?.ok_or_else(|| ToolError::Rejected(format!("Unknown agent: {agent}")))?;
         let p = &self.tools.project;
         ContainerSpec::for_agent(&p.config, &p.registry, agent, &self.runner_binary, &record.token)
-            .map_err(|e| e.to_string())
+            .map_err(|e| ToolError::Internal(e.to_string()))
     }
 
     /// The agent's ready session: start (or restart) its runner if needed and wait for it.
-    async fn session(&self, agent: &str) -> Result<Connection, String> {
+    /// A runner that cannot be started or reached is `RunnerLost`.
+    async fn session(&self, agent: &str) -> Result<Connection, ToolError> {
         let slot = self.slot(agent)?;
         if let Some(conn) = live(slot) {
             return Ok(conn);
@@ -146,28 +143,33 @@ impl AgentRunners {
         let spec = self.spec(agent)?;
         *slot.load_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let mut ready = slot.ready.subscribe();
-        self.backend.ensure_running(&spec).await.map_err(|e| e.to_string())?;
+        self.backend
+            .ensure_running(&spec)
+            .await
+            .map_err(|e| ToolError::RunnerLost(format!("the runner of {agent} could not be started: {e}")))?;
         let waited = tokio::time::timeout(READY_TIMEOUT, async {
             loop {
                 if let Some(conn) = live(slot) {
                     return Ok(conn);
                 }
                 if let Some(error) = slot.load_error.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                    return Err(format!("the runner of {agent} could not load its toolpacks: {error}"));
+                    return Err(ToolError::RunnerLost(format!(
+                        "the runner of {agent} could not load its toolpacks: {error}"
+                    )));
                 }
                 if ready.changed().await.is_err() {
-                    return Err("the controller is shutting down".to_string());
+                    return Err(ToolError::RunnerLost("the controller is shutting down".to_string()));
                 }
             }
         })
         .await;
         match waited {
             Ok(result) => result,
-            Err(_) => Err(format!(
+            Err(_) => Err(ToolError::RunnerLost(format!(
                 "the runner of {agent} did not connect within {} s (check `docker logs {}`)",
                 READY_TIMEOUT.as_secs(),
                 spec.name
-            )),
+            ))),
         }
     }
 
@@ -189,7 +191,7 @@ impl AgentRunners {
         activation_id: &str,
         tool: &str,
         input: Value,
-    ) -> Result<ToolOutput, String> {
+    ) -> Result<ToolOutput, ToolError> {
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -216,10 +218,15 @@ impl AgentRunners {
                     continue;
                 }
                 Ok(Err(e)) if e.is_connection_closed() => {
-                    return Err(format!("the runner of {agent} stopped during {tool}"));
+                    return Err(ToolError::RunnerLost(format!("the runner of {agent} stopped during {tool}")));
                 }
-                Ok(Err(e)) => return Err(e.message),
-                Err(_) => return Err(format!("{tool} did not answer within {} s", INVOKE_TIMEOUT.as_secs())),
+                Ok(Err(e)) => return Err(ToolError::Failed(e.message)),
+                Err(_) => {
+                    return Err(ToolError::Failed(format!(
+                        "{tool} did not answer within {} s",
+                        INVOKE_TIMEOUT.as_secs()
+                    )));
+                }
             }
         }
     }
@@ -262,8 +269,13 @@ impl AgentRunners {
         let p = &self.tools.project;
         let config = p.config.agent(agent).ok_or_else(|| format!("Unknown agent: {agent}"))?;
         let set = p.registry.resolve_agent(config);
-        let builtin_tools =
-            RUNNER_BUILTINS.iter().filter(|t| set.tools.iter().any(|a| a == *t)).map(|t| t.to_string()).collect();
+        // The agent's allowed built-ins that run in the runner (local packs' tools come below).
+        let builtin_tools = set
+            .tools
+            .iter()
+            .filter(|t| p.registry.tool(t).is_some_and(|(pack, def)| !pack.is_local() && def.runs_in == RunsIn::Runner))
+            .cloned()
+            .collect();
         let mut packs = Vec::new();
         for id in &set.mounted_packs {
             let Some(pack) = p.registry.pack(id) else { continue };
@@ -380,14 +392,12 @@ impl RequestHandler for SessionHandler {
                 _ if !authenticated => Err(RpcError::application("say hello with the agent token first")),
                 rpc::method::CALL_SUPPORT => {
                     let p: CallSupportParams = rpc::parse_params(&method, params)?;
-                    let out =
-                        broker::call_support(&runners.tools, &slot.agent, p).await.map_err(RpcError::application)?;
+                    let out = broker::call_support(&runners.tools, &slot.agent, p).await.map_err(tool_error_reply)?;
                     Ok(serde_json::to_value(out).unwrap_or(Value::Null))
                 }
                 rpc::method::RECORD_SIGNAL => {
                     let p: RecordSignalParams = rpc::parse_params(&method, params)?;
-                    let signals =
-                        broker::record_signal(&runners.tools, &slot.agent, p).map_err(RpcError::application)?;
+                    let signals = broker::record_signal(&runners.tools, &slot.agent, p).map_err(tool_error_reply)?;
                     Ok(serde_json::to_value(signals).unwrap_or(Value::Null))
                 }
                 other => Err(RpcError::method_not_found(other)),
@@ -400,10 +410,18 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// A broker refusal as the runner sees it: the message (what the pack's code and the model see)
+/// as a `-32000` error, and the kind alongside in `data`.
+fn tool_error_reply(e: ToolError) -> RpcError {
+    let mut reply = RpcError::application(e.to_string());
+    reply.data = Some(json!({ "kind": e.kind() }));
+    reply
+}
+
 impl RunnerTools for AgentRunners {
     fn invoke(&self, agent_id: &str, activation_id: &str, tool: &str, input: Value) -> RunnerFuture {
         let Some(me) = self.me.upgrade() else {
-            return Box::pin(async { Err("the controller is shutting down".to_string()) });
+            return Box::pin(async { Err(ToolError::RunnerLost("the controller is shutting down".to_string())) });
         };
         let (agent, activation, tool) = (agent_id.to_string(), activation_id.to_string(), tool.to_string());
         Box::pin(async move { me.invoke(&agent, &activation, &tool, input).await })

@@ -9,28 +9,33 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{InvokeError, ToolOutput};
+use super::ToolOutput;
 use crate::config::WebFetchConfig;
+use crate::toolpack::ToolError;
 
 const DEFAULT_MAX: usize = 20_000;
 const MAX_CAP: usize = 100_000;
 const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 const TIMEOUT_CAP_MS: u64 = 120_000;
 
-pub async fn fetch(config: &WebFetchConfig, input: &Value) -> Result<ToolOutput, InvokeError> {
+/// Fetch a URL: a URL the rules refuse is `Rejected`, a fetch that went wrong is `Failed`.
+pub async fn fetch(config: &WebFetchConfig, input: &Value) -> Result<ToolOutput, ToolError> {
     let raw = input.get("url").and_then(Value::as_str).unwrap_or_default().to_string();
     let max = input.get("maxBytes").and_then(Value::as_u64).map_or(DEFAULT_MAX, |n| n as usize).clamp(1, MAX_CAP);
     let timeout = input.get("timeoutMs").and_then(Value::as_u64).unwrap_or(DEFAULT_TIMEOUT_MS).clamp(1, TIMEOUT_CAP_MS);
     let format = input.get("format").and_then(Value::as_str).unwrap_or("text");
-    let fail = |e: String| InvokeError::Rejected(format!("web.fetch failed for {raw}: {e}"));
-    let url = reqwest::Url::parse(&raw).map_err(|e| fail(e.to_string()))?;
+    let fail = |e: String| ToolError::Failed(format!("web.fetch failed for {raw}: {e}"));
+    let url = reqwest::Url::parse(&raw).map_err(|e| ToolError::Rejected(format!("web.fetch failed for {raw}: {e}")))?;
     if url.scheme() != "http" && url.scheme() != "https" {
-        return Err(InvokeError::Rejected(format!("Unsupported URL protocol: {}:", url.scheme())));
+        return Err(ToolError::Rejected(format!("Unsupported URL protocol: {}:", url.scheme())));
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(InvokeError::Rejected("URL credentials are not allowed".into()));
+        return Err(ToolError::Rejected("URL credentials are not allowed".into()));
     }
-    let host = url.host_str().ok_or_else(|| fail("the URL has no host".into()))?.to_string();
+    let host = url
+        .host_str()
+        .ok_or_else(|| ToolError::Rejected(format!("web.fetch failed for {raw}: the URL has no host")))?
+        .to_string();
     let port = url.port_or_known_default().unwrap_or(80);
     let lookup_host = host.trim_start_matches('[').trim_end_matches(']').to_string();
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host((lookup_host.as_str(), port))
@@ -43,7 +48,7 @@ pub async fn fetch(config: &WebFetchConfig, input: &Value) -> Result<ToolOutput,
     if !config.allow_private_addresses
         && let Some(bad) = addrs.iter().find(|a| !is_public(a.ip()))
     {
-        return Err(InvokeError::Rejected(format!(
+        return Err(ToolError::Rejected(format!(
             "web.fetch refuses {host}: it resolves to {}, a loopback, private or link-local address (set tools.webFetch.allowPrivateAddresses to allow it)",
             bad.ip()
         )));

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::config::diag::Diagnostics;
 use crate::config::model::BuiltinPack;
 use crate::config::node::parse_json;
-use crate::toolpack::manifest::{Manifest, parse_manifest};
+use crate::toolpack::manifest::{Manifest, ManifestOrigin, parse_manifest};
 
 fn source(pack: BuiltinPack) -> &'static str {
     match pack {
@@ -27,7 +27,7 @@ pub fn manifest(pack: BuiltinPack) -> Result<Manifest, Diagnostics> {
         d.error(Some(&e.loc), "", e.message);
         d.clone()
     })?;
-    match parse_manifest(&node, &mut d) {
+    match parse_manifest(&node, ManifestOrigin::Builtin, &mut d) {
         Some(m) if !d.has_errors() => Ok(m),
         _ => Err(d),
     }
@@ -49,6 +49,7 @@ mod tests {
                     "file.read",
                     "file.write",
                     "file.patch",
+                    "file.list",
                 ],
             ),
             (BuiltinPack::Shell, vec!["shell.exec"]),

@@ -7,6 +7,8 @@
 
 use serde_json::Value as Json;
 
+use crate::text::cap_chars;
+
 use crate::config::diag::Diagnostics;
 use crate::config::node::{Loc, Node, Value};
 use crate::config::read::{Obj, index, join};
@@ -28,7 +30,31 @@ pub struct Presentation {
     pub icon: Option<String>,
     pub group: Option<String>,
     pub tone: Option<String>,
+    /// JSON pointers into a call's input naming what the call touched (a path, a command, a
+    /// URL), shown in activity panels and tool-call lists instead of the input itself. A `*`
+    /// segment expands an array. Values are joined with ` · `.
+    pub target: Vec<String>,
 }
+
+/// Where a tool's handler runs. Every tool of a local pack runs in the agent's runner (its
+/// `runner.mjs`); a built-in manifest says where each built-in runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunsIn {
+    /// In the agent's container, by the runner (built-ins) or the pack's `runner.mjs`.
+    Runner,
+    /// In the controller, by a Rust handler next to the built-in's declaration.
+    Controller,
+}
+
+/// Which manifests may use the keys reserved for built-in packs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ManifestOrigin {
+    Builtin,
+    Local,
+}
+
+/// A call's `target` is capped at this many characters: a shell command can carry a whole heredoc.
+pub const TARGET_CAP: usize = 300;
 
 #[derive(Clone, Debug)]
 pub struct ToolDefinition {
@@ -38,6 +64,60 @@ pub struct ToolDefinition {
     pub annotations: ToolAnnotations,
     pub requires_approval: bool,
     pub presentation: Option<Presentation>,
+    pub runs_in: RunsIn,
+    /// A call of this tool ends the activation (reference §4.1 step 6).
+    pub ends_activation: bool,
+}
+
+impl ToolDefinition {
+    /// What a call touched, from its input and the tool's declared `presentation.target`
+    /// pointers: never contents, capped at [`TARGET_CAP`] characters.
+    pub fn target(&self, input: &Json) -> Option<String> {
+        let pointers = self.presentation.as_ref().map(|p| p.target.as_slice()).unwrap_or_default();
+        let mut parts = Vec::new();
+        for pointer in pointers {
+            let mut values = Vec::new();
+            collect_pointer(input, pointer.trim_start_matches('/'), &mut values);
+            let values: Vec<String> = values
+                .into_iter()
+                .filter_map(|v| match v {
+                    Json::String(s) if !s.is_empty() => Some(s.clone()),
+                    Json::Number(n) => Some(n.to_string()),
+                    _ => None,
+                })
+                .collect();
+            if !values.is_empty() {
+                parts.push(values.join(", "));
+            }
+        }
+        if parts.is_empty() {
+            return None;
+        }
+        Some(cap_chars(&parts.join(" · "), TARGET_CAP))
+    }
+}
+
+/// The values at a pointer whose `*` segments expand arrays.
+fn collect_pointer<'a>(value: &'a Json, rest: &str, out: &mut Vec<&'a Json>) {
+    if rest.is_empty() {
+        out.push(value);
+        return;
+    }
+    let (head, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    match (head, value) {
+        ("*", Json::Array(items)) => items.iter().for_each(|item| collect_pointer(item, tail, out)),
+        (key, Json::Object(map)) => {
+            if let Some(next) = map.get(&key.replace("~1", "/").replace("~0", "~")) {
+                collect_pointer(next, tail, out);
+            }
+        }
+        (index, Json::Array(items)) => {
+            if let Some(next) = index.parse::<usize>().ok().and_then(|i| items.get(i)) {
+                collect_pointer(next, tail, out);
+            }
+        }
+        _ => {}
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,7 +175,18 @@ pub struct Manifest {
 }
 
 const MANIFEST_KEYS: &[&str] = &["id", "description", "tools", "webui", "runner", "controller"];
-const TOOL_KEYS: &[&str] = &["name", "description", "inputSchema", "annotations", "requiresApproval", "presentation"];
+const TOOL_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "inputSchema",
+    "annotations",
+    "requiresApproval",
+    "presentation",
+    "runsIn",
+    "endsActivation",
+];
+/// Keys only the built-in manifests may use: where a tool runs is the binary's business.
+const BUILTIN_ONLY_TOOL_KEYS: &[&str] = &["runsIn", "endsActivation"];
 const WEBUI_KEYS: &[&str] =
     &["id", "title", "description", "kind", "inputSchema", "submitLabel", "relatedTools", "presentation"];
 const RETIRED: &[(&str, &str)] = &[
@@ -106,7 +197,7 @@ const RETIRED: &[(&str, &str)] = &[
 
 /// Parse a manifest tree. Every problem goes into `d`; `None` only when the document is not an
 /// object at all or its id is unusable (the caller then has nothing to register).
-pub fn parse_manifest(node: &Node, d: &mut Diagnostics) -> Option<Manifest> {
+pub fn parse_manifest(node: &Node, origin: ManifestOrigin, d: &mut Diagnostics) -> Option<Manifest> {
     if node.as_map().is_none() {
         d.error(Some(&node.loc), "", format!("a toolpack manifest must be a JSON object, got {}", node.kind_name()));
         return None;
@@ -128,7 +219,7 @@ pub fn parse_manifest(node: &Node, d: &mut Diagnostics) -> Option<Manifest> {
         return None;
     }
     let description = m.string("description", d);
-    let (tools, validators) = parse_tools(&m, &id, d);
+    let (tools, validators) = parse_tools(&m, &id, origin, d);
     let webui = parse_webui(&m, d);
     let declared = |key: &str| match m.get(key) {
         Some(Node { value: Value::Seq(items), .. }) => items.len(),
@@ -144,7 +235,12 @@ pub fn parse_manifest(node: &Node, d: &mut Diagnostics) -> Option<Manifest> {
     Some(Manifest { id, description, tools, validators, webui, runner, controller, loc: node.loc.clone() })
 }
 
-fn parse_tools(m: &Obj, pack_id: &str, d: &mut Diagnostics) -> (Vec<ToolDefinition>, Vec<jsonschema::Validator>) {
+fn parse_tools(
+    m: &Obj,
+    pack_id: &str,
+    origin: ManifestOrigin,
+    d: &mut Diagnostics,
+) -> (Vec<ToolDefinition>, Vec<jsonschema::Validator>) {
     let mut tools: Vec<ToolDefinition> = Vec::new();
     let mut validators = Vec::new();
     let Some(Node { value: Value::Seq(items), .. }) = m.get("tools") else {
@@ -211,6 +307,29 @@ fn parse_tools(m: &Obj, pack_id: &str, d: &mut Diagnostics) -> (Vec<ToolDefiniti
         let annotations = parse_annotations(&t, d);
         let requires_approval = t.bool("requiresApproval", d).unwrap_or(false);
         let presentation = parse_presentation(&t, d);
+        if origin == ManifestOrigin::Local {
+            for key in BUILTIN_ONLY_TOOL_KEYS {
+                if t.get(key).is_some() {
+                    d.error(
+                        Some(&t.key_loc(key)),
+                        t.path_of(key),
+                        format!("{key} is reserved for built-in packs: a local pack's tools run in its runner module"),
+                    );
+                }
+            }
+        }
+        let runs_in = match t.one_of("runsIn", &["runner", "controller"], d).as_deref() {
+            Some("controller") => RunsIn::Controller,
+            _ => RunsIn::Runner,
+        };
+        let ends_activation = t.bool("endsActivation", d).unwrap_or(false);
+        if ends_activation && runs_in != RunsIn::Controller {
+            d.error(
+                Some(&t.key_loc("endsActivation")),
+                t.path_of("endsActivation"),
+                "only controller tools can end an activation",
+            );
+        }
         if let (Some(name), Some(description), Some((input_schema, validator))) = (name, description, input_schema) {
             tools.push(ToolDefinition {
                 name,
@@ -219,6 +338,8 @@ fn parse_tools(m: &Obj, pack_id: &str, d: &mut Diagnostics) -> (Vec<ToolDefiniti
                 annotations,
                 requires_approval,
                 presentation,
+                runs_in,
+                ends_activation,
             });
             validators.push(validator);
         }
@@ -251,9 +372,28 @@ fn parse_annotations(t: &Obj, d: &mut Diagnostics) -> ToolAnnotations {
 }
 
 fn parse_presentation(o: &Obj, d: &mut Diagnostics) -> Option<Presentation> {
-    let p = Obj::open(o.get("presentation")?, &o.path_of("presentation"), &["label", "icon", "group", "tone"], &[], d)?;
+    let keys = &["label", "icon", "group", "tone", "target"];
+    let p = Obj::open(o.get("presentation")?, &o.path_of("presentation"), keys, &[], d)?;
     let tone = p.one_of("tone", &["info", "success", "warning", "error"], d);
-    Some(Presentation { label: p.string("label", d), icon: p.string("icon", d), group: p.string("group", d), tone })
+    let mut target = Vec::new();
+    for (pointer, loc) in p.string_list("target", d).unwrap_or_default() {
+        if pointer.starts_with('/') {
+            target.push(pointer);
+        } else {
+            d.error(
+                Some(&loc),
+                p.path_of("target"),
+                format!("target must be JSON pointers like /path, got {pointer:?}"),
+            );
+        }
+    }
+    Some(Presentation {
+        label: p.string("label", d),
+        icon: p.string("icon", d),
+        group: p.string("group", d),
+        tone,
+        target,
+    })
 }
 
 fn parse_webui(m: &Obj, d: &mut Diagnostics) -> Vec<WebuiEntry> {

@@ -5,13 +5,15 @@
 //! runner (container side) and the support broker (controller side) do that.
 
 pub mod builtin;
+pub mod error;
 pub mod manifest;
 pub mod output;
 pub mod registry;
 pub mod schema;
 
-pub use manifest::{Presentation, ToolAnnotations, ToolDefinition, WebuiEntry, WebuiKind};
-pub use registry::{AgentToolset, PackSource, RUNNER_BUILTINS, Toolpack, ToolpackRegistry, runs_in_runner};
+pub use error::ToolError;
+pub use manifest::{Presentation, RunsIn, ToolAnnotations, ToolDefinition, WebuiEntry, WebuiKind};
+pub use registry::{AgentToolset, PackSource, Toolpack, ToolpackRegistry};
 
 /// Tool names: 1–128 characters of `A-Za-z0-9_.-`.
 pub fn is_valid_tool_name(name: &str) -> bool {

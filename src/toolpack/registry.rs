@@ -13,7 +13,7 @@ use crate::config::diag::Diagnostics;
 use crate::config::model::{AgentConfig, BuiltinPack, PackLimits, ToolpackRef};
 use crate::config::node::{Loc, parse_json};
 use crate::toolpack::builtin;
-use crate::toolpack::manifest::{Manifest, ToolDefinition, WebuiEntry, parse_manifest};
+use crate::toolpack::manifest::{Manifest, ManifestOrigin, ToolDefinition, WebuiEntry, parse_manifest};
 use crate::toolpack::schema::{self, InputError};
 
 pub const MANIFEST_FILE: &str = "suzumio.toolpack.json";
@@ -48,16 +48,6 @@ impl Toolpack {
     pub fn kind_name(&self) -> &'static str {
         if self.is_local() { "local" } else { "builtin" }
     }
-}
-
-/// Built-in tools the runner implements (in the agent's container); the other built-ins run in
-/// the controller.
-pub const RUNNER_BUILTINS: [&str; 4] = ["file.read", "file.write", "file.patch", "shell.exec"];
-
-/// Whether a tool of `pack` runs in the agent's runner: every tool of a local pack (its
-/// `runner.mjs`), and the built-in file and shell tools.
-pub fn runs_in_runner(pack: &Toolpack, tool: &str) -> bool {
-    pack.is_local() || RUNNER_BUILTINS.contains(&tool)
 }
 
 /// What one agent may use.
@@ -247,7 +237,7 @@ fn load_local(
             return None;
         }
     };
-    let manifest = parse_manifest(&node, d)?;
+    let manifest = parse_manifest(&node, ManifestOrigin::Local, d)?;
     if let Some(expected) = expected_id
         && expected != manifest.id
     {

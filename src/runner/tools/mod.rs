@@ -1,11 +1,15 @@
-//! The built-in runner tools, in Rust: `file.read`, `file.write`, `file.patch` (core pack) and
-//! `shell.exec` (shell pack), with the reference's inputs, defaults, caps, output formats and
-//! error texts (reference §4.5–§4.8). Beyond the reference: symlinks are resolved before the root
-//! check, and `file.patch` is all-or-nothing.
+//! The built-in runner tools, in Rust, each registered once in [`IMPLEMENTATIONS`] next to its
+//! module: `file.read`, `file.write`, `file.patch`, `file.list` (core pack) and `shell.exec`
+//! (shell pack), with the reference's inputs, defaults, caps, output formats and error texts
+//! (reference §4.5–§4.8). Which built-ins run here is declared in their manifests
+//! (`runsIn: runner`); a unit test checks that every one of them has an implementation here and
+//! nothing here lacks a manifest entry. Beyond the reference: symlinks are resolved before the
+//! root check, and `file.patch` is all-or-nothing.
 //!
 //! Errors are plain strings on purpose: each is the exact text the model sees, and it crosses
 //! the wire unchanged as a `-32000` message.
 
+mod file_list;
 mod file_patch;
 mod file_read;
 mod file_write;
@@ -20,30 +24,45 @@ use tokio::sync::Notify;
 use super::paths::{ARTIFACTS, MNT, PathRefusal, Roots, ToolPath, WORKSPACE};
 use crate::rpc::ToolOutput;
 
-/// One of the built-in runner tools.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BuiltinTool {
-    FileRead,
-    FileWrite,
-    FilePatch,
-    ShellExec,
+/// How a built-in runs: filesystem tools block (they run on the blocking pool, off the threads
+/// that serve the socket); `shell.exec` is async and can be cancelled.
+#[derive(Clone, Copy)]
+pub enum Implementation {
+    Blocking(fn(&ToolContext, &Map<String, Value>) -> Result<ToolOutput, String>),
+    Shell,
+}
+
+/// Every built-in runner tool, by name.
+pub const IMPLEMENTATIONS: &[(&str, Implementation)] = &[
+    ("file.read", Implementation::Blocking(file_read::run)),
+    ("file.write", Implementation::Blocking(file_write::run)),
+    ("file.patch", Implementation::Blocking(file_patch::run)),
+    ("file.list", Implementation::Blocking(file_list::run)),
+    ("shell.exec", Implementation::Shell),
+];
+
+/// One built-in runner tool: its name and how it runs.
+#[derive(Clone, Copy)]
+pub struct BuiltinTool {
+    name: &'static str,
+    implementation: Implementation,
 }
 
 impl BuiltinTool {
-    pub const ALL: [BuiltinTool; 4] =
-        [BuiltinTool::FileRead, BuiltinTool::FileWrite, BuiltinTool::FilePatch, BuiltinTool::ShellExec];
-
     pub fn name(self) -> &'static str {
-        match self {
-            BuiltinTool::FileRead => "file.read",
-            BuiltinTool::FileWrite => "file.write",
-            BuiltinTool::FilePatch => "file.patch",
-            BuiltinTool::ShellExec => "shell.exec",
-        }
+        self.name
     }
 
     pub fn from_name(name: &str) -> Option<BuiltinTool> {
-        BuiltinTool::ALL.into_iter().find(|tool| tool.name() == name)
+        IMPLEMENTATIONS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(name, implementation)| BuiltinTool { name, implementation: *implementation })
+    }
+
+    /// The names this runner implements, for error messages and the tool-table test.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        IMPLEMENTATIONS.iter().map(|(n, _)| *n)
     }
 }
 
@@ -53,7 +72,7 @@ pub struct BuiltinTools {
     ctx: Arc<ToolContext>,
 }
 
-struct ToolContext {
+pub struct ToolContext {
     roots: Roots,
     /// The writable artifacts directory as tools see it, `/artifacts/<agent>`.
     own_artifacts: String,
@@ -89,11 +108,9 @@ impl BuiltinTools {
         cancel: Option<Arc<Notify>>,
     ) -> Result<ToolOutput, String> {
         let Value::Object(input) = input else { return Err("Tool input must be an object".into()) };
-        let run: fn(&ToolContext, &Map<String, Value>) -> Result<ToolOutput, String> = match tool {
-            BuiltinTool::ShellExec => return shell_exec::run(&self.ctx, &input, cancel).await,
-            BuiltinTool::FileRead => file_read::run,
-            BuiltinTool::FileWrite => file_write::run,
-            BuiltinTool::FilePatch => file_patch::run,
+        let run = match tool.implementation {
+            Implementation::Shell => return shell_exec::run(&self.ctx, &input, cancel).await,
+            Implementation::Blocking(run) => run,
         };
         // Filesystem calls block; keep them off the threads that serve the socket.
         let ctx = self.ctx.clone();
