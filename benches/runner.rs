@@ -47,7 +47,7 @@ fn main() {
     rt.block_on(async {
         let tools = suzumio::controller::open(&dir).unwrap();
         let runners = suzumio::controller::runners_with(&tools, BackendKind::Docker, runner.clone()).await.unwrap();
-        let image = tools.project.config.backend.image.clone();
+        let image = tools.project.config.backend.docker.image.clone();
         println!("runner binary: {}", runner.display());
         println!("{:<58} {:>12} {:>12}", "case", "median", "p99");
 

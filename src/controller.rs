@@ -65,7 +65,7 @@ pub async fn backend(tools: &ToolHost, kind: BackendKind) -> Result<Arc<dyn Runn
     match kind {
         BackendKind::Docker => {
             let docker = DockerBackend::connect().await?;
-            docker.ensure_image(&config.backend.image).await?;
+            docker.ensure_image(&config.backend.docker.image).await?;
             let stale = docker.remove_stale(&config.name, &config.root).await?;
             if !stale.is_empty() {
                 tracing::info!("removed {} stale container(s) of this project: {}", stale.len(), stale.join(", "));

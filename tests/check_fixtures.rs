@@ -89,6 +89,12 @@ mod invalid {
         webui_duplicate_entry_id,
         duplicate_tool_across_packs,
         collects_every_error,
+        observability_key,
+        provider_chunk_timeout,
+        communication_pm_routine_verifier_priority,
+        scheduler_kind,
+        runner_mode,
+        backend_kind_docker_chat,
     );
 }
 

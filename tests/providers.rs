@@ -118,7 +118,6 @@ fn provider(id: &str, kind: ProviderKind, base_url: Option<&str>) -> ProviderCon
         base_url_env: None,
         headers: BTreeMap::new(),
         timeout_ms: Some(120_000),
-        chunk_timeout_ms: None,
         options: json!({}),
         script: None,
     }

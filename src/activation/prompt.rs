@@ -48,7 +48,7 @@ fn first_sections(out: &mut String, input: &PromptInput<'_>) {
     if !a.prompt.trim().is_empty() {
         let _ = write!(out, "# Agent Instructions\n\n{}\n\n", a.prompt.trim());
     }
-    let mounts: Vec<_> = c.backend.mounts.iter().chain(a.mounts.iter()).collect();
+    let mounts: Vec<_> = c.backend.docker.mounts.iter().chain(a.mounts.iter()).collect();
     if !mounts.is_empty() {
         out.push_str("# Mounted Inputs\n\n");
         for m in mounts {

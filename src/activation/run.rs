@@ -246,8 +246,8 @@ impl Attempt<'_> {
     async fn run(self, mut messages: Vec<ChatMessage>) -> AttemptEnd {
         let mut cancel = self.cancel.clone();
         let config = &self.owner.tools.project.config;
-        let max_iterations = config.backend.max_iterations.unwrap_or(1_000_000);
-        let max_tool_calls = config.backend.max_tool_calls;
+        let max_iterations = config.activation.max_iterations.unwrap_or(1_000_000);
+        let max_tool_calls = config.activation.max_tool_calls;
         let store = &self.owner.tools.store;
         let mut tool_calls = 0u64;
         let mut last_text = String::new();

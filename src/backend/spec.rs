@@ -140,7 +140,7 @@ impl ContainerSpec {
             host_dirs.push(HostDir { path: dir, runner_writable: true });
         }
         // An agent's own mount replaces a project-wide one at the same target.
-        for m in config.backend.mounts.iter().filter(|m| !agent.mounts.iter().any(|a| a.target == m.target)) {
+        for m in config.backend.docker.mounts.iter().filter(|m| !agent.mounts.iter().any(|a| a.target == m.target)) {
             table.push_configured(m.source.clone(), &m.target, m.readonly)?;
         }
         for m in &agent.mounts {
@@ -177,17 +177,17 @@ impl ContainerSpec {
             project: config.name.clone(),
             agent: agent.id.clone(),
             root,
-            image: config.backend.image.clone(),
+            image: config.backend.docker.image.clone(),
             entrypoint: vec![RUNNER_PATH.to_string()],
             cmd: Vec::new(),
             env,
             mounts: table.mounts,
             host_dirs,
             limits: Limits {
-                network: config.backend.network.clone(),
-                memory_bytes: config.backend.memory_bytes,
-                cpus: config.backend.cpus,
-                pids_limit: config.backend.pids_limit,
+                network: config.backend.docker.network.clone(),
+                memory_bytes: config.backend.docker.memory_bytes,
+                cpus: config.backend.docker.cpus,
+                pids_limit: config.backend.docker.pids_limit,
             },
         })
     }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::diag::{Diagnostics, display_path};
-use crate::config::node::{Key, Loc, Node, Value, parse_json, parse_yaml};
+use crate::config::node::{Loc, Node, Value, parse_json, parse_yaml};
 
 /// Deeper import chains than this are refused (the reference's limit).
 pub const MAX_IMPORT_DEPTH: usize = 32;
@@ -253,7 +253,7 @@ fn quote_bare_imports(text: &str) -> String {
 }
 
 /// Objects merge recursively; lists and scalars are replaced; the overlay wins.
-pub fn deep_merge(base: Node, overlay: Node) -> Node {
+fn deep_merge(base: Node, overlay: Node) -> Node {
     match (base.value, overlay.value) {
         (Value::Map(mut base_entries), Value::Map(overlay_entries)) => {
             for (key, value) in overlay_entries {
@@ -269,11 +269,6 @@ pub fn deep_merge(base: Node, overlay: Node) -> Node {
         }
         (_, value) => Node::new(value, overlay.loc),
     }
-}
-
-/// Helper for callers that need a key with a location (e.g. synthesized entries).
-pub fn key(name: &str, loc: &Loc) -> Key {
-    Key { name: name.to_string(), loc: loc.clone() }
 }
 
 /// The directory a config-relative path is resolved against.

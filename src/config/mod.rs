@@ -1,6 +1,7 @@
 //! Project configuration: `<dir>/suzumio.yaml` loaded (env substitution, `@import`, `extends`),
-//! validated with every error collected (file:line, key path, "did you mean"), and turned into
-//! the typed [`ProjectConfig`]. It does not read toolpack manifests (see `toolpack`).
+//! validated section by section with every error collected (file:line, key path, "did you
+//! mean", or why a key was retired), and turned into the typed [`ProjectConfig`]. It does not
+//! read toolpack manifests (see `toolpack`).
 
 pub mod diag;
 pub mod load;
@@ -56,6 +57,5 @@ pub fn load_config(path: &Path, env: &dyn load::EnvSource) -> Result<Loaded, Inv
         Some(tree) => validate::validate(&tree, &file, &root, &mut diagnostics),
         None => (None, Vec::new()),
     };
-    let toolpacks = config.as_ref().map_or(toolpacks, |c| c.toolpacks.clone());
     Ok(Loaded { config, toolpacks, diagnostics })
 }

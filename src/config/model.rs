@@ -1,7 +1,9 @@
 //! The validated project configuration: plain Rust types with every default applied.
 //!
-//! Nothing here parses or checks anything (see `validate.rs`); these types are what the rest of
-//! the controller reads. Paths are absolute. Agents are already expanded (`count: 2` → `w-1`, `w-2`).
+//! Nothing here reads config keys or checks them (see `validate.rs` and `validate/`); these
+//! types are what the rest of the controller reads. Paths are absolute. Agents are already
+//! expanded (`count: 2` → `w-1`, `w-2`). Each enum carries its one string mapping (strum), which
+//! validation, views and messages all use.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -11,7 +13,9 @@ use std::str::FromStr;
 use crate::config::node::Loc;
 
 /// Signal priority. P0 interrupts, P1 arrives at the next tool boundary, P2 and P3 queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, strum::IntoStaticStr, strum::Display, strum::VariantArray,
+)]
 pub enum Priority {
     P0,
     P1,
@@ -20,34 +24,19 @@ pub enum Priority {
 }
 
 impl Priority {
-    pub const ALL: [&'static str; 4] = ["P0", "P1", "P2", "P3"];
+    pub const ALL: &'static [Priority] = <Priority as strum::VariantArray>::VARIANTS;
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Priority::P0 => "P0",
-            Priority::P1 => "P1",
-            Priority::P2 => "P2",
-            Priority::P3 => "P3",
-        }
+        self.into()
     }
 }
 
-impl fmt::Display for Priority {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
+/// Parsing by hand only to keep the reference's error text (`Invalid priority: <x>`); the names
+/// still come from the one mapping above.
 impl FromStr for Priority {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "P0" => Ok(Priority::P0),
-            "P1" => Ok(Priority::P1),
-            "P2" => Ok(Priority::P2),
-            "P3" => Ok(Priority::P3),
-            other => Err(format!("Invalid priority: {other}")),
-        }
+        Priority::ALL.iter().copied().find(|p| p.as_str() == s).ok_or_else(|| format!("Invalid priority: {s}"))
     }
 }
 
@@ -65,8 +54,9 @@ pub struct ProjectConfig {
     pub communication: CommunicationConfig,
     pub channels: Vec<String>,
     pub backend: BackendConfig,
+    /// `backend.runner.maxIterations` / `maxToolCalls`.
+    pub activation: ActivationLimits,
     pub models: ModelsConfig,
-    pub observability: ObservabilityConfig,
     pub web_fetch: WebFetchConfig,
 }
 
@@ -165,7 +155,10 @@ pub struct MountConfig {
     pub description: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr, strum::Display, strum::VariantNames,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum BuiltinPack {
     Core,
     Shell,
@@ -173,23 +166,14 @@ pub enum BuiltinPack {
 }
 
 impl BuiltinPack {
-    pub const NAMES: [&'static str; 3] = ["core", "shell", "web"];
+    pub const NAMES: &'static [&'static str] = <BuiltinPack as strum::VariantNames>::VARIANTS;
 
     pub fn id(self) -> &'static str {
-        match self {
-            BuiltinPack::Core => "core",
-            BuiltinPack::Shell => "shell",
-            BuiltinPack::Web => "web",
-        }
+        self.into()
     }
 
     pub fn from_name(name: &str) -> Option<BuiltinPack> {
-        match name {
-            "core" => Some(BuiltinPack::Core),
-            "shell" => Some(BuiltinPack::Shell),
-            "web" => Some(BuiltinPack::Web),
-            _ => None,
-        }
+        name.parse().ok()
     }
 }
 
@@ -279,19 +263,38 @@ pub struct CommunicationConfig {
     pub coordinator_agent: String,
     pub restrict_non_coordinator_to_coordinator: bool,
     pub non_coordinator_max_priority: Priority,
-    pub pm_routine_verifier_priority: Priority,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr, strum::Display, strum::VariantNames,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum BackendKind {
     Docker,
     /// Runner as a local child process: development only, no isolation.
     Process,
 }
 
+impl BackendKind {
+    pub const NAMES: &'static [&'static str] = <BackendKind as strum::VariantNames>::VARIANTS;
+
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// `backend`: which backend runs the runners, and one section per backend. Every section is
+/// read whatever `kind` says, because `--backend` can choose another one at run time. The
+/// `process` backend has no settings, so it has no section.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BackendConfig {
     pub kind: BackendKind,
+    pub docker: DockerConfig,
+}
+
+/// `backend.image` and `backend.docker`: how an agent's container is made.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DockerConfig {
     pub image: String,
     /// Docker network mode; `none` unless the project opts in.
     pub network: String,
@@ -300,32 +303,40 @@ pub struct BackendConfig {
     pub memory_bytes: u64,
     pub cpus: f64,
     pub pids_limit: u64,
-    pub max_iterations: Option<u64>,
-    pub max_tool_calls: Option<u64>,
 }
 
 pub const DEFAULT_IMAGE: &str = "suzumio-runner:minimal";
 
-#[derive(Clone, Debug, PartialEq)]
+/// Bounds of one activation's model loop, which runs in the controller whatever the backend.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ActivationLimits {
+    /// Model steps; `None` = the reference's "unbounded".
+    pub max_iterations: Option<u64>,
+    pub max_tool_calls: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr, strum::Display, strum::VariantNames)]
 pub enum ProviderKind {
+    #[strum(serialize = "openai-compatible")]
     OpenAiCompatible,
+    #[strum(serialize = "openai")]
     OpenAi,
+    #[strum(serialize = "anthropic")]
     Anthropic,
     /// Deterministic, plays a script; needs no key.
+    #[strum(serialize = "scripted")]
     Scripted,
 }
 
 impl ProviderKind {
-    pub const NAMES: [&'static str; 4] = ["openai-compatible", "openai", "anthropic", "scripted"];
+    pub const NAMES: &'static [&'static str] = <ProviderKind as strum::VariantNames>::VARIANTS;
+
+    pub fn as_str(&self) -> &'static str {
+        self.into()
+    }
 
     pub fn from_name(name: &str) -> Option<ProviderKind> {
-        match name {
-            "openai-compatible" => Some(ProviderKind::OpenAiCompatible),
-            "openai" => Some(ProviderKind::OpenAi),
-            "anthropic" => Some(ProviderKind::Anthropic),
-            "scripted" => Some(ProviderKind::Scripted),
-            _ => None,
-        }
+        name.parse().ok()
     }
 }
 
@@ -341,7 +352,6 @@ pub struct ProviderConfig {
     pub headers: BTreeMap<String, String>,
     /// `None` = no timeout (`timeoutMs: false`).
     pub timeout_ms: Option<u64>,
-    pub chunk_timeout_ms: Option<u64>,
     pub options: serde_json::Value,
     /// Scripted provider: the YAML script (absolute path), if any.
     pub script: Option<PathBuf>,
@@ -407,12 +417,4 @@ impl ModelsConfig {
     pub fn provider(&self, id: &str) -> Option<&ProviderConfig> {
         self.providers.iter().find(|p| p.id == id)
     }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct ObservabilityConfig {
-    pub http_enabled: bool,
-    pub http_host: String,
-    pub http_port: u16,
-    pub webui_enabled: bool,
 }

@@ -1,7 +1,7 @@
 //! Typed reading of located nodes: "this key is a string", "that one a positive integer", with
 //! every mismatch recorded (with location and key path) instead of returned.
 //!
-//! The validators in `validate.rs` and the toolpack manifest parser are written with these helpers
+//! The section validators (`validate/`) and the toolpack manifest parser are written with these helpers
 //! so that unknown keys, wrong types and missing required keys read the same everywhere.
 
 use crate::config::diag::{Diagnostics, did_you_mean};

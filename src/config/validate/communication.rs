@@ -1,0 +1,49 @@
+//! `channels` (declared once each, no spaces) and `communication` (the coordinator and the
+//! priority policy `messages.send` enforces and the prompt states).
+
+use super::priority;
+use crate::config::diag::Diagnostics;
+use crate::config::model::*;
+use crate::config::node::Node;
+use crate::config::read::{Obj, Retired, index};
+
+const COMMUNICATION_KEYS: &[&str] =
+    &["coordinatorAgent", "restrictNonCoordinatorToCoordinator", "nonCoordinatorMaxPriority"];
+const COMMUNICATION_RETIRED: Retired =
+    &[("pmRoutineVerifierPriority", "no rule reads it, in the reference either; remove it")];
+
+pub(super) fn read_channels(top: &Obj, d: &mut Diagnostics) -> Vec<String> {
+    let Some(list) = top.string_list("channels", d) else {
+        return vec!["#project".to_string(), "#blocked".to_string()];
+    };
+    let mut out: Vec<String> = Vec::new();
+    for (i, (channel, loc)) in list.into_iter().enumerate() {
+        let path = index("channels", i);
+        if channel.is_empty() || channel.chars().any(char::is_whitespace) {
+            d.error(Some(&loc), path, format!("channel names must be non-empty and contain no spaces: `{channel}`"));
+        } else if out.contains(&channel) {
+            d.error(Some(&loc), path, format!("channel {channel} is declared twice"));
+        } else {
+            out.push(channel);
+        }
+    }
+    out
+}
+
+pub(super) fn read(node: &Node, agents: &[&str], d: &mut Diagnostics) -> Option<CommunicationConfig> {
+    let c = Obj::open(node, "communication", COMMUNICATION_KEYS, COMMUNICATION_RETIRED, d)?;
+    let coordinator = c.string("coordinatorAgent", d).unwrap_or_else(|| "pm".to_string());
+    let restrict = c.bool("restrictNonCoordinatorToCoordinator", d).unwrap_or(false);
+    if restrict && !agents.contains(&coordinator.as_str()) && !agents.is_empty() {
+        d.warning(
+            Some(&c.node.loc),
+            "communication.coordinatorAgent",
+            format!("restrictNonCoordinatorToCoordinator is on but the coordinator `{coordinator}` is not an agent: non-coordinators will be able to message no one"),
+        );
+    }
+    Some(CommunicationConfig {
+        coordinator_agent: coordinator,
+        restrict_non_coordinator_to_coordinator: restrict,
+        non_coordinator_max_priority: priority(&c, "nonCoordinatorMaxPriority", Priority::P2, d),
+    })
+}
