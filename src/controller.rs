@@ -10,8 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::activation::Activations;
-use crate::backend::process::ProcessBackend;
-use crate::backend::{BackendError, DockerBackend, RunnerBackend};
+use crate::backend::{BackendError, DockerBackend, ProcessBackend, RunnerBackend};
 use crate::clock::SystemClock;
 use crate::config::load::ProcessEnv;
 use crate::config::{BackendKind, InvalidInput};
@@ -19,7 +18,7 @@ use crate::project::Project;
 use crate::scheduler::Scheduler;
 use crate::store::{StateFiles, Store, StoreError};
 use crate::support::ToolHost;
-use crate::support::runners::{AgentRunners, find_runner_binary};
+use crate::support::runners::AgentRunners;
 use crate::web::{ServeError, ServeOptions};
 
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +58,8 @@ pub fn open(dir: &Path) -> Result<Arc<ToolHost>, RunError> {
 
 /// The runner backend of a project, ready to start runners: Docker (engine reachable, image
 /// present — the minimal one is built offline when missing — and leftovers of this project
-/// removed) or local processes.
+/// removed) or local processes. The one place that names a backend kind: everything else asks
+/// the [`RunnerBackend`].
 pub async fn backend(tools: &ToolHost, kind: BackendKind) -> Result<Arc<dyn RunnerBackend>, RunError> {
     let config = &tools.project.config;
     match kind {
@@ -81,10 +81,12 @@ pub async fn backend(tools: &ToolHost, kind: BackendKind) -> Result<Arc<dyn Runn
     }
 }
 
-/// Agent runners for a project, listening on their sockets.
+/// Agent runners for a project, listening on their sockets, running the runner binary the
+/// backend found.
 pub async fn runners(tools: &Arc<ToolHost>, kind: BackendKind) -> Result<Arc<AgentRunners>, RunError> {
-    let binary = find_runner_binary(kind).map_err(RunError::Runner)?;
-    runners_with(tools, kind, binary).await
+    let backend = backend(tools, kind).await?;
+    let binary = backend.runner_binary()?;
+    listening(tools, backend, binary)
 }
 
 /// [`runners`] with a given runner binary.
@@ -93,8 +95,15 @@ pub async fn runners_with(
     kind: BackendKind,
     binary: std::path::PathBuf,
 ) -> Result<Arc<AgentRunners>, RunError> {
-    let backend = backend(tools, kind).await?;
-    let runners = AgentRunners::new(tools.clone(), backend, binary, kind);
+    listening(tools, backend(tools, kind).await?, binary)
+}
+
+fn listening(
+    tools: &Arc<ToolHost>,
+    backend: Arc<dyn RunnerBackend>,
+    binary: std::path::PathBuf,
+) -> Result<Arc<AgentRunners>, RunError> {
+    let runners = AgentRunners::new(tools.clone(), backend, binary);
     runners.listen().map_err(|e| RunError::Runner(format!("cannot create the agents' control sockets: {e}")))?;
     Ok(runners)
 }

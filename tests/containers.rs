@@ -1,6 +1,7 @@
-//! Agents' runners in real, hardened Docker containers, driven through the real path (allowlist,
-//! schema, socket, runner, support broker). Needs a Docker engine (scripts/setup.sh starts one)
-//! and the static runner (scripts/test.sh builds it); without them these tests fail, saying so.
+//! Agents' runners in real, hardened Docker containers (and once as local processes, through the
+//! same backend seam), driven through the real path (allowlist, schema, socket, runner, support
+//! broker). Needs a Docker engine (scripts/setup.sh starts one) and the static runner
+//! (scripts/test.sh builds it); without them these tests fail, saying so.
 
 mod support;
 
@@ -31,6 +32,10 @@ async fn setup() -> Setup {
     if std::env::var_os("SUZUMIO_SKIP_DOCKER_TESTS").is_some() {
         panic!("SUZUMIO_SKIP_DOCKER_TESTS is set, but these tests need Docker; unset it");
     }
+    setup_with(BackendKind::Docker).await
+}
+
+async fn setup_with(kind: BackendKind) -> Setup {
     let project = support::TempProject::copy_of("containers");
     // A unique project name per test, so parallel tests do not share containers.
     let unique = project.dir.file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_string();
@@ -38,9 +43,9 @@ async fn setup() -> Setup {
     std::fs::write(project.dir.join("suzumio.yaml"), yaml.replace("name: containers", &format!("name: ct-{unique}")))
         .unwrap();
     let tools = suzumio::controller::open(&project.dir).unwrap_or_else(|e| panic!("{e}"));
-    let runners = suzumio::controller::runners_with(&tools, BackendKind::Docker, support::static_runner())
+    let runners = suzumio::controller::runners_with(&tools, kind, support::static_runner())
         .await
-        .unwrap_or_else(|e| panic!("Docker is needed for this test (start it with scripts/setup.sh): {e}"));
+        .unwrap_or_else(|e| panic!("{kind:?} backend (for Docker, start it with scripts/setup.sh): {e}"));
     Setup { _project: project, tools, runners }
 }
 
@@ -86,6 +91,20 @@ async fn the_container_is_locked_down() {
     assert!(!lines.contains(&"hidden"), "a pack exposing no tool for `a` is not mounted: {out}");
     let b = s.sh("b", "ls /toolpacks").await;
     assert!(b.contains("hidden") && !b.contains("probe"), "{b}");
+}
+
+/// The seam: the same project through the process backend. Its runner works in the agent's host
+/// workspace and loads the probe pack from the pack's host directory (there is no `/toolpacks`).
+#[tokio::test]
+async fn the_process_backend_runs_the_same_tools_on_host_paths() {
+    let s = setup_with(BackendKind::Process).await;
+    let root = s.tools.project.config.root.clone();
+    let pwd = s.sh("a", "pwd").await;
+    let workspace = root.join("workspaces").join("a").display().to_string();
+    assert!(pwd.lines().any(|l| l == workspace), "runs in {workspace}: {pwd}");
+    assert_eq!(s.call("a", "probe.count", json!({})).await.unwrap(), "ok: probe.count handled (1 runs)");
+    assert_eq!(s.controller_runs(), 1);
+    s.runners.shutdown().await;
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@
 //! runner gets SIGTERM), memory (no swap beyond it), CPU and pid limits, rotated logs.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -28,7 +28,8 @@ use futures_util::future::{BoxFuture, join_all};
 
 use crate::backend::error::{is_transport, message_of, status_of};
 use crate::backend::image::{self, ImageInfo};
-use crate::backend::spec::TMP_SIZE;
+use crate::backend::runner_binary::{self, RunnerBuild};
+use crate::backend::spec::{TMP_SIZE, pack_target};
 use crate::backend::{
     AGENT_LABEL, BackendError, ContainerSpec, PROJECT_LABEL, ROOT_LABEL, RUNNER_GID, RUNNER_UID, RunnerBackend,
     SPEC_LABEL, WORKSPACE_DIR,
@@ -377,6 +378,19 @@ fn describe_transport(e: &DockerError) -> String {
 }
 
 impl RunnerBackend for DockerBackend {
+    /// The minimal image has no libc: only the static runner runs in it.
+    fn runner_binary(&self) -> Result<PathBuf, BackendError> {
+        runner_binary::find(RunnerBuild::Static)
+    }
+
+    fn pack_root_in_runner(&self, id: &str, _host_root: &Path) -> PathBuf {
+        PathBuf::from(pack_target(id))
+    }
+
+    fn logs_hint(&self, spec: &ContainerSpec) -> String {
+        format!("check `docker logs {}`", spec.name)
+    }
+
     fn ensure_running<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<ContainerHandle, BackendError>> {
         Box::pin(DockerBackend::ensure_running(self, spec))
     }

@@ -30,6 +30,12 @@ pub enum BackendError {
     )]
     RunnerBinaryMissing { path: PathBuf },
 
+    #[error(
+        "{cause}: build it with RUSTFLAGS='-C target-feature=+crt-static' cargo build --release \
+         --target x86_64-unknown-linux-gnu --bin suzumio-runner (or set SUZUMIO_RUNNER_BIN)"
+    )]
+    RunnerBinaryNotFound { cause: String },
+
     #[error("cannot run the runner {path}: {reason}")]
     RunnerBinary { path: PathBuf, reason: String },
 

@@ -1,13 +1,18 @@
-//! Runner lifecycle: one long-lived, hardened container per agent, running the controller's own
-//! static `suzumio-runner` (bind-mounted read-only as the entrypoint).
+//! Runner lifecycle: where each agent's `suzumio-runner` runs. By default one long-lived,
+//! hardened container per agent, running the controller's own static runner (bind-mounted
+//! read-only as the entrypoint); or a local process.
 //!
 //! - [`spec`]: what an agent's container looks like — name, labels, env, the mount table of
 //!   DESIGN.md, limits — derived from the project; and the host directories it needs.
 //! - [`docker`]: [`DockerBackend`], the bollard client: create/start lazily, recreate when the spec
 //!   changed, stop, sweep stale containers, report exits (code, OOM kill).
 //! - [`image`]: the offline minimal runner image (busybox-static) and `suzumio image build`.
-//! - [`RunnerBackend`]: the interface the supervisor uses, so a development `process` backend can
-//!   sit next to Docker.
+//! - [`process`]: [`ProcessBackend`], runners as local child processes (no isolation).
+//! - [`runner_binary`]: where the `suzumio-runner` binary a backend runs is found.
+//! - [`RunnerBackend`]: the seam. Code above this module holds an `Arc<dyn RunnerBackend>` and
+//!   asks it everything that depends on where runners run (start/stop/exit, which runner binary,
+//!   how the runner's paths map to the host, where its logs are); only `controller::backend`
+//!   matches on the backend kind, to construct one.
 //!
 //! This module never talks to a runner (that is `rpc` over the socket in the control directory),
 //! never decides *when* a container runs (the supervisor does), and never sees model API keys: a
@@ -17,10 +22,11 @@ pub mod docker;
 mod error;
 pub mod image;
 pub mod process;
+pub mod runner_binary;
 pub mod spec;
 mod tar;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -28,6 +34,8 @@ use futures_util::future::BoxFuture;
 pub use docker::{ContainerHandle, DockerBackend, ExitInfo};
 pub use error::BackendError;
 pub use image::{ImageInfo, build_minimal_image, ensure_minimal_image, rebuild_minimal_image};
+pub use process::ProcessBackend;
+pub use runner_binary::RunnerBuild;
 pub use spec::{ContainerSpec, HostDir, Limits, MountSpec, container_name};
 
 /// Uid and gid every runner container runs as (`runner` in `runner-image/minimal/etc/passwd`).
@@ -54,9 +62,20 @@ pub const SPEC_LABEL: &str = "io.suzumio.spec";
 /// Image label: `minimal` on the image built by [`image`].
 pub const IMAGE_KIND_LABEL: &str = "io.suzumio.image";
 
-/// How the supervisor runs an agent's runner. Every call is idempotent: `ensure_running` on a
-/// running, unchanged runner returns it as is; `stop` on a missing one succeeds.
+/// How the supervisor runs an agent's runner, and what it must know of where the runner runs.
+/// Every lifecycle call is idempotent: `ensure_running` on a running, unchanged runner returns it
+/// as is; `stop` on a missing one succeeds. Paths the runner sees are strings of the runner's
+/// file system (`/workspace`, `/toolpacks/<id>`), whatever host directories they map to.
 pub trait RunnerBackend: Send + Sync {
+    /// The `suzumio-runner` binary this backend can run (put into `ContainerSpec::for_agent`).
+    fn runner_binary(&self) -> Result<PathBuf, BackendError>;
+
+    /// Where the runner sees the root of the local toolpack `id`, whose files are at `host_root`.
+    fn pack_root_in_runner(&self, id: &str, host_root: &Path) -> PathBuf;
+
+    /// What to look at when a started runner never connected, e.g. "check `docker logs <name>`".
+    fn logs_hint(&self, spec: &ContainerSpec) -> String;
+
     /// Start the runner if it is not running (or was created from another spec), and return it.
     fn ensure_running<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<ContainerHandle, BackendError>>;
 

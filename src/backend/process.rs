@@ -1,7 +1,8 @@
 //! The `process` backend: each agent's runner as a local child process, for machines without
 //! Docker. It runs the same runner binary with the same protocol, with the container paths mapped
 //! to host directories (`/workspace` → `<root>/workspaces/<agent>`, `/artifacts` →
-//! `<root>/artifacts`, `/mnt` → an empty per-agent directory; configured mounts are not mapped).
+//! `<root>/artifacts`, `/mnt` → an empty per-agent directory; configured mounts are not mapped;
+//! toolpacks are read at their host paths).
 //! It does NOT isolate anything: the runner runs as the controller's user with its network and
 //! file system. Chosen explicitly (`backend.kind: process`); the controller warns when it is used.
 
@@ -13,7 +14,8 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tokio::process::{Child, Command};
 
-use super::{BackendError, ContainerHandle, ContainerSpec, ExitInfo, RUNNER_PATH, RunnerBackend};
+use super::runner_binary::{self, RunnerBuild};
+use super::{BackendError, ContainerHandle, ContainerSpec, ExitInfo, RUNNER_PATH, RunnerBackend, WORKSPACE_DIR};
 
 #[derive(Default)]
 pub struct ProcessBackend {
@@ -40,11 +42,15 @@ pub fn socket_path(root: &Path, agent: &str) -> PathBuf {
 }
 
 fn spawn(spec: &ContainerSpec) -> Result<Child, BackendError> {
-    let binary = spec.mounts.iter().find(|m| m.target == RUNNER_PATH).map(|m| m.source.clone()).ok_or_else(|| {
-        BackendError::RunnerBinary { path: PathBuf::from(RUNNER_PATH), reason: "no runner binary in the spec".into() }
+    let binary = spec.runner_binary().map(Path::to_path_buf).ok_or_else(|| BackendError::RunnerBinary {
+        path: PathBuf::from(RUNNER_PATH),
+        reason: "no runner binary in the spec".into(),
     })?;
     let root = &spec.root;
-    let workspace = root.join("workspaces").join(&spec.agent);
+    let workspace = spec
+        .source_of(WORKSPACE_DIR)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| root.join("workspaces").join(&spec.agent));
     let mnt = mnt_dir(root, &spec.agent);
     for dir in [&workspace, &root.join("artifacts").join(&spec.agent), &mnt] {
         std::fs::create_dir_all(dir).map_err(|source| BackendError::HostDir { path: dir.clone(), source })?;
@@ -67,6 +73,21 @@ fn spawn(spec: &ContainerSpec) -> Result<Child, BackendError> {
 }
 
 impl RunnerBackend for ProcessBackend {
+    /// Either build runs on this host; the static one is still preferred, as for Docker.
+    fn runner_binary(&self) -> Result<PathBuf, BackendError> {
+        runner_binary::find(RunnerBuild::Any)
+    }
+
+    /// The runner reads packs where they are: nothing is mounted.
+    fn pack_root_in_runner(&self, _id: &str, host_root: &Path) -> PathBuf {
+        host_root.to_path_buf()
+    }
+
+    /// The child inherits the controller's stdout and stderr.
+    fn logs_hint(&self, _spec: &ContainerSpec) -> String {
+        "its log is in the controller's stderr".to_string()
+    }
+
     fn ensure_running<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<ContainerHandle, BackendError>> {
         Box::pin(async move {
             let mut children = self.lock();

@@ -110,6 +110,11 @@ pub fn container_name(project: &str, agent: &str) -> String {
     format!("suzumio-{}-{}", clean(project), clean(agent))
 }
 
+/// Where a container sees the root of the local toolpack `id`.
+pub fn pack_target(id: &str) -> String {
+    format!("{TOOLPACKS_DIR}/{id}")
+}
+
 impl ContainerSpec {
     /// The container of `agent_id`: the runner at `runner_binary` as entrypoint, `token` and the
     /// agent's configured `env` as environment (nothing else: no model keys, no host variables).
@@ -157,9 +162,7 @@ impl ContainerSpec {
                 return Err(not_mountable("its id is not a usable directory name"));
             }
             match registry.pack(id).map(|p| &p.source) {
-                Some(PackSource::Local { root, .. }) => {
-                    table.push(root.clone(), &format!("{TOOLPACKS_DIR}/{id}"), true)?
-                }
+                Some(PackSource::Local { root, .. }) => table.push(root.clone(), &pack_target(id), true)?,
                 Some(PackSource::Builtin(_)) => return Err(not_mountable("it is a built-in pack")),
                 None => return Err(not_mountable("it is not registered")),
             }
@@ -194,7 +197,12 @@ impl ContainerSpec {
 
     /// The host path mounted as the runner binary, if any.
     pub fn runner_binary(&self) -> Option<&Path> {
-        self.mounts.iter().find(|m| m.target == RUNNER_PATH).map(|m| m.source.as_path())
+        self.source_of(RUNNER_PATH)
+    }
+
+    /// The host path mounted at `target` in the container, if any.
+    pub fn source_of(&self, target: &str) -> Option<&Path> {
+        self.mounts.iter().find(|m| m.target == target).map(|m| m.source.as_path())
     }
 
     /// Create the host directories and check that every mount source exists.

@@ -1,6 +1,7 @@
-//! One JSON-RPC connection over a Unix stream: a reader task that parses frames, matches
-//! responses to pending requests and starts a task per incoming request, and a writer task that
-//! owns the write half, so frames from concurrent tasks never interleave.
+//! One JSON-RPC connection over any byte stream (a Unix socket today; a TCP or exec stream for a
+//! remote backend): a reader task that parses frames, matches responses to pending requests and
+//! starts a task per incoming request, and a writer task that owns the write half, so frames from
+//! concurrent tasks never interleave. The [`Connection`] handle does not carry the stream's type.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -14,9 +15,8 @@ use futures_util::FutureExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -73,9 +73,29 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Start the reader and writer tasks. The handle resolves when both have ended.
+    /// A connection over a Unix socket (the control socket of an agent). Its owned halves need no
+    /// lock between reader and writer, unlike [`Connection::spawn_stream`].
     pub fn spawn(stream: UnixStream, handler: Arc<dyn RequestHandler>) -> (Connection, JoinHandle<()>) {
         let (read, write) = stream.into_split();
+        Connection::spawn_halves(read, write, handler)
+    }
+
+    /// A connection over one bidirectional byte stream of any kind.
+    pub fn spawn_stream<S>(stream: S, handler: Arc<dyn RequestHandler>) -> (Connection, JoinHandle<()>)
+    where
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        let (read, write) = tokio::io::split(stream);
+        Connection::spawn_halves(read, write, handler)
+    }
+
+    /// A connection over a separate reader and writer (e.g. a process's stdout and stdin). Starts
+    /// the reader and writer tasks; the handle resolves when both have ended.
+    pub fn spawn_halves<R, W>(read: R, write: W, handler: Arc<dyn RequestHandler>) -> (Connection, JoinHandle<()>)
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
         let (outgoing, queue) = mpsc::channel(OUTGOING_QUEUE);
         let shared = Arc::new(Shared {
             outgoing,
@@ -172,7 +192,7 @@ impl Connection {
         self.shared.shut();
     }
 
-    async fn read_loop(&self, read: OwnedReadHalf, handler: Arc<dyn RequestHandler>) {
+    async fn read_loop<R: AsyncRead + Unpin>(&self, read: R, handler: Arc<dyn RequestHandler>) {
         let mut reader = BufReader::with_capacity(64 << 10, read);
         let mut frame = Vec::new();
         loop {
@@ -289,7 +309,7 @@ impl Connection {
         });
     }
 
-    async fn write_loop(&self, write: OwnedWriteHalf, mut queue: mpsc::Receiver<String>) {
+    async fn write_loop<W: AsyncWrite + Unpin>(&self, write: W, mut queue: mpsc::Receiver<String>) {
         let mut writer = BufWriter::with_capacity(64 << 10, write);
         loop {
             tokio::select! {
@@ -320,8 +340,8 @@ impl Connection {
 }
 
 /// Write one frame and whatever else is already queued, then flush once.
-async fn write_frames(
-    writer: &mut BufWriter<OwnedWriteHalf>,
+async fn write_frames<W: AsyncWrite + Unpin>(
+    writer: &mut BufWriter<W>,
     first: String,
     queue: &mut mpsc::Receiver<String>,
 ) -> std::io::Result<()> {
@@ -417,4 +437,81 @@ fn encode(value: &Value) -> String {
     let mut text = value.to_string();
     text.push('\n');
     text
+}
+
+#[cfg(test)]
+mod tests {
+    //! The stream-generic path, over an in-memory `tokio::io::duplex` instead of a socket.
+
+    use super::*;
+
+    /// Answers `echo` with its name and the params, after yielding `params.yields` times so that
+    /// concurrent answers overtake each other.
+    struct Echo(&'static str);
+
+    impl RequestHandler for Echo {
+        fn handle(&self, method: String, params: Value) -> HandlerFuture {
+            let name = self.0;
+            Box::pin(async move {
+                match method.as_str() {
+                    "echo" => {
+                        for _ in 0..params["yields"].as_u64().unwrap_or(0) {
+                            tokio::task::yield_now().await;
+                        }
+                        Ok(json!({"from": name, "params": params}))
+                    }
+                    other => Err(RpcError::method_not_found(other)),
+                }
+            })
+        }
+    }
+
+    async fn within<T>(future: impl Future<Output = T>) -> T {
+        tokio::time::timeout(Duration::from_secs(10), future).await.expect("timed out")
+    }
+
+    #[tokio::test]
+    async fn requests_both_ways_over_a_duplex_stream_are_matched_by_id() {
+        let (a, b) = tokio::io::duplex(4096);
+        let (ca, _) = Connection::spawn_stream(a, Arc::new(Echo("a")));
+        let (cb, _) = Connection::spawn_stream(b, Arc::new(Echo("b")));
+        let calls = (0..60u64).map(|n| {
+            let (from, to) = if n % 2 == 0 { (&ca, "b") } else { (&cb, "a") };
+            async move {
+                let params = json!({"n": n, "yields": (60 - n) % 7});
+                (from.request("echo", params.clone()).await, json!({"from": to, "params": params}))
+            }
+        });
+        for (answer, expected) in within(futures_util::future::join_all(calls)).await {
+            assert_eq!(answer, Ok(expected));
+        }
+        let unknown = within(ca.request("nope", Value::Null)).await;
+        assert_eq!(unknown, Err(RpcError::method_not_found("nope")));
+    }
+
+    #[tokio::test]
+    async fn an_oversized_frame_is_refused_both_ways_over_a_duplex_stream() {
+        let (a, raw) = tokio::io::duplex(64 << 10);
+        let (conn, driver) = Connection::spawn_stream(a, Arc::new(Echo("a")));
+
+        // Outgoing: refused before it is sent, and the connection stays open.
+        let refused = conn.request("echo", json!("x".repeat(MAX_FRAME_BYTES))).await;
+        assert_eq!(refused.map_err(|e| e.code), Err(codes::INVALID_REQUEST));
+        assert!(!conn.is_closed());
+
+        // Incoming: one error frame with `id: null`, then the connection closes.
+        let (raw_read, mut raw_write) = tokio::io::split(raw);
+        tokio::spawn(async move {
+            // The connection stops reading partway and drops its end: the write then fails.
+            let _ = raw_write.write_all(&vec![b'x'; MAX_FRAME_BYTES + 1]).await;
+        });
+        let mut lines = BufReader::new(raw_read).lines();
+        let line = within(lines.next_line()).await.expect("read").expect("an error frame");
+        let frame: Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(frame["id"], Value::Null);
+        assert_eq!(frame["error"]["code"], json!(codes::INVALID_REQUEST));
+        within(conn.closed()).await;
+        within(driver).await.expect("driver");
+        assert_eq!(conn.request("echo", json!({})).await, Err(RpcError::connection_closed()));
+    }
 }

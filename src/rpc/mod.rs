@@ -1,4 +1,5 @@
-//! The controller ⇄ runner wire protocol: newline-delimited JSON-RPC 2.0 over one Unix socket,
+//! The controller ⇄ runner wire protocol: newline-delimited JSON-RPC 2.0 over one byte stream
+//! (today the agent's Unix control socket; [`Connection`] takes any `AsyncRead + AsyncWrite`),
 //! with requests in both directions. Both ends use this module; it knows nothing of tools,
 //! agents or the store beyond the message shapes below, and never touches the filesystem.
 //!

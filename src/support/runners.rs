@@ -22,8 +22,7 @@ use tokio::sync::watch;
 
 use super::{ToolHost, ToolOutput, broker};
 use crate::activation::run::{RunnerFuture, RunnerTools};
-use crate::backend::{ContainerSpec, RunnerBackend, TOOLPACKS_DIR};
-use crate::config::BackendKind;
+use crate::backend::{ContainerSpec, RunnerBackend};
 use crate::rpc::{
     self, CallSupportParams, Connection, HandlerFuture, HelloParams, HelloResult, InvokeParams, LoadParams, LoadResult,
     PackSpec, RecordSignalParams, RequestHandler, RpcError,
@@ -39,7 +38,6 @@ pub struct AgentRunners {
     me: Weak<AgentRunners>,
     tools: Arc<ToolHost>,
     backend: Arc<dyn RunnerBackend>,
-    kind: BackendKind,
     runner_binary: PathBuf,
     slots: HashMap<String, Arc<Slot>>,
 }
@@ -59,12 +57,7 @@ struct Slot {
 }
 
 impl AgentRunners {
-    pub fn new(
-        tools: Arc<ToolHost>,
-        backend: Arc<dyn RunnerBackend>,
-        runner_binary: PathBuf,
-        kind: BackendKind,
-    ) -> Arc<AgentRunners> {
+    pub fn new(tools: Arc<ToolHost>, backend: Arc<dyn RunnerBackend>, runner_binary: PathBuf) -> Arc<AgentRunners> {
         let slots = tools
             .project
             .config
@@ -83,7 +76,7 @@ impl AgentRunners {
                 (a.id.clone(), Arc::new(slot))
             })
             .collect();
-        Arc::new_cyclic(|me| AgentRunners { me: me.clone(), tools, backend, kind, runner_binary, slots })
+        Arc::new_cyclic(|me| AgentRunners { me: me.clone(), tools, backend, runner_binary, slots })
     }
 
     /// Create every agent's socket and accept its runner's connections.
@@ -166,9 +159,9 @@ impl AgentRunners {
         match waited {
             Ok(result) => result,
             Err(_) => Err(ToolError::RunnerLost(format!(
-                "the runner of {agent} did not connect within {} s (check `docker logs {}`)",
+                "the runner of {agent} did not connect within {} s ({})",
                 READY_TIMEOUT.as_secs(),
-                spec.name
+                self.backend.logs_hint(&spec)
             ))),
         }
     }
@@ -284,10 +277,7 @@ impl AgentRunners {
                 .strip_prefix(root.canonicalize().unwrap_or(root.clone()))
                 .unwrap_or(Path::new("runner.mjs"))
                 .to_path_buf();
-            let pack_root = match self.kind {
-                BackendKind::Docker => PathBuf::from(TOOLPACKS_DIR).join(id),
-                BackendKind::Process => root.clone(),
-            };
+            let pack_root = self.backend.pack_root_in_runner(id, root);
             packs.push(PackSpec {
                 id: id.clone(),
                 root: pack_root.display().to_string(),
@@ -433,32 +423,4 @@ impl RunnerTools for AgentRunners {
             tokio::spawn(async move { me.cancel_calls(&agent, &activation).await });
         }
     }
-}
-
-/// Where the runner binary is: `SUZUMIO_RUNNER_BIN`, else next to this executable
-/// (`suzumio-runner-static`), else the static build of this checkout
-/// (`target/x86_64-unknown-linux-gnu/{release,debug}/suzumio-runner`), else (process backend
-/// only) the `suzumio-runner` next to this executable.
-pub fn find_runner_binary(kind: BackendKind) -> Result<PathBuf, String> {
-    if let Ok(path) = std::env::var("SUZUMIO_RUNNER_BIN") {
-        return Ok(PathBuf::from(path));
-    }
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let mut candidates = vec![dir.join("suzumio-runner-static")];
-    // target/<profile>/suzumio → target/x86_64-unknown-linux-gnu/<profile>/suzumio-runner
-    let target = dir.parent().unwrap_or(dir);
-    let profile = dir.file_name().map(|p| p.to_os_string()).unwrap_or_default();
-    let static_dir = target.join("x86_64-unknown-linux-gnu");
-    candidates.push(static_dir.join(&profile).join("suzumio-runner"));
-    candidates.push(static_dir.join("release").join("suzumio-runner"));
-    candidates.push(static_dir.join("debug").join("suzumio-runner"));
-    if kind == BackendKind::Process {
-        candidates.push(dir.join("suzumio-runner"));
-    }
-    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
-        "no static suzumio-runner found: build it with RUSTFLAGS='-C target-feature=+crt-static' cargo build --release \
-         --target x86_64-unknown-linux-gnu --bin suzumio-runner (or set SUZUMIO_RUNNER_BIN)"
-            .to_string()
-    })
 }
