@@ -315,7 +315,8 @@ fn status_changes_and_request_changes() {
     assert_eq!(post(&c, &format!("{P}/stop"), "").json()["status"], "stopped");
 }
 
-/// Read SSE events from a raw socket: `(id, type)` pairs, until `count` arrived.
+/// Read SSE events from a raw socket: `(id, type)` pairs, until `count` arrived. A frame with an
+/// `event:` line fails: the stream sends plain `data:` frames.
 fn read_sse(url: &str, last_event_id: Option<&str>, count: usize, mut trigger: impl FnMut()) -> Vec<(i64, String)> {
     use std::io::{BufRead, BufReader, Write};
     let rest = url.strip_prefix("http://").unwrap();
@@ -343,10 +344,13 @@ fn read_sse(url: &str, last_event_id: Option<&str>, count: usize, mut trigger: i
             break;
         }
         let l = line.trim_end();
+        assert!(!l.starts_with("event:"), "the stream names no event types: {l}");
         if let Some(v) = l.strip_prefix("id:") {
             id = v.trim().parse().unwrap_or(0);
-        } else if let Some(v) = l.strip_prefix("event:") {
-            kind = v.trim().to_string();
+        } else if let Some(v) = l.strip_prefix("data:") {
+            // Plain `data:` frames: the type is the record's own `type`, not an `event:` line.
+            let record: serde_json::Value = serde_json::from_str(v.trim()).unwrap();
+            kind = record["type"].as_str().unwrap_or_default().to_string();
         } else if l.is_empty() && id > 0 {
             events.push((id, std::mem::take(&mut kind)));
             id = 0;

@@ -95,4 +95,28 @@ mod tests {
         assert!(pointers.contains(&"/n") && pointers.contains(&"/s"), "{pointers:?}");
         assert!(check_input(&v, &json!({"n": 1, "s": 2})).is_ok());
     }
+
+    /// The WebUI's form hints (web/ui/forms.js) are unknown formats and `x-` keywords to the
+    /// validator: the schema compiles and they accept any string, while the standard keywords
+    /// next to them still apply.
+    #[test]
+    fn webui_form_hints_neither_fail_compilation_nor_reject_input() {
+        let v = compile(&json!({
+            "type": "object",
+            "properties": {
+                "agent": {"type": "string", "format": "agent-id", "x-empty-label": "(any)", "minLength": 1},
+                "from": {"type": "string", "format": "participant-id"},
+                "channel": {"type": "string", "format": "channel"},
+                "body": {"type": "string", "x-multiline": 5},
+                "note": {"type": "string", "x-multiline": true}
+            }
+        }))
+        .unwrap();
+        let input = json!({"agent": "pm", "from": "user", "channel": "#team", "body": "a\nb", "note": "x"});
+        assert!(check_input(&v, &input).is_ok());
+        let errors = check_input(&v, &json!({"agent": "", "body": 3})).unwrap_err();
+        let mut pointers: Vec<&str> = errors.iter().map(|e| e.pointer.as_str()).collect();
+        pointers.sort();
+        assert_eq!(pointers, ["/agent", "/body"]);
+    }
 }

@@ -36,11 +36,19 @@ static ASSETS: &[Asset] = embed![
     "dom.js",
     "forms.js",
     "views/overview.js",
+    "views/overview/hero.js",
+    "views/overview/counters.js",
+    "views/overview/roster.js",
+    "views/overview/composer.js",
     "views/messages.js",
     "views/activations.js",
     "views/events.js",
     "views/history.js",
     "views/tools.js",
+    "views/tools/catalog.js",
+    "views/tools/tool-index.js",
+    "views/tools/tool-page.js",
+    "views/tools/control-card.js",
 ];
 
 /// The page may load only its own assets and talk only to its own origin: no CDN, no inline

@@ -2,6 +2,10 @@
 //! store's broadcast, not polling). Each event has `id:` = the event id, so a client that
 //! reconnects with `Last-Event-ID` gets everything after it from the store first, then the live
 //! stream, with no gap and no duplicate.
+//!
+//! Frames are plain `id:` + `data:` (the event record as JSON, its type in `type`), with no
+//! `event:` line: a browser's `EventSource` delivers them all to `onmessage`, so a client needs
+//! no list of event types to receive new ones.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -55,8 +59,5 @@ pub fn events(store: Store, after: i64) -> Sse<impl Stream<Item = Result<Event, 
 }
 
 fn to_sse(event: &EventRecord) -> Event {
-    Event::default()
-        .id(event.id.to_string())
-        .event(event.kind.clone())
-        .data(serde_json::to_string(event).unwrap_or_default())
+    Event::default().id(event.id.to_string()).data(serde_json::to_string(event).unwrap_or_default())
 }

@@ -111,41 +111,14 @@ export async function latestEvents(api, countHint, n = 100) {
   return all;
 }
 
-// Event types the controller records today. EventSource only delivers named events to
-// listeners registered by name, so types added later are caught by the gap fill below.
-const KNOWN_EVENT_TYPES = [
-  "project.initialized",
-  "project.status",
-  "project.submitted",
-  "agent.added",
-  "agent.status",
-  "activation.started",
-  "activation.completed",
-  "activation.failed",
-  "activation.cancelled",
-  "message.created",
-  "signal.created",
-  "signals.delivered",
-  "tool_call.started",
-  "tool_call.finished",
-  "history.appended",
-  "completion.submitted",
-  "plan.continuation_nudge",
-  "scheduler.no_effect_nudge",
-  "scheduler.failed_nudge",
-  "scheduler.all_quiet_nudge",
-  "scheduler.quiet_agent_monitor.message_sent",
-  "scheduler.failed_agent_monitor.message_sent",
-  "message",
-];
-
 /**
  * The project's live events. Calls `onEvent(event)` once per event, in id order, and
  * `onState(state)` with "connecting" | "live" | "reconnecting" | "polling" | "offline".
  *
- * Event ids are consecutive, so a jump in ids means an event of a type this page has no
- * listener for went by: the missing ones are fetched from `GET events?after=`. When the stream
- * route is missing or keeps failing, the same route is polled instead.
+ * The stream sends plain `data:` frames (the event record, its type in `type`), so every event
+ * reaches `onmessage` whatever its type. Event ids are consecutive, so a jump in ids still means
+ * something went by unseen: the missing ones are fetched from `GET events?after=`. When the
+ * stream route is missing or keeps failing, the same route is polled instead.
  */
 export class EventStream {
   constructor(api, { onEvent, onState }) {
@@ -194,8 +167,7 @@ export class EventStream {
         this.setState("reconnecting");
       }
     };
-    const handler = (e) => this.receive(e);
-    for (const type of KNOWN_EVENT_TYPES) source.addEventListener(type, handler);
+    source.onmessage = (e) => this.receive(e);
   }
 
   receive(e) {
@@ -207,7 +179,6 @@ export class EventStream {
     }
     if (!event || typeof event !== "object") return;
     if (event.id === undefined && e.lastEventId) event.id = Number(e.lastEventId);
-    if (!event.type) event.type = e.type;
     this.enqueue(async () => {
       const id = Number(event.id);
       if (this.lastId !== null && Number.isFinite(id)) {

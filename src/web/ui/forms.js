@@ -1,37 +1,58 @@
 // A form generated from a WebUI entry's `inputSchema` (a JSON-Schema-like object with
-// `properties` and `required`). The schema alone decides the widgets; the only names with a
-// meaning of their own are the roster fields (sender, recipient, agentA, agentB, targetAgent),
-// `channel` (the project's channels) and the long-text fields. The server checks the input again: its 400 `details[].path`
-// (`/field`) are shown next to the fields they name.
+// `properties` and `required`). The schema alone decides the widgets, through standard keywords
+// (`type`, `enum`, `format: "date-time"`, `maxLength`) and a few hints the validator ignores:
+//
+//   format: "agent-id"        a <select> of the project's agents
+//   format: "participant-id"  the same, plus "user"
+//   format: "channel"         a <select> of the project's channels (free text when none)
+//   x-empty-label: "(auto)"   the label of the empty choice of an optional select
+//   x-multiline: true | rows  a <textarea> (also for `maxLength` over 300)
+//
+// Schemas written before the hints keep working: the seed's roster fields (sender, recipient,
+// agentA, agentB, targetAgent) and `channel` default to the hints below. The server checks the
+// input again: its 400 `details[].path` (`/field`) are shown next to the fields they name.
 
 import { channelLabel, h, uid } from "./dom.js";
 
-const LONG_TEXT_FIELDS = new Set(["body", "itemsText", "report", "content", "instructions", "description", "summary", "prompt"]);
-const LONG_TEXT_HINT = /one per line|markdown|several lines|multi-?line|paragraph/i;
-
-/** Roster fields: which choices a <select> for them offers. */
-const ROSTER_FIELDS = {
-  sender: { user: true, none: null },
-  agentA: { user: true, none: null },
-  agentB: { user: true, none: null },
-  recipient: { user: true, none: "(auto)" },
-  targetAgent: { user: false, none: "(any)" },
+/** The hints a string field of the seed's names has when its schema gives no `format`. */
+const NAMED_DEFAULTS = {
+  sender: { format: "participant-id" },
+  agentA: { format: "participant-id" },
+  agentB: { format: "participant-id" },
+  recipient: { format: "participant-id", "x-empty-label": "(auto)" },
+  targetAgent: { format: "agent-id", "x-empty-label": "(any)" },
+  channel: { format: "channel" },
 };
 
-function fieldKind(name, prop) {
+const ROSTER_FORMATS = new Set(["agent-id", "participant-id"]);
+
+/** The field's schema with the name defaults filled in, and whether it is required. */
+function withDefaults(name, raw, required) {
+  const prop = raw && typeof raw === "object" ? raw : {};
   const type = Array.isArray(prop.type) ? prop.type.find((t) => t !== "null") : prop.type;
+  const defaults = prop.format === undefined && (type === "string" || type === undefined) ? NAMED_DEFAULTS[name] : undefined;
+  return { ...defaults, ...prop, __required: required };
+}
+
+function fieldKind(prop) {
+  const type = Array.isArray(prop.type) ? prop.type.find((t) => t !== "null") : prop.type;
+  const stringy = type === "string" || type === undefined;
   if (Array.isArray(prop.enum) && prop.enum.length) return "enum";
-  if (name in ROSTER_FIELDS && (type === "string" || type === undefined)) return "roster";
-  if (name === "channel" && (type === "string" || type === undefined)) return "channel";
+  if (stringy && ROSTER_FORMATS.has(prop.format)) return "roster";
+  if (stringy && prop.format === "channel") return "channel";
   if (type === "boolean") return "boolean";
   if (type === "number" || type === "integer") return "number";
   if (type === "array" && (prop.items?.type === "string" || !prop.items)) return "lines";
   if (type === "object" || type === "array") return "json";
   if (prop.format === "date-time") return "datetime";
-  if (LONG_TEXT_FIELDS.has(name) || LONG_TEXT_HINT.test(prop.description ?? "") || (prop.maxLength ?? 0) > 300) {
-    return "textarea";
-  }
+  if (prop["x-multiline"] || (prop.maxLength ?? 0) > 300) return "textarea";
   return "text";
+}
+
+/** Rows of a multi-line text field: `x-multiline: <rows>`, else 3. */
+function textRows(prop) {
+  const rows = prop["x-multiline"];
+  return Number.isInteger(rows) && rows > 0 ? rows : 3;
 }
 
 /** `2025-01-31T09:00:00Z` → the `YYYY-MM-DDTHH:MM` a datetime-local input shows, in local time. */
@@ -48,14 +69,13 @@ export function localInputToIso(value) {
   return Number.isNaN(d.getTime()) ? null : d.toISOString();
 }
 
-function rosterOptions(name, prop, agents) {
-  const spec = ROSTER_FIELDS[name];
+function rosterOptions(prop, agents) {
   const options = [];
-  const required = prop.__required;
+  const empty = prop["x-empty-label"];
   // An optional field with no default may be left out; say so instead of forcing a value.
-  if (spec.none) options.push({ value: "", label: spec.none });
-  else if (!required && prop.default === undefined) options.push({ value: "", label: "(default)" });
-  if (spec.user) options.push({ value: "user", label: "user" });
+  if (empty) options.push({ value: "", label: String(empty) });
+  else if (!prop.__required && prop.default === undefined) options.push({ value: "", label: "(default)" });
+  if (prop.format === "participant-id") options.push({ value: "user", label: "user" });
   for (const a of agents) {
     const label = a.displayName && a.displayName !== a.id ? `${a.displayName} (${a.id})` : a.id;
     options.push({ value: a.id, label });
@@ -67,24 +87,25 @@ function rosterOptions(name, prop, agents) {
 }
 
 function buildControl(name, prop, kind, id, agents, channels) {
+  const empty = prop["x-empty-label"];
   const def = prop.default;
   switch (kind) {
     case "channel": {
       // The project's declared channels, when it has any; else free text.
       if (!channels.length) return h("input", { id, name, type: "text", value: def ?? "", autocomplete: "off" });
-      const opts = prop.__required ? [] : [h("option", { value: "", text: "(none)" })];
+      const opts = prop.__required ? [] : [h("option", { value: "", text: empty ?? "(none)" })];
       for (const c of channels) opts.push(h("option", { value: c, selected: c === def, text: channelLabel(c) }));
       return h("select", { id, name }, opts);
     }
     case "enum": {
       const opts = [];
-      if (!prop.__required && def === undefined) opts.push(h("option", { value: "", text: "(any)" }));
+      if (!prop.__required && def === undefined) opts.push(h("option", { value: "", text: empty ?? "(any)" }));
       for (const v of prop.enum) opts.push(h("option", { value: String(v), selected: v === def, text: String(v) }));
       return h("select", { id, name }, opts);
     }
     case "roster": {
-      if (!agents.length && !ROSTER_FIELDS[name].user) return h("input", { id, name, type: "text", value: def ?? "" });
-      const opts = rosterOptions(name, prop, agents).map((o) =>
+      if (!agents.length && prop.format !== "participant-id") return h("input", { id, name, type: "text", value: def ?? "" });
+      const opts = rosterOptions(prop, agents).map((o) =>
         h("option", { value: o.value, selected: def !== undefined && o.value === String(def), text: o.label }),
       );
       return h("select", { id, name }, opts);
@@ -122,7 +143,7 @@ function buildControl(name, prop, kind, id, agents, channels) {
         value: def !== undefined ? JSON.stringify(def, null, 2) : "",
       });
     case "textarea":
-      return h("textarea", { id, name, rows: name === "body" || name === "itemsText" ? 5 : 3, value: def ?? "" });
+      return h("textarea", { id, name, rows: textRows(prop), value: def ?? "" });
     default:
       return h("input", {
         id,
@@ -147,8 +168,8 @@ export function schemaForm(schema, { agents = [], channels = [], idPrefix = "f",
   const fields = new Map();
   const grid = h("div", { class: "fields" });
   for (const [name, raw] of Object.entries(props)) {
-    const prop = { ...(raw || {}), __required: required.has(name) };
-    const kind = fieldKind(name, prop);
+    const prop = withDefaults(name, raw, required.has(name));
+    const kind = fieldKind(prop);
     const id = uid(`${idPrefix}-${name}`.replace(/[^a-zA-Z0-9_-]/g, "_"));
     const control = buildControl(name, prop, kind, id, agents, channels);
     const helpId = `${id}-help`;

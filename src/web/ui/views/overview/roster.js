@@ -1,0 +1,73 @@
+// The agent roster: one card per agent with its live status, model, active activation, packs,
+// tools and links to its history and activations.
+
+import { clip, errorBox, h, pill, replace, timeAgo } from "../../dom.js";
+
+/** The roster section; `render()` redraws it from `ctx.state.agents`. */
+export function agentRoster(ctx) {
+  const el = h("section", { class: "roster-wrap" });
+  function render() {
+    const agents = ctx.state.agents || [];
+    const coordinator = ctx.state.project?.coordinator;
+    replace(
+      el,
+      h("h2", { class: "section-title", text: "Agent roster" }),
+      ctx.state.agentsError ? errorBox(ctx.state.agentsError, "Agents unavailable") : null,
+      agents.length === 0 && !ctx.state.agentsError ? h("p", { class: "muted", text: "No agents." }) : null,
+      h(
+        "div",
+        { class: "roster" },
+        agents.map((a) => agentCard(a, a.id === coordinator, ctx.href)),
+      ),
+    );
+  }
+  return { el, render };
+}
+
+function agentCard(a, isCoordinator, href) {
+  return h(
+    "article",
+    { class: ["card", "agent", `agent-${a.status}`], "data-agent": a.id },
+    h(
+      "header",
+      { class: "agent-head" },
+      h(
+        "div",
+        {},
+        h("h3", { text: a.displayName || a.id }),
+        h("div", { class: "muted small" }, h("code", { text: a.id }), a.role ? ` · ${a.role}` : "", isCoordinator ? " · coordinator" : ""),
+      ),
+      pill(a.status),
+    ),
+    agentFacts(a, href),
+    Array.isArray(a.tools)
+      ? h(
+          "details",
+          { class: "tools-list" },
+          h("summary", { text: `${a.tools.length} tools` }),
+          h("ul", {}, a.tools.map((t) => h("li", {}, h("a", { href: href("tools", t) }, h("code", { text: t }))))),
+        )
+      : null,
+    h(
+      "div",
+      { class: "agent-links" },
+      h("a", { href: href("history", a.id), text: "History" }),
+      " · ",
+      h("a", { href: href("activations", `agent:${a.id}`), text: "Activations" }),
+    ),
+  );
+}
+
+function agentFacts(a, href) {
+  const fact = (term, ...value) => [h("dt", { text: term }), h("dd", {}, ...value)];
+  return h(
+    "dl",
+    { class: "facts compact" },
+    a.model ? fact("Model", a.model) : null,
+    a.activeActivationId
+      ? fact("Active", h("a", { href: href("activations", a.activeActivationId), text: clip(a.activeActivationId, 24) }))
+      : null,
+    fact("Updated", timeAgo(a.updatedAt)),
+    Array.isArray(a.mountedToolpacks) && a.mountedToolpacks.length ? fact("Packs", a.mountedToolpacks.join(", ")) : null,
+  );
+}
