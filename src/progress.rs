@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::store::EventRecord;
+use crate::store::{Event, EventRecord};
 
 #[derive(Clone, Debug, Default)]
 struct AgentLine {
@@ -30,49 +30,46 @@ impl Progress {
 
     /// Fold one event in; returns the plain log line for it, if it is worth one.
     pub fn apply(&mut self, event: &EventRecord) -> Option<String> {
-        let d = &event.data;
-        let text = |k: &str| d.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
-        let agent = text("agentId");
+        let agent = event.event.agent_id().unwrap_or_default().to_string();
         let line = self.agents.get_mut(&agent);
-        match event.kind.as_str() {
-            "activation.started" => {
+        match &event.event {
+            Event::ActivationStarted { activation_id, .. } => {
                 if let Some(l) = line {
                     l.status = "running".into();
                     l.activations += 1;
                 }
-                Some(format!("{agent}: activation {} started", text("activationId")))
+                Some(format!("{agent}: activation {activation_id} started"))
             }
-            "activation.completed" | "activation.failed" | "activation.cancelled" => {
-                let status = event.kind.trim_start_matches("activation.");
+            Event::ActivationCompleted(ended) | Event::ActivationFailed(ended) | Event::ActivationCancelled(ended) => {
+                let failed = matches!(event.event, Event::ActivationFailed(_));
                 if let Some(l) = line {
-                    l.status = if status == "failed" { "failed".into() } else { "quiet".into() };
+                    l.status = if failed { "failed".into() } else { "quiet".into() };
                     l.tool = None;
-                    if status == "failed" {
+                    if failed {
                         l.failed += 1;
                     }
                 }
-                let error = d.get("error").and_then(|e| e.as_str()).map(|e| format!(": {e}")).unwrap_or_default();
-                Some(format!("{agent}: activation {} {status}{error}", text("activationId")))
+                let error = ended.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+                Some(format!("{agent}: activation {} {}{error}", ended.activation_id, ended.status))
             }
-            "tool_call.started" => {
+            Event::ToolCallStarted { tool, .. } => {
                 if let Some(l) = line {
-                    l.tool = Some(text("tool"));
+                    l.tool = Some(tool.clone());
                     l.tool_calls += 1;
                 }
-                Some(format!("{agent}: {}", text("tool")))
+                Some(format!("{agent}: {tool}"))
             }
-            "tool_call.finished" => {
+            Event::ToolCallFinished { tool, status, .. } => {
                 if let Some(l) = line {
                     l.tool = None;
                 }
-                (text("status") == "failed").then(|| format!("{agent}: {} failed", text("tool")))
+                (status == "failed").then(|| format!("{agent}: {tool} failed"))
             }
-            "message.created" => {
-                let to =
-                    d.get("recipient").and_then(|v| v.as_str()).or_else(|| d.get("channel").and_then(|v| v.as_str()));
-                Some(format!("message {} -> {} ({})", text("sender"), to.unwrap_or("-"), text("priority")))
+            Event::MessageCreated { sender, recipient, channel, priority, .. } => {
+                let to = recipient.as_deref().or(channel.as_deref()).unwrap_or("-");
+                Some(format!("message {sender} -> {to} ({priority})"))
             }
-            "project.status" => Some(format!("project is {}", text("status"))),
+            Event::ProjectStatus { status, .. } => Some(format!("project is {status}")),
             _ => None,
         }
     }

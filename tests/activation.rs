@@ -348,7 +348,7 @@ async fn an_openai_compatible_model_recovers_from_a_schema_error() {
     let q = MessageQuery { participant_a: Some("pm".into()), participant_b: Some("user".into()), ..Default::default() };
     assert!(w.host.store.list_messages(&q).unwrap().iter().any(|m| m.body == "fixed"));
     let events = w.host.store.events_after(0, 1000).unwrap();
-    assert!(!events.iter().any(|e| e.data.to_string().contains("sk-test-SECRET-42")), "the key is in no event");
+    assert!(!events.iter().any(|e| e.data().to_string().contains("sk-test-SECRET-42")), "the key is in no event");
     let act = w.host.store.latest_activation("pm", None).unwrap().unwrap();
     assert_eq!(act.status.as_str(), "completed");
     let usage = act.usage.expect("usage recorded");

@@ -156,12 +156,12 @@ fn check_signal(request: SignalRequest, expected: Result<Vec<Shape>, &str>) {
         (Ok(records), Ok(shapes)) => {
             assert_eq!(shape(&records), shapes);
             // One `signal.created` event per row, and the rows read back unchanged.
-            let created: Vec<&str> = after[before..]
+            let created: Vec<String> = after[before..]
                 .iter()
-                .filter(|e| e.kind == "signal.created")
-                .filter_map(|e| e.data["signalId"].as_str())
+                .filter(|e| e.kind() == "signal.created")
+                .filter_map(|e| e.data()["signalId"].as_str().map(str::to_string))
                 .collect();
-            assert_eq!(created, records.iter().map(|r| r.id.as_str()).collect::<Vec<_>>());
+            assert_eq!(created, records.iter().map(|r| r.id.clone()).collect::<Vec<_>>());
             for record in &records {
                 assert_eq!(fx.store.signal(&record.id).expect("read").as_ref(), Some(record));
             }
@@ -444,14 +444,14 @@ fn direct_message_creates_row_event_and_pending_p3_signal() {
     );
 
     let first = events.try_recv().expect("message event");
-    assert_eq!(first.kind, "message.created");
+    assert_eq!(first.kind(), "message.created");
     assert_eq!(
-        first.data,
+        first.data(),
         json!({"messageId": sent.message_id, "sender": "pm", "recipient": "worker-1", "channel": null, "priority": "P3"})
     );
     let second = events.try_recv().expect("signal event");
-    assert_eq!(second.kind, "signal.created");
-    assert_eq!(second.data["signalId"], json!(sent.signal_ids[0]));
+    assert_eq!(second.kind(), "signal.created");
+    assert_eq!(second.data()["signalId"], json!(sent.signal_ids[0]));
 }
 
 #[test]
@@ -835,7 +835,7 @@ fn project_stats_and_status() {
     assert_eq!(running.status, ProjectStatus::Running);
     let event = events.try_recv().expect("status event");
     assert_eq!(
-        (event.kind.as_str(), event.data.clone()),
+        (event.kind().as_str(), event.data().clone()),
         ("project.status", json!({"status": "running", "previous": "initialized"}))
     );
 
@@ -956,13 +956,13 @@ fn events_are_published_after_commit_in_id_order() {
     let mut received = Vec::new();
     while let Ok(event) = rx.try_recv() {
         // Committed before it was published: the row is readable right away.
-        if let Some(id) = event.data["messageId"].as_str() {
+        if let Some(id) = event.data()["messageId"].as_str() {
             assert!(fx.store.message(id).expect("read").is_some());
         }
         received.push(event);
     }
     assert_eq!(
-        received.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(),
+        received.iter().map(|e| e.kind()).collect::<Vec<_>>(),
         ["message.created", "signal.created", "signal.created", "signal.created"]
     );
     assert!(received.windows(2).all(|w| w[0].id < w[1].id));
@@ -974,7 +974,7 @@ fn events_are_published_after_commit_in_id_order() {
     let _ = fx.store.send_message(msg("user", Some("ghost"), None));
     assert!(rx.try_recv().is_err());
     let initialized = fx.store.events_after(0, 1).expect("events");
-    assert_eq!(initialized[0].kind, "project.initialized");
+    assert_eq!(initialized[0].kind(), "project.initialized");
 }
 
 #[test]
@@ -1123,7 +1123,7 @@ fn submitting_records_report_status_event_and_useful_signal() {
         (project.status, project.submitted_report.as_deref()),
         (ProjectStatus::Submitted, Some("/p/final-report.md"))
     );
-    let kinds: Vec<String> = fx.store.events_after(0, 1000).expect("events").into_iter().map(|e| e.kind).collect();
+    let kinds: Vec<String> = fx.store.events_after(0, 1000).expect("events").into_iter().map(|e| e.kind()).collect();
     assert!(
         kinds.ends_with(&["project.status".into(), "project.submitted".into(), "signal.created".into()]),
         "{kinds:?}"

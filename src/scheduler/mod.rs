@@ -162,7 +162,7 @@ impl Scheduler {
                     _ = tokio::time::sleep_until(deadline) => break,
                     _ = shutdown.changed() => return,
                     event = events.recv() => match event {
-                        Ok(e) if !wakes_scheduler(&e.kind) => continue,
+                        Ok(e) if !e.event.wakes_scheduler() => continue,
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                         _ => {
                             // Coalesce a burst of events into one tick.
@@ -177,12 +177,6 @@ impl Scheduler {
             }
         }
     }
-}
-
-/// Store events after which the scheduler should look again.
-fn wakes_scheduler(kind: &str) -> bool {
-    matches!(kind, "signal.created" | "message.created" | "project.status" | "agent.status")
-        || kind.starts_with("activation.")
 }
 
 /// The launcher used until the model loop exists (issue [E]): activations are recorded and

@@ -8,12 +8,39 @@ use serde_json::{Value, json};
 
 use crate::clock::{iso, parse_iso};
 use crate::config::MonitorRule;
-use crate::store::{ActivationStatus, AgentStatus, SendMessage, StoreError};
+use crate::store::{ActivationStatus, AgentStatus, Event, MonitorSent, SendMessage, StoreError};
 
 use super::{Scheduler, TickReport};
 
-const QUIET_EVENT: &str = "scheduler.quiet_agent_monitor.message_sent";
-const FAILED_EVENT: &str = "scheduler.failed_agent_monitor.message_sent";
+/// The two monitors; each records a typed event when it sends, which is also its dedupe record.
+#[derive(Clone, Copy)]
+enum Monitor {
+    QuietAgent,
+    FailedAgent,
+}
+
+impl Monitor {
+    fn event(self, sent: MonitorSent) -> Event {
+        match self {
+            Monitor::QuietAgent => Event::QuietAgentMonitorSent(sent),
+            Monitor::FailedAgent => Event::FailedAgentMonitorSent(sent),
+        }
+    }
+
+    /// The stored type name of this monitor's events (what the dedupe query looks up).
+    fn kind(self) -> String {
+        let probe =
+            MonitorSent { key: Default::default(), attempt: 0, message_id: String::new(), sent_at: String::new() };
+        self.event(probe).to_parts().0
+    }
+
+    fn sent(event: &Event) -> Option<&MonitorSent> {
+        match event {
+            Event::QuietAgentMonitorSent(sent) | Event::FailedAgentMonitorSent(sent) => Some(sent),
+            _ => None,
+        }
+    }
+}
 /// How many past monitor events are searched for a rule's last message.
 const DEDUPE_WINDOW: usize = 1000;
 const ERROR_CAP: usize = 700;
@@ -45,7 +72,7 @@ pub(super) fn quiet_agent_monitor(s: &Scheduler, report: &mut TickReport) -> Res
                 .to_string()
         });
         let display = agent.display_name.clone();
-        fire(s, report, rule, QUIET_EVENT, key, since, &template, |now, attempt| {
+        fire(s, report, rule, Monitor::QuietAgent, key, since, &template, |now, attempt| {
             let quiet_ms = (now - since).num_milliseconds().max(0);
             vec![
                 ("agent", display.clone()),
@@ -82,7 +109,7 @@ pub(super) fn failed_agent_monitor(s: &Scheduler, report: &mut TickReport) -> Re
                 .to_string()
         });
         let display = agent.display_name.clone();
-        fire(s, report, rule, FAILED_EVENT, key, since, &template, |now, attempt| {
+        fire(s, report, rule, Monitor::FailedAgent, key, since, &template, |now, attempt| {
             let failed_ms = (now - since).num_milliseconds().max(0);
             vec![
                 ("agent", display.clone()),
@@ -105,7 +132,7 @@ fn fire(
     s: &Scheduler,
     report: &mut TickReport,
     rule: &MonitorRule,
-    event_kind: &str,
+    monitor: Monitor,
     key: Value,
     since: DateTime<Utc>,
     template: &str,
@@ -113,14 +140,18 @@ fn fire(
 ) -> Result<(), StoreError> {
     let store = s.store();
     let now = store.now();
-    let matches = |data: &Value| key.as_object().is_some_and(|k| k.iter().all(|(name, v)| data.get(name) == Some(v)));
-    let last = store.events_of_kind(event_kind, DEDUPE_WINDOW)?.into_iter().find(|e| matches(&e.data));
-    let (due, attempt) = match &last {
+    let key = match key {
+        Value::Object(map) => map,
+        _ => Default::default(),
+    };
+    let matches = |sent: &MonitorSent| key.iter().all(|(name, v)| sent.key.get(name) == Some(v));
+    let records = store.events_of_kind(&monitor.kind(), DEDUPE_WINDOW)?;
+    let last = records.iter().filter_map(|e| Monitor::sent(&e.event)).find(|sent| matches(sent));
+    let (due, attempt) = match last {
         None => (since + Duration::milliseconds(rule.initial_delay_ms as i64), 1),
-        Some(e) => {
-            let sent = e.data.get("sentAt").and_then(Value::as_str).and_then(parse_iso).unwrap_or(since);
-            let attempt = e.data.get("attempt").and_then(Value::as_u64).unwrap_or(1) + 1;
-            (sent + Duration::milliseconds(rule.repeat_delay_ms as i64), attempt)
+        Some(last) => {
+            let sent = parse_iso(&last.sent_at).unwrap_or(since);
+            (sent + Duration::milliseconds(rule.repeat_delay_ms as i64), last.attempt + 1)
         }
     };
     if now < due {
@@ -147,11 +178,12 @@ fn fire(
         body,
         ..Default::default()
     })?;
-    let mut data = key;
-    data["attempt"] = json!(attempt);
-    data["messageId"] = json!(sent.message_id);
-    data["sentAt"] = json!(iso(now));
-    store.append_event(event_kind, data)?;
+    store.append_event(monitor.event(MonitorSent {
+        key,
+        attempt,
+        message_id: sent.message_id.clone(),
+        sent_at: iso(now),
+    }))?;
     report.monitor_messages.push(sent.message_id);
     report.due(Some(now + Duration::milliseconds(rule.repeat_delay_ms as i64)));
     Ok(())

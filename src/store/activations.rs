@@ -8,8 +8,8 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
 use crate::store::{
-    ActivationOutcome, ActivationRecord, ActivationStatus, AgentStatus, Store, StoreError, ToolCallOutcome,
-    ToolCallRecord, ToolCallStatus, agent_row, json_column, new_id, opt_json_column,
+    ActivationEnded, ActivationOutcome, ActivationRecord, ActivationStatus, AgentStatus, Event, Store, StoreError,
+    ToolCallOutcome, ToolCallRecord, ToolCallStatus, agent_row, json_column, new_id, opt_json_column,
 };
 
 impl Store {
@@ -47,7 +47,11 @@ impl Store {
                 params![agent_id, id, w.now],
             )?;
             w.set_agent_status(agent_id, AgentStatus::Running)?;
-            w.event("activation.started", json!({"activationId": id, "agentId": agent_id, "signalIds": signal_ids}))?;
+            w.event(Event::ActivationStarted {
+                activation_id: id.clone(),
+                agent_id: agent_id.to_string(),
+                signal_ids: signal_ids.iter().map(|s| s.to_string()).collect(),
+            })?;
             activation_row(w.tx, &id)?.ok_or(StoreError::UnknownActivation(id))
         })
     }
@@ -88,10 +92,18 @@ impl Store {
                 };
                 w.set_agent_status(agent_id, agent_status)?;
             }
-            w.event(
-                &format!("activation.{status}"),
-                json!({"activationId": id, "agentId": agent_id, "status": status.as_str(), "error": error}),
-            )?;
+            let ended = ActivationEnded {
+                activation_id: id.to_string(),
+                agent_id: agent_id.to_string(),
+                status: status.as_str().into(),
+                error: error.map(str::to_string),
+                signals_returned: None,
+            };
+            w.event(match outcome {
+                ActivationOutcome::Completed => Event::ActivationCompleted(ended),
+                ActivationOutcome::Failed => Event::ActivationFailed(ended),
+                ActivationOutcome::Cancelled => Event::ActivationCancelled(ended),
+            })?;
             activation_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownActivation(id.to_string()))
         })
     }
@@ -133,16 +145,13 @@ impl Store {
                 params![id, activation_id, agent_id, tool, toolpack_id, input.to_string(), w.now, target],
             )?;
             // Inputs stay out of events: they can be large and hold file contents.
-            w.event(
-                "tool_call.started",
-                json!({
-                    "toolCallId": id,
-                    "activationId": activation_id,
-                    "agentId": agent_id,
-                    "tool": tool,
-                    "toolpackId": toolpack_id,
-                }),
-            )?;
+            w.event(Event::ToolCallStarted {
+                tool_call_id: id.clone(),
+                activation_id: activation_id.to_string(),
+                agent_id: agent_id.to_string(),
+                tool: tool.to_string(),
+                toolpack_id: toolpack_id.map(str::to_string),
+            })?;
             Ok(id)
         })
     }
@@ -167,18 +176,15 @@ impl Store {
                  WHERE id = ?1",
                 params![id, status, output.map(Value::to_string), error, w.now, error_kind],
             )?;
-            w.event(
-                "tool_call.finished",
-                json!({
-                    "toolCallId": id,
-                    "activationId": call.activation_id,
-                    "agentId": call.agent_id,
-                    "tool": call.tool,
-                    "status": status.as_str(),
-                    "error": error,
-                    "errorKind": error_kind,
-                }),
-            )?;
+            w.event(Event::ToolCallFinished {
+                tool_call_id: id.to_string(),
+                activation_id: call.activation_id,
+                agent_id: call.agent_id,
+                tool: call.tool,
+                status: status.as_str().into(),
+                error: error.map(str::to_string),
+                error_kind: error_kind.map(str::to_string),
+            })?;
             tool_call_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownToolCall(id.to_string()))
         })
     }

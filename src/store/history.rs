@@ -4,9 +4,9 @@
 
 use rusqlite::params;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::store::{Store, StoreError, json_column, new_id};
+use crate::store::{Event, Store, StoreError, json_column, new_id};
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -34,7 +34,12 @@ impl Store {
                 "INSERT INTO history (id, agent_id, activation_id, kind, content_json, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![id, agent_id, activation_id, kind, content.to_string(), w.now],
             )?;
-            w.event("history.appended", json!({"agentId": agent_id, "activationId": activation_id, "kind": kind, "id": id}))?;
+            w.event(Event::HistoryAppended {
+                agent_id: agent_id.to_string(),
+                activation_id: activation_id.map(str::to_string),
+                kind: kind.to_string(),
+                id: id.clone(),
+            })?;
             Ok(id)
         })
     }

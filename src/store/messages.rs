@@ -10,8 +10,8 @@ use serde_json::{Map, Value, json};
 use crate::config::Priority;
 use crate::store::signals::{PlannedSignal, plan_signals};
 use crate::store::{
-    DirectPair, MessageQuery, MessageRecord, MessageSent, SendMessage, Store, StoreError, clamp_limit, given, new_id,
-    parse_priority,
+    DirectPair, Event, MessageQuery, MessageRecord, MessageSent, SendMessage, Store, StoreError, clamp_limit, given,
+    new_id, parse_priority,
 };
 
 /// The recipient that is a person, not an agent.
@@ -80,16 +80,13 @@ impl Store {
                     w.now
                 ],
             )?;
-            w.event(
-                "message.created",
-                json!({
-                    "messageId": message_id,
-                    "sender": input.sender,
-                    "recipient": recipient,
-                    "channel": channel,
-                    "priority": priority.as_str(),
-                }),
-            )?;
+            w.event(Event::MessageCreated {
+                message_id: message_id.clone(),
+                sender: input.sender.clone(),
+                recipient: recipient.map(str::to_string),
+                channel: channel.map(str::to_string),
+                priority: priority.as_str().into(),
+            })?;
             let mut signal_ids = Vec::with_capacity(planned.len());
             for plan in &planned {
                 let record = w.insert_signal(

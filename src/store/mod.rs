@@ -15,6 +15,7 @@
 
 mod activations;
 mod error;
+mod events;
 mod history;
 mod messages;
 mod model;
@@ -38,6 +39,7 @@ use crate::clock::{Clock, iso};
 use crate::config::ProjectConfig;
 
 pub use error::StoreError;
+pub use events::{ActivationEnded, Event, EventRecord, MonitorSent};
 pub use history::HistoryRecord;
 pub use model::*;
 pub use schema::latest_version as schema_version;
@@ -159,9 +161,10 @@ impl Store {
         })
     }
 
-    /// Append a free-form timeline event (monitors record their dedupe keys this way).
-    pub fn append_event(&self, kind: &str, data: Value) -> Result<EventRecord, StoreError> {
-        self.write(|w| w.event(kind, data))
+    /// Append a timeline event that goes with no other change (monitors record their dedupe
+    /// keys this way).
+    pub fn append_event(&self, event: Event) -> Result<EventRecord, StoreError> {
+        self.write(|w| w.event(event))
     }
 
     // -----------------------------------------------------------------------------------------
@@ -176,7 +179,7 @@ impl Store {
             let previous = project_row(w.tx)?.status;
             w.tx.execute("UPDATE project SET status = ?1, updated_at = ?2 WHERE id = 1", params![status, w.now])?;
             if previous != status {
-                w.event("project.status", json!({"status": status.as_str(), "previous": previous.as_str()}))?;
+                w.event(Event::ProjectStatus { status: status.as_str().into(), previous: previous.as_str().into() })?;
             }
             Ok(project_row(w.tx)?)
         })
@@ -199,9 +202,12 @@ impl Store {
                 params![report_path, w.now],
             )?;
             if previous != ProjectStatus::Submitted {
-                w.event("project.status", json!({"status": "submitted", "previous": previous.as_str()}))?;
+                w.event(Event::ProjectStatus { status: "submitted".into(), previous: previous.as_str().into() })?;
             }
-            w.event("project.submitted", json!({"reportPath": report_path, "agentId": source_agent}))?;
+            w.event(Event::ProjectSubmitted {
+                report_path: report_path.to_string(),
+                agent_id: source_agent.map(str::to_string),
+            })?;
             let kind = "completion.submitted";
             let plan = signals::plan_signals(&self.inner.roster, None, None, None, kind, None);
             w.insert_signal(
@@ -254,7 +260,7 @@ impl Store {
                      VALUES (1, ?1, ?2, 'initialized', ?3, ?4, ?4)",
                     params![config.name, config.task, config_json, w.now],
                 )?;
-                w.event("project.initialized", json!({"name": config.name}))?;
+                w.event(Event::ProjectInitialized { name: config.name.clone() })?;
             }
 
             for (position, agent) in config.agents.iter().enumerate() {
@@ -275,7 +281,7 @@ impl Store {
                              VALUES (?1, ?2, ?3, ?4, 'quiet', ?5, ?6, ?6)",
                             params![agent.id, position as i64, agent.role, agent.display_name, new_token(), w.now],
                         )?;
-                        w.event("agent.added", json!({"agentId": agent.id}))?;
+                        w.event(Event::AgentAdded { agent_id: agent.id.clone() })?;
                     }
                 }
             }
@@ -357,13 +363,13 @@ struct WriteTx<'a> {
 }
 
 impl WriteTx<'_> {
-    fn event(&mut self, kind: &str, data: Value) -> Result<EventRecord, StoreError> {
+    fn event(&mut self, event: Event) -> Result<EventRecord, StoreError> {
+        let (kind, data) = event.to_parts();
         self.tx.execute(
             "INSERT INTO events (type, data_json, created_at) VALUES (?1, ?2, ?3)",
             params![kind, data.to_string(), self.now],
         )?;
-        let record =
-            EventRecord { id: self.tx.last_insert_rowid(), kind: kind.to_string(), data, created_at: self.now.clone() };
+        let record = EventRecord { id: self.tx.last_insert_rowid(), event, created_at: self.now.clone() };
         self.events.push(record.clone());
         Ok(record)
     }
@@ -378,10 +384,11 @@ impl WriteTx<'_> {
                 "UPDATE agents SET status = ?2, updated_at = ?3 WHERE id = ?1",
                 params![id, status, self.now],
             )?;
-            self.event(
-                "agent.status",
-                json!({"agentId": id, "status": status.as_str(), "previous": previous.as_str()}),
-            )?;
+            self.event(Event::AgentStatus {
+                agent_id: id.to_string(),
+                status: status.as_str().into(),
+                previous: previous.as_str().into(),
+            })?;
         }
         Ok(())
     }
@@ -438,7 +445,8 @@ fn opt_json_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<Value
 }
 
 pub(crate) fn event_from_row(row: &Row<'_>) -> rusqlite::Result<EventRecord> {
-    Ok(EventRecord { id: row.get(0)?, kind: row.get(1)?, data: json_column(row, 2)?, created_at: row.get(3)? })
+    let kind: String = row.get(1)?;
+    Ok(EventRecord { id: row.get(0)?, event: Event::from_parts(&kind, json_column(row, 2)?), created_at: row.get(3)? })
 }
 
 fn project_row(conn: &Connection) -> rusqlite::Result<ProjectRecord> {

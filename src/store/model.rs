@@ -274,17 +274,6 @@ pub struct ToolCallRecord {
     pub error_kind: Option<String>,
 }
 
-/// One timeline row. `id` grows strictly, so it is the resume point for SSE streams.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EventRecord {
-    pub id: i64,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub data: Value,
-    pub created_at: String,
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageSent {

@@ -6,7 +6,10 @@ use rusqlite::{OptionalExtension, params};
 
 use crate::clock::iso;
 use crate::store::signals::{SIGNAL_COLUMNS, signal_from_row};
-use crate::store::{ActivationRecord, ActivationStatus, EventRecord, SignalRecord, Store, StoreError, event_from_row};
+use crate::store::{
+    ActivationEnded, ActivationRecord, ActivationStatus, Event, EventRecord, SignalRecord, Store, StoreError,
+    event_from_row,
+};
 
 impl Store {
     /// P1 signals ready for `agent_id`, handed to its running activation at a tool boundary
@@ -50,10 +53,12 @@ impl Store {
             }
             if !signals.is_empty() {
                 let ids: Vec<&str> = signals.iter().map(|s| s.id.as_str()).collect();
-                w.event(
-                    "signals.delivered",
-                    serde_json::json!({"agentId": agent_id, "activationId": activation_id, "signalIds": ids, "at": "tool_boundary"}),
-                )?;
+                w.event(Event::SignalsDelivered {
+                    agent_id: agent_id.to_string(),
+                    activation_id: activation_id.to_string(),
+                    signal_ids: ids.iter().map(|s| s.to_string()).collect(),
+                    at: "tool_boundary".into(),
+                })?;
             }
             Ok(signals
                 .into_iter()
@@ -186,10 +191,13 @@ impl Store {
                     "UPDATE agents SET active_activation_id = NULL, status = 'quiet', updated_at = ?2 WHERE id = ?1",
                     params![agent, w.now],
                 )?;
-                w.event(
-                    "activation.failed",
-                    serde_json::json!({"activationId": id, "agentId": agent, "status": "failed", "error": reason, "signalsReturned": returned}),
-                )?;
+                w.event(Event::ActivationFailed(ActivationEnded {
+                    activation_id: id.clone(),
+                    agent_id: agent.clone(),
+                    status: "failed".into(),
+                    error: Some(reason.to_string()),
+                    signals_returned: Some(returned as u64),
+                }))?;
             }
             Ok(ids.into_iter().map(|(id, _)| id).collect())
         })

@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 use crate::clock::iso;
 use crate::config::Priority;
 use crate::store::{
-    SignalCounts, SignalQuery, SignalRecord, SignalRequest, SignalStatus, Store, StoreError, WriteTx, clamp_limit,
-    given, json_column, new_id, parse_priority,
+    Event, SignalCounts, SignalQuery, SignalRecord, SignalRequest, SignalStatus, Store, StoreError, WriteTx,
+    clamp_limit, given, json_column, new_id, parse_priority,
 };
 
 /// The scheduler's own nudges never count as useful work (§1.4 rule 1).
@@ -323,18 +323,15 @@ impl WriteTx<'_> {
                 record.not_before,
             ],
         )?;
-        self.event(
-            "signal.created",
-            serde_json::json!({
-                "signalId": record.id,
-                "kind": record.kind,
-                "targetAgent": record.target_agent,
-                "targetChannel": record.target_channel,
-                "priority": record.priority.as_str(),
-                "status": record.status.as_str(),
-                "notBefore": record.not_before,
-            }),
-        )?;
+        self.event(Event::SignalCreated {
+            signal_id: record.id.clone(),
+            kind: record.kind.clone(),
+            target_agent: record.target_agent.clone(),
+            target_channel: record.target_channel.clone(),
+            priority: record.priority.as_str().into(),
+            status: record.status.as_str().into(),
+            not_before: record.not_before.clone(),
+        })?;
         Ok(record)
     }
 }

@@ -1,0 +1,254 @@
+//! The timeline: every event the store records, as one closed, serde-tagged [`Event`] enum. The
+//! store writes them (in the same transaction as the change they describe); the scheduler's
+//! wake-up filter, `suzumio run`'s progress lines, the API and the SSE stream read the same
+//! type. On the wire and in the database an event is `{"type": "<name>", "data": {...}}`; the
+//! names and data keys are the API's (reference §7), so they never change shape silently.
+//!
+//! Rows whose type this build does not know (written by a newer build) are kept as
+//! [`Event::Unrecognized`] rather than dropped.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+/// One thing that happened in a project.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data")]
+pub enum Event {
+    #[serde(rename = "project.initialized")]
+    ProjectInitialized { name: String },
+    #[serde(rename = "project.status")]
+    ProjectStatus { status: String, previous: String },
+    #[serde(rename = "project.submitted", rename_all = "camelCase")]
+    ProjectSubmitted { report_path: String, agent_id: Option<String> },
+    #[serde(rename = "agent.added", rename_all = "camelCase")]
+    AgentAdded { agent_id: String },
+    #[serde(rename = "agent.status", rename_all = "camelCase")]
+    AgentStatus { agent_id: String, status: String, previous: String },
+    #[serde(rename = "activation.started", rename_all = "camelCase")]
+    ActivationStarted { activation_id: String, agent_id: String, signal_ids: Vec<String> },
+    #[serde(rename = "activation.completed")]
+    ActivationCompleted(ActivationEnded),
+    #[serde(rename = "activation.failed")]
+    ActivationFailed(ActivationEnded),
+    #[serde(rename = "activation.cancelled")]
+    ActivationCancelled(ActivationEnded),
+    #[serde(rename = "tool_call.started", rename_all = "camelCase")]
+    ToolCallStarted {
+        tool_call_id: String,
+        activation_id: String,
+        agent_id: String,
+        tool: String,
+        toolpack_id: Option<String>,
+    },
+    #[serde(rename = "tool_call.finished", rename_all = "camelCase")]
+    ToolCallFinished {
+        tool_call_id: String,
+        activation_id: String,
+        agent_id: String,
+        tool: String,
+        status: String,
+        error: Option<String>,
+        error_kind: Option<String>,
+    },
+    #[serde(rename = "message.created", rename_all = "camelCase")]
+    MessageCreated {
+        message_id: String,
+        sender: String,
+        recipient: Option<String>,
+        channel: Option<String>,
+        priority: String,
+    },
+    #[serde(rename = "signal.created", rename_all = "camelCase")]
+    SignalCreated {
+        signal_id: String,
+        kind: String,
+        target_agent: Option<String>,
+        target_channel: Option<String>,
+        priority: String,
+        status: String,
+        not_before: Option<String>,
+    },
+    /// P1 signals handed to a running activation at a tool boundary.
+    #[serde(rename = "signals.delivered", rename_all = "camelCase")]
+    SignalsDelivered { agent_id: String, activation_id: String, signal_ids: Vec<String>, at: String },
+    #[serde(rename = "history.appended", rename_all = "camelCase")]
+    HistoryAppended { agent_id: String, activation_id: Option<String>, kind: String, id: String },
+    /// A quiet-agent monitor sent its message; `key` identifies the rule and agent (dedupe).
+    #[serde(rename = "scheduler.quiet_agent_monitor.message_sent")]
+    QuietAgentMonitorSent(MonitorSent),
+    /// A failed-agent monitor sent its message.
+    #[serde(rename = "scheduler.failed_agent_monitor.message_sent")]
+    FailedAgentMonitorSent(MonitorSent),
+    /// A type this build does not know (read back from a database a newer build wrote).
+    #[serde(skip)]
+    Unrecognized { kind: String, data: Value },
+}
+
+/// The end of an activation, whatever the outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivationEnded {
+    pub activation_id: String,
+    pub agent_id: String,
+    pub status: String,
+    pub error: Option<String>,
+    /// Set when recovery failed an activation a dead controller left running: how many of its
+    /// delivered signals went back to pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signals_returned: Option<u64>,
+}
+
+/// What a monitor recorded when it sent a message: its dedupe key fields, the attempt, the
+/// message and when.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MonitorSent {
+    #[serde(flatten)]
+    pub key: Map<String, Value>,
+    pub attempt: u64,
+    pub message_id: String,
+    pub sent_at: String,
+}
+
+impl Event {
+    /// The event's type name and its data, as stored and sent.
+    pub fn to_parts(&self) -> (String, Value) {
+        if let Event::Unrecognized { kind, data } = self {
+            return (kind.clone(), data.clone());
+        }
+        match serde_json::to_value(self) {
+            Ok(Value::Object(mut map)) => {
+                let kind = map.remove("type").and_then(|t| t.as_str().map(str::to_string)).unwrap_or_default();
+                (kind, map.remove("data").unwrap_or(Value::Null))
+            }
+            // Every known variant serializes to an object with a type.
+            _ => (String::new(), Value::Null),
+        }
+    }
+
+    /// Rebuild an event from a stored type and data.
+    pub fn from_parts(kind: &str, data: Value) -> Event {
+        serde_json::from_value(json!({ "type": kind, "data": data.clone() }))
+            .unwrap_or_else(|_| Event::Unrecognized { kind: kind.to_string(), data })
+    }
+
+    /// The agent the event is about, when there is one.
+    pub fn agent_id(&self) -> Option<&str> {
+        match self {
+            Event::AgentAdded { agent_id }
+            | Event::AgentStatus { agent_id, .. }
+            | Event::ActivationStarted { agent_id, .. }
+            | Event::ToolCallStarted { agent_id, .. }
+            | Event::ToolCallFinished { agent_id, .. }
+            | Event::SignalsDelivered { agent_id, .. }
+            | Event::HistoryAppended { agent_id, .. } => Some(agent_id),
+            Event::ActivationCompleted(e) | Event::ActivationFailed(e) | Event::ActivationCancelled(e) => {
+                Some(&e.agent_id)
+            }
+            Event::ProjectSubmitted { agent_id, .. } => agent_id.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Whether the scheduler should look again after this event: new work, a status change,
+    /// or an activation that started or ended.
+    pub fn wakes_scheduler(&self) -> bool {
+        matches!(
+            self,
+            Event::SignalCreated { .. }
+                | Event::MessageCreated { .. }
+                | Event::ProjectStatus { .. }
+                | Event::AgentStatus { .. }
+                | Event::ActivationStarted { .. }
+                | Event::ActivationCompleted(_)
+                | Event::ActivationFailed(_)
+                | Event::ActivationCancelled(_)
+        )
+    }
+}
+
+/// One timeline row. `id` grows strictly, so it is the resume point for SSE streams. Serialized
+/// as `{"id", "type", "data", "createdAt"}`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventRecord {
+    pub id: i64,
+    pub event: Event,
+    pub created_at: String,
+}
+
+impl EventRecord {
+    /// The type name, as the API shows it.
+    pub fn kind(&self) -> String {
+        self.event.to_parts().0
+    }
+
+    /// The data, as the API shows it.
+    pub fn data(&self) -> Value {
+        self.event.to_parts().1
+    }
+}
+
+impl Serialize for EventRecord {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let (kind, data) = self.event.to_parts();
+        let mut s = serializer.serialize_struct("EventRecord", 4)?;
+        s.serialize_field("id", &self.id)?;
+        s.serialize_field("type", &kind)?;
+        s.serialize_field("data", &data)?;
+        s.serialize_field("createdAt", &self.created_at)?;
+        s.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_keep_their_wire_names_and_data_keys() {
+        let e = Event::ToolCallFinished {
+            tool_call_id: "tc_1".into(),
+            activation_id: "act_1".into(),
+            agent_id: "pm".into(),
+            tool: "file.read".into(),
+            status: "failed".into(),
+            error: Some("No such file".into()),
+            error_kind: Some("failed".into()),
+        };
+        let (kind, data) = e.to_parts();
+        assert_eq!(kind, "tool_call.finished");
+        assert_eq!(
+            data,
+            json!({"toolCallId": "tc_1", "activationId": "act_1", "agentId": "pm", "tool": "file.read",
+                   "status": "failed", "error": "No such file", "errorKind": "failed"})
+        );
+        assert_eq!(Event::from_parts(&kind, data), e);
+    }
+
+    #[test]
+    fn monitor_events_flatten_their_key() {
+        let mut key = Map::new();
+        key.insert("agentId".into(), json!("w"));
+        key.insert("ruleId".into(), json!("quiet"));
+        let e = Event::QuietAgentMonitorSent(MonitorSent {
+            key,
+            attempt: 2,
+            message_id: "msg_1".into(),
+            sent_at: "2026-01-01T00:00:00.000Z".into(),
+        });
+        let (kind, data) = e.to_parts();
+        assert_eq!(kind, "scheduler.quiet_agent_monitor.message_sent");
+        assert_eq!(data["agentId"], "w");
+        assert_eq!(data["attempt"], 2);
+        assert_eq!(Event::from_parts(&kind, data), e);
+    }
+
+    #[test]
+    fn unknown_types_survive_a_round_trip() {
+        let e = Event::from_parts("future.thing", json!({"x": 1}));
+        assert_eq!(e, Event::Unrecognized { kind: "future.thing".into(), data: json!({"x": 1}) });
+        assert_eq!(e.to_parts(), ("future.thing".to_string(), json!({"x": 1})));
+        assert!(!e.wakes_scheduler());
+    }
+}
