@@ -18,7 +18,6 @@ mod error;
 pub mod image;
 pub mod process;
 pub mod spec;
-mod tar;
 
 use std::path::Path;
 use std::time::Duration;
