@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use indicatif::MultiProgress;
 use suzumio::commands;
 use suzumio::config::InvalidInput;
 use suzumio::config::diag::sorted;
@@ -177,38 +178,45 @@ enum ImageCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let verbose = matches!(cli.command, Command::Run { .. });
-    init_logging(verbose);
+    // The live lines of `suzumio run` (stderr; hidden when it is not a terminal). Everything
+    // written to stderr while they are up goes through it.
+    let terminal = MultiProgress::new();
+    init_logging(verbose, &terminal);
     match cli.command {
         Command::Check { dir } => print_output(commands::check(&dir)),
         Command::Tools { dir, agent, json } => print_output(commands::tools(&dir, agent.as_deref(), json)),
         Command::Run { dir, host, port, token, backend, until_idle } => block_on(async move {
-            let login_code = token.as_ref().map(|_| uuid::Uuid::new_v4().simple().to_string());
+            let login_code = token.as_ref().map(|_| suzumio::store::new_token());
             let link_code = login_code.clone();
             let options =
                 RunOptions { host, port, token, backend: backend.as_deref().map(backend_kind), until_idle, login_code };
+            let live = terminal.clone();
             let announce = move |tools: &suzumio::support::ToolHost, addr: std::net::SocketAddr| {
                 println!("suzumio: project {} is served at http://{addr} (Ctrl-C to stop)", tools.name());
                 if let Some(code) = &link_code {
                     println!("suzumio: WebUI login link (works once): http://{addr}/login/{code}");
                 }
-                show_progress(tools);
+                show_progress(tools, &live);
             };
-            let shutdown = async {
+            let stopping = terminal.clone();
+            let shutdown = async move {
                 let _ = tokio::signal::ctrl_c().await;
-                eprintln!("suzumio: shutting down");
+                stopping.suspend(|| eprintln!("suzumio: shutting down"));
             };
             match controller::run(&dir, options, announce, shutdown).await {
                 Ok(outcome) if !outcome.failed_activations.is_empty() => {
-                    eprintln!(
-                        "suzumio: {} activation(s) failed: {}",
-                        outcome.failed_activations.len(),
-                        outcome.failed_activations.join(", ")
-                    );
+                    terminal.suspend(|| {
+                        eprintln!(
+                            "suzumio: {} activation(s) failed: {}",
+                            outcome.failed_activations.len(),
+                            outcome.failed_activations.join(", ")
+                        )
+                    });
                     ExitCode::from(1)
                 }
                 Ok(_) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("{}", error_text(&e.to_string()));
+                    terminal.suspend(|| eprintln!("{}", error_text(&e.to_string())));
                     ExitCode::from(e.exit_code())
                 }
             }
@@ -244,31 +252,27 @@ fn main() -> ExitCode {
     }
 }
 
-/// Live lines per agent on a terminal; plain lines (one per event) otherwise.
-fn show_progress(tools: &suzumio::support::ToolHost) {
+/// Live lines per agent on a terminal's stderr; plain lines (one per event) on stdout when the
+/// live lines are hidden or stdout goes elsewhere.
+fn show_progress(tools: &suzumio::support::ToolHost, terminal: &MultiProgress) {
     use std::io::{IsTerminal, Write};
     let mut events = tools.store.subscribe();
     let agents: Vec<String> = tools.project.config.agents.iter().map(|a| a.id.clone()).collect();
-    let live = std::io::stdout().is_terminal();
+    let plain = terminal.is_hidden() || !std::io::stdout().is_terminal();
+    let mut view = suzumio::progress::LiveView::new(terminal, &agents, plain);
     tokio::spawn(async move {
-        let mut progress = suzumio::progress::Progress::new(&agents);
-        let mut drawn = 0;
-        while let Ok(event) = events.recv().await {
-            let line = progress.apply(&event);
-            let mut out = std::io::stdout().lock();
-            if live {
-                if drawn > 0 {
-                    let _ = write!(out, "\x1b[{drawn}A");
-                }
-                let lines = progress.render();
-                for l in &lines {
-                    let _ = writeln!(out, "\x1b[2K{l}");
-                }
-                drawn = lines.len();
-            } else if let Some(line) = line {
+        loop {
+            let event = match events.recv().await {
+                Ok(event) => event,
+                // A burst outran us: the counts miss those events, but the view goes on.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            };
+            if let Some(line) = view.show(&event) {
+                let mut out = std::io::stdout().lock();
                 let _ = writeln!(out, "{line}");
+                let _ = out.flush();
             }
-            let _ = out.flush();
         }
     });
 }
@@ -290,14 +294,14 @@ fn print_result(result: Result<String, (u8, String)>) -> ExitCode {
     }
 }
 
-fn init_logging(verbose: bool) {
+fn init_logging(verbose: bool, terminal: &MultiProgress) {
     let default = if verbose { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SUZUMIO_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(suzumio::progress::LogWriter::new(terminal))
         .with_ansi(ansi)
         .with_target(false)
         .init();

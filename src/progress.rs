@@ -1,8 +1,13 @@
-//! What `suzumio run` shows while it works: from store events, either one live line per agent
-//! (status, current tool, counts) redrawn in place on a terminal, or plain log lines otherwise.
-//! Rendering only: it returns text; `main.rs` writes it.
+//! What `suzumio run` shows while it works: from store events, one live line per agent (status,
+//! current tool, counts) drawn by indicatif on stderr when it is a terminal, and plain log lines
+//! for the caller to print otherwise; plus [`LogWriter`], through which tracing writes so that
+//! log lines land above the live lines instead of through them.
 
 use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use tracing_subscriber::fmt::MakeWriter;
 
 use crate::store::{Event, EventRecord};
 
@@ -18,14 +23,13 @@ struct AgentLine {
 /// The state behind the live view.
 pub struct Progress {
     agents: BTreeMap<String, AgentLine>,
-    order: Vec<String>,
 }
 
 impl Progress {
     pub fn new(agents: &[String]) -> Progress {
         let lines =
             agents.iter().map(|a| (a.clone(), AgentLine { status: "quiet".into(), ..Default::default() })).collect();
-        Progress { agents: lines, order: agents.to_vec() }
+        Progress { agents: lines }
     }
 
     /// Fold one event in; returns the plain log line for it, if it is worth one.
@@ -74,21 +78,159 @@ impl Progress {
         }
     }
 
-    /// The live block: one line per agent.
-    pub fn render(&self) -> Vec<String> {
-        self.order
+    /// The live line of one agent.
+    pub fn line(&self, id: &str) -> Option<String> {
+        let l = self.agents.get(id)?;
+        let tool = l.tool.as_deref().map(|t| format!(" · {t}")).unwrap_or_default();
+        Some(format!(
+            "{id:<16} {:<8}{tool:<28} {} activation(s), {} tool call(s){}",
+            l.status,
+            l.activations,
+            l.tool_calls,
+            if l.failed > 0 { format!(", {} failed", l.failed) } else { String::new() }
+        ))
+    }
+}
+
+/// The live view of a run: [`Progress`] plus one indicatif line per agent on `terminal`.
+/// indicatif hides the lines by itself when stderr is not a terminal.
+pub struct LiveView {
+    progress: Progress,
+    bars: BTreeMap<String, ProgressBar>,
+    plain: bool,
+}
+
+impl LiveView {
+    /// `plain`: also hand back a log line per event (for a stdout that is not the terminal the
+    /// live lines are on, or when they are hidden).
+    pub fn new(terminal: &MultiProgress, agents: &[String], plain: bool) -> LiveView {
+        let progress = Progress::new(agents);
+        let style = ProgressStyle::with_template("{msg}").unwrap_or_else(|_| ProgressStyle::default_spinner());
+        let bars = agents
             .iter()
-            .filter_map(|id| {
-                let l = self.agents.get(id)?;
-                let tool = l.tool.as_deref().map(|t| format!(" · {t}")).unwrap_or_default();
-                Some(format!(
-                    "{id:<16} {:<8}{tool:<28} {} activation(s), {} tool call(s){}",
-                    l.status,
-                    l.activations,
-                    l.tool_calls,
-                    if l.failed > 0 { format!(", {} failed", l.failed) } else { String::new() }
-                ))
+            .map(|id| {
+                let bar = terminal.add(ProgressBar::new_spinner().with_style(style.clone()));
+                bar.set_message(progress.line(id).unwrap_or_default());
+                (id.clone(), bar)
             })
-            .collect()
+            .collect();
+        LiveView { progress, bars, plain }
+    }
+
+    /// Fold one event in and redraw its agent's line; returns the plain log line to print, if
+    /// plain lines were asked for and the event is worth one.
+    pub fn show(&mut self, event: &EventRecord) -> Option<String> {
+        let line = self.progress.apply(event);
+        let agent = event.event.agent_id().unwrap_or("");
+        if let (Some(bar), Some(text)) = (self.bars.get(agent), self.progress.line(agent)) {
+            bar.set_message(text);
+            // Events are rare and each should be seen: skip indicatif's rate limit.
+            bar.force_draw();
+        }
+        line.filter(|_| self.plain)
+    }
+}
+
+impl Drop for LiveView {
+    /// Leave the last state on screen: indicatif clears a line whose bar is dropped unfinished.
+    fn drop(&mut self) {
+        for bar in self.bars.values() {
+            bar.finish();
+        }
+    }
+}
+
+/// Where tracing writes: stderr, with the live lines lifted out of the way for each write (the
+/// formatter writes one event per `write_all`).
+#[derive(Clone)]
+pub struct LogWriter {
+    terminal: MultiProgress,
+}
+
+impl LogWriter {
+    pub fn new(terminal: &MultiProgress) -> LogWriter {
+        LogWriter { terminal: terminal.clone() }
+    }
+}
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.terminal.suspend(|| io::stderr().write(buf))
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.terminal.suspend(|| io::stderr().write_all(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stderr().flush()
+    }
+}
+
+impl<'a> MakeWriter<'a> for LogWriter {
+    type Writer = LogWriter;
+
+    fn make_writer(&'a self) -> LogWriter {
+        self.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use indicatif::ProgressDrawTarget;
+    use serde_json::json;
+
+    use super::*;
+
+    fn event(kind: &str, data: serde_json::Value) -> EventRecord {
+        let event = Event::from_parts(kind, data);
+        assert!(!matches!(event, Event::Unrecognized { .. }), "{kind}: not a whole event");
+        EventRecord { id: 0, event, created_at: String::new() }
+    }
+
+    #[test]
+    fn each_agent_line_follows_its_events_and_plain_lines_are_handed_back() {
+        let terminal = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let mut view = LiveView::new(&terminal, &["dev".into(), "pm".into()], true);
+        let events = [
+            event("activation.started", json!({"agentId": "dev", "activationId": "act_1", "signalIds": []})),
+            event(
+                "tool_call.started",
+                json!({"toolCallId": "tc_1", "activationId": "act_1", "agentId": "dev", "tool": "shell.exec", "toolpackId": "shell"}),
+            ),
+            event(
+                "tool_call.finished",
+                json!({"toolCallId": "tc_1", "activationId": "act_1", "agentId": "dev", "tool": "shell.exec",
+                       "status": "completed", "error": null, "errorKind": null}),
+            ),
+            event(
+                "activation.failed",
+                json!({"agentId": "dev", "activationId": "act_1", "status": "failed", "error": "boom"}),
+            ),
+        ];
+        let plain: Vec<Option<String>> = events.iter().map(|e| view.show(e)).collect();
+        assert_eq!(
+            plain,
+            [
+                Some("dev: activation act_1 started".to_string()),
+                Some("dev: shell.exec".to_string()),
+                None,
+                Some("dev: activation act_1 failed: boom".to_string()),
+            ]
+        );
+        let message = |id: &str| view.bars[id].message().split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(message("dev"), "dev failed 1 activation(s), 1 tool call(s), 1 failed");
+        assert_eq!(message("pm"), "pm quiet 0 activation(s), 0 tool call(s)");
+    }
+
+    #[test]
+    fn without_plain_output_no_line_is_handed_back() {
+        let terminal = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let mut view = LiveView::new(&terminal, &["dev".into()], false);
+        assert_eq!(
+            view.show(&event("activation.started", json!({"agentId": "dev", "activationId": "a", "signalIds": []}))),
+            None
+        );
+        assert!(view.bars["dev"].message().contains("running"));
     }
 }

@@ -865,7 +865,7 @@ fn agent_records_never_serialize_their_token() {
     let agents = fx.store.agents().expect("agents");
     assert_eq!(agents.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), ["pm", "worker-1", "worker-2"]);
     let json = serde_json::to_string(&agents).expect("json");
-    assert!(agents.iter().all(|a| a.token.len() == 32 && !json.contains(&a.token)), "{json}");
+    assert!(agents.iter().all(|a| a.token.len() == 43 && !json.contains(&a.token)), "{json}");
     assert!(json.contains("\"displayName\""));
 }
 

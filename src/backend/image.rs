@@ -7,6 +7,7 @@
 //! controller bind-mounts its static `suzumio-runner` at container start (see `spec.rs`).
 
 use std::fmt;
+use std::io;
 use std::path::Path;
 
 use bollard::query_parameters::{CreateImageOptions, RemoveImageOptionsBuilder};
@@ -14,7 +15,6 @@ use futures_util::StreamExt;
 
 use crate::backend::docker::DockerBackend;
 use crate::backend::error::{BackendError, message_of, status_of};
-use crate::backend::tar::TarWriter;
 use crate::backend::{IMAGE_KIND_LABEL, RUNNER_GID, RUNNER_UID};
 use crate::config::DEFAULT_IMAGE;
 
@@ -120,18 +120,46 @@ pub fn minimal_rootfs(busybox: &Path) -> Result<Vec<u8>, BackendError> {
         .map_err(|e| BackendError::BusyboxMissing { path: busybox.to_path_buf(), cause: e.to_string() })?;
     check_static_elf(&binary)
         .map_err(|reason| BackendError::BusyboxNotStatic { path: busybox.to_path_buf(), reason })?;
-    let mut tar = TarWriter::default();
+    rootfs_tar(&binary).map_err(|e| BackendError::ImageImport {
+        tag: DEFAULT_IMAGE.to_string(),
+        cause: format!("cannot pack the rootfs: {e}"),
+    })
+}
+
+/// A fixed modification time (2024-01-01) so a rebuilt rootfs is byte-identical.
+const MTIME: u64 = 1_704_067_200;
+
+/// The rootfs tar around `busybox`: every entry owned by root with the fixed [`MTIME`].
+fn rootfs_tar(busybox: &[u8]) -> io::Result<Vec<u8>> {
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut add = |kind: tar::EntryType, name: &str, mode: u32, link: Option<&str>, data: &[u8]| {
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(kind);
+        header.set_path(name)?;
+        header.set_mode(mode);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_username("root")?;
+        header.set_groupname("root")?;
+        header.set_mtime(MTIME);
+        header.set_size(data.len() as u64);
+        if let Some(link) = link {
+            header.set_link_name(link)?;
+        }
+        header.set_cksum();
+        tar.append(&header, data)
+    };
     for (dir, mode) in DIRS {
-        tar.dir(dir, *mode);
+        add(tar::EntryType::Directory, &format!("{dir}/"), *mode, None, &[])?;
     }
-    tar.file("bin/busybox", 0o755, &binary);
+    add(tar::EntryType::Regular, "bin/busybox", 0o755, None, busybox)?;
     for applet in APPLETS {
-        tar.symlink(&format!("bin/{applet}"), "busybox");
+        add(tar::EntryType::Symlink, &format!("bin/{applet}"), 0o777, Some("busybox"), &[])?;
     }
-    tar.symlink("usr/bin/env", "/bin/busybox");
-    tar.file("etc/passwd", 0o644, PASSWD.as_bytes());
-    tar.file("etc/group", 0o644, GROUP.as_bytes());
-    Ok(tar.finish())
+    add(tar::EntryType::Symlink, "usr/bin/env", 0o777, Some("/bin/busybox"), &[])?;
+    add(tar::EntryType::Regular, "etc/passwd", 0o644, None, PASSWD.as_bytes())?;
+    add(tar::EntryType::Regular, "etc/group", 0o644, None, GROUP.as_bytes())?;
+    tar.into_inner()
 }
 
 async fn import_minimal(docker: &DockerBackend, tag: &str) -> Result<ImageInfo, BackendError> {
@@ -240,6 +268,38 @@ mod tests {
     fn a_missing_busybox_says_what_to_install() {
         let err = minimal_rootfs(Path::new("/nonexistent/busybox")).unwrap_err().to_string();
         assert!(err.contains("install busybox-static (apt-get install busybox-static)"), "{err}");
+    }
+
+    #[test]
+    fn the_rootfs_holds_root_owned_dirs_files_and_links() {
+        const BUSYBOX: &[u8] = b"\x7fELF busybox";
+        let bytes = rootfs_tar(BUSYBOX).unwrap();
+        let mut archive = tar::Archive::new(bytes.as_slice());
+        let entries: Vec<(String, u8, u32, u64, String)> = archive
+            .entries()
+            .unwrap()
+            .map(|entry| {
+                let mut entry = entry.unwrap();
+                let h = entry.header().clone();
+                assert_eq!((h.uid().unwrap(), h.gid().unwrap(), h.mtime().unwrap()), (0, 0, MTIME));
+                assert_eq!((h.username().unwrap(), h.groupname().unwrap()), (Some("root"), Some("root")));
+                let mut data = Vec::new();
+                std::io::Read::read_to_end(&mut entry, &mut data).unwrap();
+                assert_eq!(data.len() as u64, h.size().unwrap());
+                let name = String::from_utf8(h.path_bytes().into_owned()).unwrap();
+                let link = h.link_name().unwrap().map(|l| l.display().to_string()).unwrap_or_default();
+                (name, h.entry_type().as_byte(), h.mode().unwrap(), h.size().unwrap(), link)
+            })
+            .collect();
+        assert_eq!(entries.len(), DIRS.len() + 1 + APPLETS.len() + 1 + 2);
+        let find = |name: &str| entries.iter().find(|e| e.0 == name).cloned().unwrap();
+        assert_eq!(find("tmp/"), ("tmp/".into(), b'5', 0o1777, 0, String::new()));
+        assert_eq!(find("bin/busybox"), ("bin/busybox".into(), b'0', 0o755, BUSYBOX.len() as u64, String::new()));
+        assert_eq!(find("bin/["), ("bin/[".into(), b'2', 0o777, 0, "busybox".into()));
+        assert_eq!(find("usr/bin/env"), ("usr/bin/env".into(), b'2', 0o777, 0, "/bin/busybox".into()));
+        assert_eq!(find("etc/passwd"), ("etc/passwd".into(), b'0', 0o644, PASSWD.len() as u64, String::new()));
+        // Identical inputs, identical bytes: a rebuilt image gets the same layer.
+        assert_eq!(rootfs_tar(BUSYBOX).unwrap(), bytes);
     }
 
     #[test]

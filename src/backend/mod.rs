@@ -24,7 +24,6 @@ pub mod image;
 pub mod process;
 pub mod runner_binary;
 pub mod spec;
-mod tar;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

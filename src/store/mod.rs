@@ -402,32 +402,14 @@ fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
 }
 
-/// An agent's private token: 24 random bytes, base64url without padding (32 characters).
-fn new_token() -> String {
-    // Version-4 UUIDs come from the OS CSPRNG; bytes 6 and 8 carry the version and variant bits,
-    // so only the other 14 bytes of each are random. Two UUIDs give 28 random bytes.
-    let mut bytes = Vec::with_capacity(28);
-    for _ in 0..2 {
-        let uuid = uuid::Uuid::new_v4();
-        bytes.extend(uuid.as_bytes().iter().enumerate().filter(|(i, _)| *i != 6 && *i != 8).map(|(_, b)| *b));
-    }
-    base64url(&bytes[..24])
-}
-
-/// base64url (RFC 4648 §5) without padding; a dozen lines instead of a dependency.
-fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = (u32::from(chunk[0]) << 16)
-            | (u32::from(chunk.get(1).copied().unwrap_or(0)) << 8)
-            | u32::from(chunk.get(2).copied().unwrap_or(0));
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
-        }
-    }
-    out
+/// A secret for an agent, a web session or a login link: 32 bytes from the OS random source
+/// (256 bits), base64url without padding (43 characters).
+pub fn new_token() -> String {
+    use base64::Engine;
+    let mut bytes = [0u8; 32];
+    // Without an OS random source nothing here is safe to run (uuid::new_v4 panics the same way).
+    getrandom::fill(&mut bytes).expect("the OS random source failed");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// Parse a JSON text column, reporting a corrupt value as a conversion error of that column.
@@ -501,28 +483,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn base64url_matches_rfc4648_vectors() {
-        // RFC 4648 §10 vectors, without padding, plus bytes that hit `-` and `_`.
-        let cases: &[(&[u8], &str)] = &[
-            (b"", ""),
-            (b"f", "Zg"),
-            (b"fo", "Zm8"),
-            (b"foo", "Zm9v"),
-            (b"foob", "Zm9vYg"),
-            (b"fooba", "Zm9vYmE"),
-            (b"foobar", "Zm9vYmFy"),
-            (&[0xfb, 0xff, 0xbf], "-_-_"),
-        ];
-        for (input, expected) in cases {
-            assert_eq!(base64url(input), *expected, "input {input:?}");
-        }
-    }
-
-    #[test]
-    fn tokens_are_32_url_safe_chars_and_differ() {
+    fn tokens_are_43_url_safe_chars_and_differ() {
         let a = new_token();
         let b = new_token();
-        assert_eq!(a.len(), 32);
+        assert_eq!(a.len(), 43);
         assert!(a.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'), "{a}");
         assert_ne!(a, b);
     }

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
 use tokio::net::UnixListener;
 use tokio::sync::watch;
 
@@ -336,7 +337,7 @@ impl RequestHandler for SessionHandler {
                         .map_err(|e| RpcError::internal(e.to_string()))?
                         .ok_or_else(|| RpcError::application(format!("Unknown agent: {}", slot.agent)))?;
                     let conn = conn.ok_or_else(|| RpcError::internal("connection not ready"))?;
-                    if !constant_time_eq(hello.token.as_bytes(), record.token.as_bytes()) {
+                    if !bool::from(hello.token.as_bytes().ct_eq(record.token.as_bytes())) {
                         tracing::warn!(agent = %slot.agent, "runner hello with a wrong token; closing");
                         let closing = conn.clone();
                         tokio::spawn(async move { closing.close().await });
@@ -394,10 +395,6 @@ impl RequestHandler for SessionHandler {
             }
         })
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// A broker refusal as the runner sees it: the message (what the pack's code and the model see)

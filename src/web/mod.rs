@@ -19,6 +19,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
 
 use crate::support::ToolHost;
 
@@ -88,7 +89,7 @@ async fn login(State(state): State<AppState>, axum::extract::Path(code): axum::e
         )
         .into_response();
     }
-    let session = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    let session = crate::store::new_token();
     state.sessions.lock().unwrap_or_else(|e| e.into_inner()).insert(session.clone());
     let cookie = format!("{SESSION_COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/");
     (StatusCode::SEE_OTHER, [(header::LOCATION, "/".to_string()), (header::SET_COOKIE, cookie)]).into_response()
@@ -141,7 +142,7 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or("");
-        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
+        if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
             return ApiError::Unauthorized.into_response();
         }
     }
@@ -155,10 +156,6 @@ fn same_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else { return true };
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
     origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host)
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Every error the API returns.

@@ -4,8 +4,7 @@
 //!
 //! The agent token (`SUZUMIO_TOKEN`) is removed from the command's environment.
 
-use std::os::fd::OwnedFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -15,9 +14,9 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Map, Value, json};
-use tokio::io::AsyncReadExt;
-use tokio::net::unix::pipe;
-use tokio::sync::{Notify, oneshot};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, Command};
+use tokio::sync::Notify;
 
 use super::{ToolContext, positive};
 use crate::rpc::ToolOutput;
@@ -50,7 +49,7 @@ pub(super) async fn run(
     }
 
     let (program, flag) = shell();
-    let mut child = std::process::Command::new(program)
+    let mut child = Command::new(program)
         .arg(flag)
         .arg(command)
         .current_dir(&cwd)
@@ -61,18 +60,17 @@ pub(super) async fn run(
         .process_group(0)
         .spawn()
         .map_err(|e| format!("Cannot start {program}: {e}"))?;
-    let group = Pid::from_raw(child.id() as i32);
+    // The child leads its own group, so the group id is its pid (known until it is waited for;
+    // never 0, which would signal our own group).
+    let group = Pid::from_raw(child.id().ok_or("the command exited before it could be watched")? as i32);
     let capture = Arc::new(Mutex::new(Capture::new(max_output)));
-    let readers = [child.stdout.take().map(OwnedFd::from), child.stderr.take().map(OwnedFd::from)]
-        .into_iter()
-        .enumerate()
-        .filter_map(|(index, fd)| Some(tokio::spawn(read_stream(fd?, capture.clone(), index == 1))))
-        .collect::<Vec<_>>();
-    // No tokio "process" feature here: a thread waits for the child and reports its status.
-    let (exit_tx, mut exit_rx) = oneshot::channel();
-    std::thread::spawn(move || {
-        let _ = exit_tx.send(child.wait());
-    });
+    let mut readers = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        readers.push(tokio::spawn(read_stream(stdout, capture.clone(), false)));
+    }
+    if let Some(stderr) = child.stderr.take() {
+        readers.push(tokio::spawn(read_stream(stderr, capture.clone(), true)));
+    }
 
     let cancelled = async {
         match &cancel {
@@ -83,13 +81,13 @@ pub(super) async fn run(
     let mut timed_out = false;
     let mut was_cancelled = false;
     let status = tokio::select! {
-        status = &mut exit_rx => status.ok(),
+        status = child.wait() => Some(status),
         _ = tokio::time::sleep(Duration::from_millis(timeout_ms)) => { timed_out = true; None }
         _ = cancelled => { was_cancelled = true; None }
     };
     let status = match status {
         Some(status) => status,
-        None => stop_group(group, &mut exit_rx).await,
+        None => stop_group(group, &mut child).await,
     }
     .map_err(|e| format!("Cannot wait for the command: {e}"))?;
 
@@ -165,34 +163,23 @@ fn shell() -> (&'static str, &'static str) {
 
 /// SIGTERM to the group; SIGKILL to whatever is left of it 2 s later. Returns the command's
 /// status.
-async fn stop_group(
-    group: Pid,
-    exit: &mut oneshot::Receiver<std::io::Result<ExitStatus>>,
-) -> std::io::Result<ExitStatus> {
+async fn stop_group(group: Pid, child: &mut Child) -> std::io::Result<ExitStatus> {
+    let gone = || matches!(killpg(group, None), Err(Errno::ESRCH));
     let _ = killpg(group, Signal::SIGTERM);
     let deadline = tokio::time::Instant::now() + KILL_GRACE;
-    let mut status = None;
-    loop {
-        if status.is_none() {
-            tokio::select! {
-                got = &mut *exit => status = Some(got.unwrap_or_else(|_| Err(std::io::Error::other("the waiting thread ended")))),
-                _ = tokio::time::sleep_until(deadline) => break,
-            }
-        }
-        // The command is gone; stop once the rest of its group is too.
-        if status.is_some() {
-            if matches!(killpg(group, None), Err(Errno::ESRCH)) || tokio::time::Instant::now() >= deadline {
-                break;
-            }
+    let status = tokio::time::timeout_at(deadline, child.wait()).await.ok();
+    // The command is gone; give the rest of its group the same grace.
+    if status.is_some() {
+        while !gone() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    if !matches!(killpg(group, None), Err(Errno::ESRCH)) {
+    if !gone() {
         let _ = killpg(group, Signal::SIGKILL);
     }
     match status {
         Some(status) => status,
-        None => exit.await.unwrap_or_else(|_| Err(std::io::Error::other("the waiting thread ended"))),
+        None => child.wait().await,
     }
 }
 
@@ -220,8 +207,7 @@ impl Capture {
 
 /// Read a pipe to its end; what is over the cap is read and dropped so the command never
 /// blocks on a full pipe.
-async fn read_stream(fd: OwnedFd, capture: Arc<Mutex<Capture>>, stderr: bool) {
-    let Ok(mut pipe) = pipe::Receiver::from_owned_fd(fd) else { return };
+async fn read_stream(mut pipe: impl AsyncRead + Unpin, capture: Arc<Mutex<Capture>>, stderr: bool) {
     let mut buf = vec![0u8; 16 << 10];
     loop {
         match pipe.read(&mut buf).await {
