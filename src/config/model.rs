@@ -282,7 +282,9 @@ pub struct CommunicationConfig {
     pub pm_routine_verifier_priority: Priority,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Serialized as the config spells it (`docker`, `process`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum BackendKind {
     Docker,
     /// Runner as a local child process: development only, no isolation.
