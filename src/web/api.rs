@@ -5,9 +5,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::Value;
 
-use super::body::{self, JsonBody};
+use super::body::{self, JsonBody, JsonInput};
 use super::{ApiError, AppState, views};
 use crate::store::{ProjectStatus, SendMessage};
 use crate::support::ToolHost;
@@ -69,7 +68,7 @@ async fn tool_ui(State(state): State<AppState>, Path(name): Path<String>) -> Res
 async fn invoke_tool_ui(
     State(state): State<AppState>,
     Path((name, pack, entry)): Path<(String, String, String)>,
-    JsonBody(input): JsonBody<Value>,
+    JsonInput(input): JsonInput,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
     let output = host.invoke_webui(&pack, &entry, input).await?;
@@ -92,7 +91,7 @@ async fn post_message(
     JsonBody(m): JsonBody<body::PostMessage>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let text = body::required(m.body, "/body", "`body` is required and must not be empty")?;
+    let text = body::required(m.body, "body")?;
     let sent = host.post_message(SendMessage {
         sender: m.sender.unwrap_or_else(|| "user".into()),
         recipient: m.recipient,
@@ -305,7 +304,7 @@ async fn request_changes(
     JsonBody(request): JsonBody<body::RequestChanges>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let text = body::required(request.body, "/body", "required")?;
+    let text = body::required(request.body, "body")?;
     let coordinator = host.project.config.communication.coordinator_agent.clone();
     let sent = host.store.send_message(SendMessage {
         sender: "user".into(),

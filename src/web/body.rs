@@ -8,13 +8,26 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use super::ApiError;
 
-/// A request body parsed into `T` (use `serde_json::Value` where a pack's schema decides).
+/// A body of one of our routes, parsed into `T`: a JSON object whose fields fit `T`.
 pub struct JsonBody<T>(pub T);
 
+/// Any JSON body, for inputs a pack's schema checks (`tool-ui` invocations).
+pub struct JsonInput(pub Value);
+
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let JsonInput(value) = JsonInput::from_request(request, state).await?;
+        typed(value).map(JsonBody)
+    }
+}
+
+impl<S: Send + Sync> FromRequest<S> for JsonInput {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
@@ -27,12 +40,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             }
         })?;
         if body.iter().all(u8::is_ascii_whitespace) {
-            return parse(b"{}").map(JsonBody);
+            return Ok(JsonInput(Value::Object(Default::default())));
         }
         if !is_json {
             return Err(ApiError::UnsupportedMediaType);
         }
-        parse(&body).map(JsonBody)
+        serde_json::from_slice(&body)
+            .map(JsonInput)
+            .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
     }
 }
 
@@ -43,23 +58,14 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|ct| ct.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json")))
 }
 
-/// Parse a body; a mismatch names the field where it happened.
-pub(crate) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let not_json = |e: serde_json::Error| ApiError::bad_request(format!("the request body is not valid JSON: {e}"));
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let pointer = pointer(e.path());
-        let inner = e.into_inner();
-        if !inner.is_data() {
-            return not_json(inner);
-        }
-        // serde_json appends the position; the pointer says where far better.
-        let text = inner.to_string();
-        let position = format!(" at line {} column {}", inner.line(), inner.column());
-        ApiError::invalid_field(&pointer, text.strip_suffix(&position).unwrap_or(&text))
-    })?;
-    de.end().map_err(not_json)?;
-    Ok(parsed)
+/// Read a parsed body as `T`; a mismatch names the field where it happened.
+pub(crate) fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
+    // serde would also read an array into a struct, field by position; no route means that.
+    if !value.is_object() {
+        return Err(ApiError::invalid_field("", "the body must be a JSON object"));
+    }
+    serde_path_to_error::deserialize(value)
+        .map_err(|e| ApiError::invalid_field(&pointer(e.path()), &e.inner().to_string()))
 }
 
 /// `a.b[0]` as a JSON pointer (`/a/b/0`, RFC 6901 escapes); the whole body is "".
@@ -95,8 +101,14 @@ pub struct RequestChanges {
 }
 
 /// A required text field: present and not blank.
-pub(crate) fn required(value: Option<String>, pointer: &str, message: &str) -> Result<String, ApiError> {
-    value.filter(|v| !v.trim().is_empty()).ok_or_else(|| ApiError::invalid_field(pointer, message))
+pub(crate) fn required(value: Option<String>, field: &str) -> Result<String, ApiError> {
+    value.filter(|v| !v.trim().is_empty()).ok_or_else(|| {
+        let message = format!("`{field}` is required and must not be empty");
+        ApiError::BadRequest {
+            message: message.clone(),
+            details: vec![super::ErrorDetail { path: format!("/{field}"), message }],
+        }
+    })
 }
 
 #[cfg(test)]
@@ -104,7 +116,7 @@ mod tests {
     use super::*;
 
     fn rejected<T: DeserializeOwned>(body: &str) -> (String, Vec<(String, String)>) {
-        match parse::<T>(body.as_bytes()) {
+        match typed::<T>(serde_json::from_str(body).unwrap()) {
             Err(ApiError::BadRequest { message, details }) => {
                 (message, details.into_iter().map(|d| (d.path, d.message)).collect())
             }
@@ -128,12 +140,12 @@ mod tests {
         assert!(details[0].1.starts_with("unknown field `bdoy`, expected one of `sender`"), "{details:?}");
     }
 
+    /// Regression: serde reads an array into a struct by position, so `[1]` was blamed on `/0`.
     #[test]
-    fn broken_json_and_trailing_text_are_not_valid_json() {
-        for body in ["{not json", r#"{"body": "x"} extra"#] {
-            let (message, details) = rejected::<RequestChanges>(body);
-            assert!(message.starts_with("the request body is not valid JSON: "), "{body}: {message}");
-            assert!(details.is_empty());
+    fn a_body_that_is_not_an_object_is_refused_as_a_whole() {
+        for body in ["[1]", "\"hi\"", "null"] {
+            let (_, details) = rejected::<RequestChanges>(body);
+            assert_eq!(details, [(String::new(), "the body must be a JSON object".to_string())], "{body}");
         }
     }
 

@@ -196,10 +196,11 @@ impl ApiError {
         ApiError::BadRequest { message: message.into(), details: Vec::new() }
     }
 
-    /// A 400 for one field of a request body.
+    /// A 400 for one field of a request body (`""`: the body as a whole).
     pub fn invalid_field(pointer: &str, message: &str) -> ApiError {
+        let at = if pointer.is_empty() { String::new() } else { format!("{pointer}: ") };
         ApiError::BadRequest {
-            message: format!("the request body is invalid: {pointer}: {message}"),
+            message: format!("the request body is invalid: {at}{message}"),
             details: vec![ErrorDetail { path: pointer.to_string(), message: message.to_string() }],
         }
     }
@@ -221,8 +222,9 @@ impl From<InvokeError> for ApiError {
     }
 }
 
+// Tool execution's own error (`ToolError`) converts here too, next to the store's.
+
 /// The store's own split: what the caller can fix is a 422, database and I/O failures a 500.
-// `From<ToolError>` (tool execution, issue [G]) belongs next to this one.
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         InvokeError::from(e).into()
