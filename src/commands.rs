@@ -1,18 +1,80 @@
 //! What each CLI command does. Commands load the project, compute, and return their output as
-//! text (or JSON text) plus warnings; `main.rs` prints and picks the exit code.
+//! text (or JSON text) plus warnings, or a [`CliError`] that knows its exit code; `main.rs`
+//! prints and exits.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use serde_json::json;
 
+use crate::backend::BackendError;
 use crate::config::load::ProcessEnv;
-use crate::config::{Diagnostic, Diagnostics, InvalidInput};
+use crate::config::{BackendKind, Diagnostic, Diagnostics, InvalidInput, Priority};
+use crate::controller::RunError;
 use crate::project::Project;
+use crate::store::{ProjectStatus, SignalStatus, StoreError};
+use crate::support::InvokeError;
 
 pub struct Output {
     pub stdout: String,
     pub warnings: Vec<Diagnostic>,
+}
+
+impl From<String> for Output {
+    fn from(stdout: String) -> Self {
+        Output { stdout, warnings: Vec::new() }
+    }
+}
+
+/// Why a command failed. [`CliError::exit_code`]: 2 when the user's input (arguments, config,
+/// the project's state they asked to change) is wrong, 1 for failures at run time.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The config or a manifest is invalid; rendered as its own `error:` lines.
+    #[error("{0}")]
+    Invalid(#[from] InvalidInput),
+    /// An argument or request the user must change.
+    #[error("{0}")]
+    Input(String),
+    /// Loading the project, opening its state, serving or starting runners failed.
+    #[error("{0}")]
+    Run(#[from] RunError),
+    /// A WebUI entry or a store request was refused (exit 2) or failed (exit 1).
+    #[error("{0}")]
+    Invoke(#[from] InvokeError),
+    #[error("{0}")]
+    Backend(#[from] BackendError),
+    /// A tool call that did not produce an output: refused (exit 2) or failed (exit 1).
+    #[error("{0}")]
+    Tool(#[from] crate::toolpack::ToolError),
+    /// A failure at run time.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The store's own split: what the caller can fix is refused, the rest failed.
+impl From<StoreError> for CliError {
+    fn from(e: StoreError) -> Self {
+        CliError::Invoke(e.into())
+    }
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Invalid(_) | CliError::Input(_) => 2,
+            CliError::Run(e) => e.exit_code(),
+            CliError::Invoke(InvokeError::Handler(_) | InvokeError::Internal(_)) => 1,
+            CliError::Invoke(_) => 2,
+            CliError::Tool(crate::toolpack::ToolError::Rejected(_)) => 2,
+            CliError::Backend(_) | CliError::Tool(_) | CliError::Failed(_) => 1,
+        }
+    }
+
+    /// Config diagnostics are already `error: ...` lines; everything else is one message.
+    pub fn is_rendered(&self) -> bool {
+        matches!(self, CliError::Invalid(_) | CliError::Run(RunError::Invalid(_)))
+    }
 }
 
 fn invalid(message: String) -> InvalidInput {
@@ -21,8 +83,18 @@ fn invalid(message: String) -> InvalidInput {
     InvalidInput(d)
 }
 
+/// The input argument of `ui` and `tool call`: a JSON object, `{}` when left out.
+fn json_input(input: Option<&str>) -> Result<serde_json::Value, CliError> {
+    match input {
+        None => Ok(json!({})),
+        Some(text) => {
+            serde_json::from_str(text).map_err(|e| CliError::Input(format!("the input is not valid JSON: {e}")))
+        }
+    }
+}
+
 /// `suzumio check <dir>`.
-pub fn check(dir: &Path) -> Result<Output, InvalidInput> {
+pub fn check(dir: &Path) -> Result<Output, CliError> {
     let project = Project::load(dir, &ProcessEnv)?;
     let c = &project.config;
     let r = &project.registry;
@@ -64,14 +136,14 @@ pub fn check(dir: &Path) -> Result<Output, InvalidInput> {
 }
 
 /// `suzumio tools <dir> [--agent ID] [--json]`.
-pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, InvalidInput> {
+pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, CliError> {
     let project = Project::load(dir, &ProcessEnv)?;
     let c = &project.config;
     if let Some(id) = agent
         && c.agent(id).is_none()
     {
         let known: Vec<&str> = c.agents.iter().map(|a| a.id.as_str()).collect();
-        return Err(invalid(format!("Unknown agent: {id} (agents: {})", known.join(", "))));
+        return Err(invalid(format!("Unknown agent: {id} (agents: {})", known.join(", "))).into());
     }
     let rows: Vec<_> = project
         .registry
@@ -175,26 +247,15 @@ fn list_or_none(items: &[String]) -> String {
 }
 
 /// `suzumio ui <dir> <pack>/<entry> [json]`: run a WebUI entry and render its result.
-/// Errors carry their exit code: 2 for input the user must fix, 1 for handler failures.
-pub async fn ui(dir: &Path, target: &str, input: Option<&str>, as_json: bool) -> Result<String, (u8, String)> {
-    use crate::support::InvokeError;
+pub async fn ui(dir: &Path, target: &str, input: Option<&str>, as_json: bool) -> Result<Output, CliError> {
     let Some((pack, entry)) = target.split_once('/') else {
-        return Err((2, format!("`{target}` is not <toolpack>/<entry> (e.g. core/project.stats)")));
+        return Err(CliError::Input(format!("`{target}` is not <toolpack>/<entry> (e.g. core/project.stats)")));
     };
-    let input: serde_json::Value = match input {
-        None => json!({}),
-        Some(text) => serde_json::from_str(text).map_err(|e| (2, format!("the input is not valid JSON: {e}")))?,
-    };
-    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
-    let output = tools.invoke_webui(pack, entry, input).await.map_err(|e| {
-        let code = match e {
-            InvokeError::Handler(_) | InvokeError::Internal(_) => 1,
-            _ => 2,
-        };
-        (code, e.to_string())
-    })?;
+    let input = json_input(input)?;
+    let tools = crate::controller::open(dir)?;
+    let output = tools.invoke_webui(pack, entry, input).await?;
     if as_json {
-        return Ok(serde_json::to_string_pretty(&output).unwrap_or_default() + "\n");
+        return Ok((serde_json::to_string_pretty(&output).unwrap_or_default() + "\n").into());
     }
     let mut out = String::new();
     if let Some(title) = &output.title {
@@ -210,21 +271,21 @@ pub async fn ui(dir: &Path, target: &str, input: Option<&str>, as_json: bool) ->
         }
     }
     let _ = writeln!(out, "{}", output.output);
-    Ok(out)
+    Ok(out.into())
 }
 
 /// `suzumio start|stop <dir>`: set the project status (only `running` projects are scheduled).
-pub fn set_status(dir: &Path, status: crate::store::ProjectStatus) -> Result<String, (u8, String)> {
-    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
-    let before = tools.store.project().map_err(|e| (1, e.to_string()))?;
-    let after = tools.store.set_project_status(status).map_err(|e| (1, e.to_string()))?;
-    Ok(format!("project {}: {} -> {}\n", after.name, before.status.as_str(), after.status.as_str()))
+pub fn set_status(dir: &Path, status: ProjectStatus) -> Result<Output, CliError> {
+    let tools = crate::controller::open(dir)?;
+    let before = tools.store.project()?;
+    let after = tools.store.set_project_status(status)?;
+    Ok(format!("project {}: {} -> {}\n", after.name, before.status.as_str(), after.status.as_str()).into())
 }
 
 /// `suzumio tick <dir>`: one scheduler tick, and what it did.
-pub async fn tick(dir: &Path) -> Result<String, (u8, String)> {
+pub async fn tick(dir: &Path) -> Result<Output, CliError> {
     use crate::scheduler::{RecordingLauncher, Scheduler};
-    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
+    let tools = crate::controller::open(dir)?;
     let scheduler = Scheduler::new(tools.clone(), std::sync::Arc::new(RecordingLauncher));
     let report = scheduler.tick().await;
     let mut out = String::new();
@@ -232,7 +293,7 @@ pub async fn tick(dir: &Path) -> Result<String, (u8, String)> {
         let status = tools.store.project().map(|p| p.status.as_str().to_string()).unwrap_or_default();
         let _ =
             writeln!(out, "project {} is {status}; only running projects are scheduled (suzumio start)", tools.name());
-        return Ok(out);
+        return Ok(out.into());
     }
     for a in &report.cancelled {
         let _ = writeln!(out, "cancelled {} of {}: {}", a.id, a.agent_id, a.error.as_deref().unwrap_or(""));
@@ -259,32 +320,28 @@ pub async fn tick(dir: &Path) -> Result<String, (u8, String)> {
     if out.is_empty() {
         out.push_str("nothing to do\n");
     }
-    Ok(out)
+    Ok(out.into())
 }
 
 /// `suzumio signals <dir> [--agent ID] [--status S] [--limit N] [--json]`.
 pub fn signals(
     dir: &Path,
     agent: Option<&str>,
-    status: Option<&str>,
+    status: Option<SignalStatus>,
     limit: usize,
     as_json: bool,
-) -> Result<String, (u8, String)> {
-    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
-    let status = match status {
-        None => None,
-        Some(s) => Some(s.parse::<crate::store::SignalStatus>().map_err(|e| (2, e.to_string()))?),
-    };
+) -> Result<Output, CliError> {
+    let tools = crate::controller::open(dir)?;
     if let Some(a) = agent
         && tools.project.config.agent(a).is_none()
     {
-        return Err((2, format!("Unknown agent: {a}")));
+        return Err(CliError::Input(format!("Unknown agent: {a}")));
     }
     let query =
         crate::store::SignalQuery { target_agent: agent.map(str::to_string), status, limit: Some(limit), kind: None };
-    let signals = tools.store.list_signals(&query).map_err(|e| (1, e.to_string()))?;
+    let signals = tools.store.list_signals(&query)?;
     if as_json {
-        return Ok(serde_json::to_string_pretty(&signals).unwrap_or_default() + "\n");
+        return Ok((serde_json::to_string_pretty(&signals).unwrap_or_default() + "\n").into());
     }
     let rows: Vec<[String; 7]> = signals
         .iter()
@@ -301,7 +358,7 @@ pub fn signals(
             ]
         })
         .collect();
-    Ok(render_table(["SIGNAL", "KIND", "PRI", "STATUS", "TARGET", "CREATED", "NOT BEFORE"], &rows))
+    Ok(render_table(["SIGNAL", "KIND", "PRI", "STATUS", "TARGET", "CREATED", "NOT BEFORE"], &rows).into())
 }
 
 /// `suzumio tool call <dir> --agent ID <tool> [json]`: one tool through the real path, inside a
@@ -311,34 +368,28 @@ pub async fn tool_call(
     agent: &str,
     tool: &str,
     input: Option<&str>,
-    backend: Option<crate::config::BackendKind>,
+    backend: Option<BackendKind>,
     as_json: bool,
-) -> Result<String, (u8, String)> {
-    let input: serde_json::Value = match input {
-        None => json!({}),
-        Some(text) => serde_json::from_str(text).map_err(|e| (2, format!("the input is not valid JSON: {e}")))?,
-    };
-    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
+) -> Result<Output, CliError> {
+    let input = json_input(input)?;
+    let tools = crate::controller::open(dir)?;
     if tools.project.config.agent(agent).is_none() {
-        return Err((2, format!("Unknown agent: {agent}")));
+        return Err(CliError::Input(format!("Unknown agent: {agent}")));
     }
     let kind = backend.unwrap_or(tools.project.config.backend.kind);
     let needs_runner =
         tools.project.registry.tool(tool).is_some_and(|(_, def)| def.runs_in == crate::toolpack::RunsIn::Runner);
-    let runners = if needs_runner {
-        Some(crate::controller::runners(&tools, kind).await.map_err(|e| (e.exit_code(), e.to_string()))?)
-    } else {
-        None
-    };
+    let runners = if needs_runner { Some(crate::controller::runners(&tools, kind).await?) } else { None };
     let no_runner = crate::activation::NoRunner("not needed".into());
     let runner: &dyn crate::activation::RunnerTools = match &runners {
         Some(r) => r.as_ref(),
         None => &no_runner,
     };
+    // A busy agent is a failure at run time (try again later), not something to fix in the input.
     let activation = tools
         .store
         .start_activation(agent, &format!("suzumio tool call {tool}"), &[])
-        .map_err(|e| (1, e.to_string()))?;
+        .map_err(|e| CliError::Failed(e.to_string()))?;
     let result = crate::activation::run::execute_tool(&tools, runner, agent, &activation.id, tool, input).await;
     // The activation only frames the call; a failing tool is recorded on the tool call, and must
     // not leave the agent `failed`.
@@ -346,55 +397,48 @@ pub async fn tool_call(
     if let Some(r) = &runners {
         r.shutdown().await;
     }
-    framed.map_err(|e| (1, format!("recording the end of the call's activation: {e}")))?;
-    let output = result.map_err(|e| match e {
-        crate::toolpack::ToolError::Rejected(message) => (2, message),
-        other => (1, other.to_string()),
-    })?;
+    framed.map_err(|e| CliError::Failed(format!("recording the end of the call's activation: {e}")))?;
+    let output = result?;
     if as_json {
-        return Ok(serde_json::to_string_pretty(&output).unwrap_or_default() + "\n");
+        return Ok((serde_json::to_string_pretty(&output).unwrap_or_default() + "\n").into());
     }
     let mut out = String::new();
     if let Some(title) = &output.title {
         let _ = writeln!(out, "{title}");
     }
     let _ = writeln!(out, "{}", output.output);
-    Ok(out)
+    Ok(out.into())
 }
 
 /// `suzumio send <dir> <recipient> [--priority P] <body…>`: a message from the user.
-pub fn send(dir: &Path, recipient: &str, priority: &str, body: &str) -> Result<String, (u8, String)> {
-    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
+pub fn send(dir: &Path, recipient: &str, priority: Priority, body: &str) -> Result<Output, CliError> {
+    let tools = crate::controller::open(dir)?;
     let (recipient, channel) = if recipient.starts_with('#') {
         (None, Some(recipient.to_string()))
     } else {
         (Some(recipient.to_string()), None)
     };
-    let sent = tools
-        .store
-        .send_message(crate::store::SendMessage {
-            sender: "user".into(),
-            recipient,
-            channel,
-            priority: Some(priority.to_string()),
-            body: body.to_string(),
-            source_agent: None,
-            source_activation: None,
-        })
-        .map_err(|e| (2, e.to_string()))?;
-    Ok(format!("sent {} ({} signal(s))\n", sent.message_id, sent.signal_ids.len()))
+    let sent = tools.store.send_message(crate::store::SendMessage {
+        sender: "user".into(),
+        recipient,
+        channel,
+        priority: Some(priority.to_string()),
+        body: body.to_string(),
+        source_agent: None,
+        source_activation: None,
+    })?;
+    Ok(format!("sent {} ({} signal(s))\n", sent.message_id, sent.signal_ids.len()).into())
 }
 
 /// `suzumio status <dir>`.
-pub fn status(dir: &Path) -> Result<String, (u8, String)> {
-    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
-    let fail = |e: crate::store::StoreError| (1, e.to_string());
-    let project = tools.store.project().map_err(fail)?;
-    let stats = tools.store.project_stats().map_err(fail)?;
-    let counts = tools.store.signal_counts().map_err(fail)?;
+pub fn status(dir: &Path) -> Result<Output, CliError> {
+    let tools = crate::controller::open(dir)?;
+    let project = tools.store.project()?;
+    let stats = tools.store.project_stats()?;
+    let counts = tools.store.signal_counts()?;
     let mut out = String::new();
     let _ = writeln!(out, "project {}: {}", project.name, project.status.as_str());
-    for a in tools.store.agents().map_err(fail)? {
+    for a in tools.store.agents()? {
         if tools.project.config.agent(&a.id).is_none() {
             continue;
         }
@@ -414,22 +458,19 @@ pub fn status(dir: &Path) -> Result<String, (u8, String)> {
     if let Some(report) = &project.submitted_report {
         let _ = writeln!(out, "report: {report}");
     }
-    Ok(out)
+    Ok(out.into())
 }
 
 /// `suzumio approve <dir>`: a submitted project becomes completed.
-pub fn approve(dir: &Path) -> Result<String, (u8, String)> {
-    let tools = crate::controller::open(dir).map_err(|e| (e.exit_code(), e.to_string()))?;
-    let project = tools.store.project().map_err(|e| (1, e.to_string()))?;
-    if project.status != crate::store::ProjectStatus::Submitted {
-        return Err((
-            2,
-            format!(
-                "project {} is {}; only a submitted project can be approved",
-                project.name,
-                project.status.as_str()
-            ),
-        ));
+pub fn approve(dir: &Path) -> Result<Output, CliError> {
+    let tools = crate::controller::open(dir)?;
+    let project = tools.store.project()?;
+    if project.status != ProjectStatus::Submitted {
+        return Err(CliError::Input(format!(
+            "project {} is {}; only a submitted project can be approved",
+            project.name,
+            project.status.as_str()
+        )));
     }
-    set_status(dir, crate::store::ProjectStatus::Completed)
+    set_status(dir, ProjectStatus::Completed)
 }

@@ -5,13 +5,13 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::MultiProgress;
-use suzumio::commands;
-use suzumio::config::InvalidInput;
+use suzumio::commands::{self, CliError, Output};
 use suzumio::config::diag::sorted;
+use suzumio::config::{BackendKind, Priority};
 use suzumio::controller::{self, RunOptions};
-use suzumio::store::ProjectStatus;
+use suzumio::store::{ProjectStatus, SignalStatus};
 
 #[derive(Parser)]
 #[command(
@@ -56,8 +56,8 @@ enum Command {
         #[arg(long, env = "SUZUMIO_API_TOKEN", hide_env_values = true)]
         token: Option<String>,
         /// Run the agents' runners as Docker containers (default) or local processes (no isolation).
-        #[arg(long, value_parser = ["docker", "process"])]
-        backend: Option<String>,
+        #[arg(long, value_enum)]
+        backend: Option<BackendArg>,
         /// Exit once every agent is quiet, nothing is pending and nothing is due within a minute
         /// (exit 1 if an activation failed).
         #[arg(long)]
@@ -70,8 +70,8 @@ enum Command {
         /// An agent id, `user`, or a channel such as #project.
         recipient: String,
         /// P0 interrupts, P1 at the next tool call, P2/P3 queue.
-        #[arg(long, default_value = "P3")]
-        priority: String,
+        #[arg(long, value_enum, default_value_t = PriorityArg::P3)]
+        priority: PriorityArg,
         /// The message.
         #[arg(required = true, num_args = 1..)]
         body: Vec<String>,
@@ -113,9 +113,9 @@ enum Command {
         /// Only signals targeted at this agent.
         #[arg(long)]
         agent: Option<String>,
-        /// Only signals with this status (pending, delivered, closed).
-        #[arg(long)]
-        status: Option<String>,
+        /// Only signals with this status.
+        #[arg(long, value_enum)]
+        status: Option<SignalStatusArg>,
         /// How many (at most 500).
         #[arg(long, default_value_t = 50)]
         limit: usize,
@@ -157,8 +157,8 @@ enum ToolCommand {
         /// The input as a JSON object (default {}).
         input: Option<String>,
         /// Run the runner as a Docker container (default) or a local process.
-        #[arg(long, value_parser = ["docker", "process"])]
-        backend: Option<String>,
+        #[arg(long, value_enum)]
+        backend: Option<BackendArg>,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -175,6 +175,61 @@ enum ImageCommand {
     },
 }
 
+/// `--backend`. The library's enums stay free of CLI concerns; these map onto them one to one.
+#[derive(Clone, Copy, ValueEnum)]
+enum BackendArg {
+    Docker,
+    Process,
+}
+
+impl From<BackendArg> for BackendKind {
+    fn from(b: BackendArg) -> Self {
+        match b {
+            BackendArg::Docker => BackendKind::Docker,
+            BackendArg::Process => BackendKind::Process,
+        }
+    }
+}
+
+/// `--priority`, spelled as everywhere else (`P0`..`P3`).
+#[derive(Clone, Copy, ValueEnum)]
+#[value(rename_all = "verbatim")]
+enum PriorityArg {
+    P0,
+    P1,
+    P2,
+    P3,
+}
+
+impl From<PriorityArg> for Priority {
+    fn from(p: PriorityArg) -> Self {
+        match p {
+            PriorityArg::P0 => Priority::P0,
+            PriorityArg::P1 => Priority::P1,
+            PriorityArg::P2 => Priority::P2,
+            PriorityArg::P3 => Priority::P3,
+        }
+    }
+}
+
+/// `signals --status`.
+#[derive(Clone, Copy, ValueEnum)]
+enum SignalStatusArg {
+    Pending,
+    Delivered,
+    Closed,
+}
+
+impl From<SignalStatusArg> for SignalStatus {
+    fn from(s: SignalStatusArg) -> Self {
+        match s {
+            SignalStatusArg::Pending => SignalStatus::Pending,
+            SignalStatusArg::Delivered => SignalStatus::Delivered,
+            SignalStatusArg::Closed => SignalStatus::Closed,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let verbose = matches!(cli.command, Command::Run { .. });
@@ -183,13 +238,13 @@ fn main() -> ExitCode {
     let terminal = MultiProgress::new();
     init_logging(verbose, &terminal);
     match cli.command {
-        Command::Check { dir } => print_output(commands::check(&dir)),
-        Command::Tools { dir, agent, json } => print_output(commands::tools(&dir, agent.as_deref(), json)),
+        Command::Check { dir } => finish(commands::check(&dir)),
+        Command::Tools { dir, agent, json } => finish(commands::tools(&dir, agent.as_deref(), json)),
         Command::Run { dir, host, port, token, backend, until_idle } => block_on(async move {
             let login_code = token.as_ref().map(|_| suzumio::store::new_token());
             let link_code = login_code.clone();
             let options =
-                RunOptions { host, port, token, backend: backend.as_deref().map(backend_kind), until_idle, login_code };
+                RunOptions { host, port, token, backend: backend.map(BackendKind::from), until_idle, login_code };
             let live = terminal.clone();
             let announce = move |tools: &suzumio::support::ToolHost, addr: std::net::SocketAddr| {
                 println!("suzumio: project {} is served at http://{addr} (Ctrl-C to stop)", tools.name());
@@ -215,39 +270,36 @@ fn main() -> ExitCode {
                     ExitCode::from(1)
                 }
                 Ok(_) => ExitCode::SUCCESS,
-                Err(e) => {
-                    terminal.suspend(|| eprintln!("{}", error_text(&e.to_string())));
-                    ExitCode::from(e.exit_code())
-                }
+                Err(e) => terminal.suspend(|| finish(Err(e.into()))),
             }
         }),
         Command::Ui { dir, target, input, json } => {
-            block_on(async move { print_result(commands::ui(&dir, &target, input.as_deref(), json).await) })
+            block_on(async move { finish(commands::ui(&dir, &target, input.as_deref(), json).await) })
         }
         Command::Image { command: ImageCommand::Build { force } } => block_on(async move {
-            print_result(
+            finish(
                 suzumio::backend::build_minimal_image(force)
                     .await
-                    .map(|info| format!("{info}\n"))
-                    .map_err(|e| (1, e.to_string())),
+                    .map(|info| format!("{info}\n").into())
+                    .map_err(CliError::from),
             )
         }),
         Command::Tool { command: ToolCommand::Call { dir, agent, tool, input, backend, json } } => {
             block_on(async move {
-                let kind = backend.as_deref().map(backend_kind);
-                print_result(commands::tool_call(&dir, &agent, &tool, input.as_deref(), kind, json).await)
+                let kind = backend.map(BackendKind::from);
+                finish(commands::tool_call(&dir, &agent, &tool, input.as_deref(), kind, json).await)
             })
         }
         Command::Send { dir, recipient, priority, body } => {
-            print_result(commands::send(&dir, &recipient, &priority, &body.join(" ")))
+            finish(commands::send(&dir, &recipient, priority.into(), &body.join(" ")))
         }
-        Command::Status { dir } => print_result(commands::status(&dir)),
-        Command::Approve { dir } => print_result(commands::approve(&dir)),
-        Command::Start { dir } => print_result(commands::set_status(&dir, ProjectStatus::Running)),
-        Command::Stop { dir } => print_result(commands::set_status(&dir, ProjectStatus::Stopped)),
-        Command::Tick { dir } => block_on(async move { print_result(commands::tick(&dir).await) }),
+        Command::Status { dir } => finish(commands::status(&dir)),
+        Command::Approve { dir } => finish(commands::approve(&dir)),
+        Command::Start { dir } => finish(commands::set_status(&dir, ProjectStatus::Running)),
+        Command::Stop { dir } => finish(commands::set_status(&dir, ProjectStatus::Stopped)),
+        Command::Tick { dir } => block_on(async move { finish(commands::tick(&dir).await) }),
         Command::Signals { dir, agent, status, limit, json } => {
-            print_result(commands::signals(&dir, agent.as_deref(), status.as_deref(), limit, json))
+            finish(commands::signals(&dir, agent.as_deref(), status.map(SignalStatus::from), limit, json))
         }
     }
 }
@@ -277,19 +329,28 @@ fn show_progress(tools: &suzumio::support::ToolHost, terminal: &MultiProgress) {
     });
 }
 
-fn backend_kind(name: &str) -> suzumio::config::BackendKind {
-    if name == "process" { suzumio::config::BackendKind::Process } else { suzumio::config::BackendKind::Docker }
-}
-
-fn print_result(result: Result<String, (u8, String)>) -> ExitCode {
+/// Print a command's warnings and output, or its error; exit with the error's code.
+fn finish(result: Result<Output, CliError>) -> ExitCode {
     match result {
         Ok(out) => {
-            print!("{out}");
+            for w in sorted(&out.warnings) {
+                eprintln!("warning: {w}");
+            }
+            print!("{}", out.stdout);
             ExitCode::SUCCESS
         }
-        Err((code, message)) => {
-            eprintln!("{}", error_text(&message));
-            ExitCode::from(code)
+        Err(e) => {
+            if let CliError::Invalid(invalid) = &e {
+                for w in sorted(&invalid.0.warnings) {
+                    eprintln!("warning: {w}");
+                }
+            }
+            if e.is_rendered() {
+                eprintln!("{e}");
+            } else {
+                eprintln!("error: {e}");
+            }
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -313,30 +374,6 @@ fn block_on(work: impl std::future::Future<Output = ExitCode>) -> ExitCode {
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
             ExitCode::from(1)
-        }
-    }
-}
-
-/// Errors already rendered as `error: ...` lines (config validation) are printed as they are.
-fn error_text(message: &str) -> String {
-    if message.starts_with("error: ") { message.to_string() } else { format!("error: {message}") }
-}
-
-fn print_output(result: Result<commands::Output, InvalidInput>) -> ExitCode {
-    match result {
-        Ok(out) => {
-            for w in sorted(&out.warnings) {
-                eprintln!("warning: {w}");
-            }
-            print!("{}", out.stdout);
-            ExitCode::SUCCESS
-        }
-        Err(InvalidInput(d)) => {
-            for w in sorted(&d.warnings) {
-                eprintln!("warning: {w}");
-            }
-            eprintln!("{}", InvalidInput(d));
-            ExitCode::from(2)
         }
     }
 }

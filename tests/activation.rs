@@ -152,7 +152,7 @@ async fn a_project_runs_from_a_user_message_to_a_submitted_report() {
         history.iter().find(|h| h.kind == "tool_result" && h.content["isError"] == true).expect("an error result");
     let text = refused.content["content"].as_str().unwrap();
     assert!(text.starts_with("Invalid input for messages.send:") && text.contains("body"), "{text}");
-    let status = w.host.tool_status().unwrap();
+    let status = tool_status(&w.host);
     let send = status.iter().find(|t| t["tool"] == "messages.send").unwrap();
     assert_eq!((send["callCount"].clone(), send["failedCount"].clone()), (json!(3), json!(1)), "{send}");
     let submit = status.iter().find(|t| t["tool"] == "completion.submit").unwrap();
@@ -175,7 +175,7 @@ activations:
     let w = world(script, "");
     w.user_says("worker", "Write notes.");
     w.settle().await;
-    let calls = w.host.tool_status().unwrap();
+    let calls = tool_status(&w.host);
     let write = calls.iter().find(|t| t["tool"] == "file.write").unwrap();
     assert_eq!(
         (write["failedCount"].clone(), write["lastError"].as_str().unwrap().contains("not available")),
@@ -264,7 +264,7 @@ activations:
     let first = w.host.store.latest_activation("pm", None).unwrap().unwrap();
     // Wait until the slow fetch is in flight.
     for _ in 0..100 {
-        if w.host.tool_status().unwrap().iter().any(|t| t["tool"] == "web.fetch" && t["runningCount"] == 1) {
+        if tool_status(&w.host).iter().any(|t| t["tool"] == "web.fetch" && t["runningCount"] == 1) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -314,6 +314,12 @@ async fn fake_openai(responses: Vec<serde_json::Value>) -> (String, Arc<std::syn
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
     (format!("http://{addr}/v1"), seen)
+}
+
+/// `GET tool-status` as the API serves it.
+fn tool_status(host: &ToolHost) -> Vec<serde_json::Value> {
+    let views = suzumio::web::views::tool_status(host).unwrap();
+    views.iter().map(|t| serde_json::to_value(t).unwrap()).collect()
 }
 
 fn tool_call(id: &str, name: &str, args: serde_json::Value) -> serde_json::Value {

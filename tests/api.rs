@@ -102,6 +102,23 @@ fn malformed_bodies_are_400_and_non_json_is_415() {
     assert_eq!((r.status, r.json()["error"].clone()), (422, json!("Unknown agent: nobody")));
 }
 
+#[test]
+fn a_body_that_does_not_fit_the_route_is_a_400_naming_the_field() {
+    let project = TempProject::copy_of("review");
+    let c = Controller::start(&project.dir, &[]);
+    let cases = [
+        ("messages", r#"{"recipient": 7, "body": "hi"}"#, "/recipient", "invalid type: integer `7`, expected a string"),
+        ("messages", r#"{"recipient": "pm", "body": "hi", "bdoy": "x"}"#, "/bdoy", "unknown field `bdoy`"),
+        ("request-changes", r#"{"body": ["x"]}"#, "/body", "invalid type: sequence, expected a string"),
+    ];
+    for (route, body, path, message) in cases {
+        let r = post(&c, &format!("{P}/{route}"), body);
+        assert_eq!((r.status, r.json()["details"][0]["path"].clone()), (400, json!(path)), "{body}: {}", r.body);
+        assert!(r.json()["details"][0]["message"].as_str().unwrap().starts_with(message), "{body}: {}", r.body);
+        assert!(r.json()["error"].as_str().unwrap().contains(path), "{body}: {}", r.body);
+    }
+}
+
 /// A looping controller is stopped at its deadline while the server keeps answering.
 #[test]
 fn looping_pack_times_out_and_health_keeps_answering() {
@@ -296,6 +313,29 @@ fn lists_are_paged_and_secrets_stay_out_of_the_config() {
     let id = first["items"][0]["id"].as_str().unwrap();
     assert_eq!(get(&c, &format!("{P}/messages/{id}")).json()["id"], json!(id));
     assert_eq!(get(&c, &format!("{P}/messages/msg_nope")).status, 404);
+}
+
+/// Regression: the config view printed the Rust variant (`OpenAiCompatible`) instead of the
+/// config's own spelling.
+#[test]
+fn resolved_config_spells_enums_as_the_config_does_and_hides_keys() {
+    let project = TempProject::copy_of("review");
+    let config = project.dir.join("suzumio.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap().replace(
+        "        local: { type: scripted }\n",
+        "        local: { type: scripted }\n        cloud: { type: openai-compatible, baseURL: 'http://127.0.0.1:9/v1', apiKey: sk-SECRET-1 }\n",
+    );
+    std::fs::write(&config, yaml).unwrap();
+    let c = Controller::start(&project.dir, &[]);
+    let r = get(&c, &format!("{P}/config/resolved"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(!r.body.contains("SECRET"), "{}", r.body);
+    let backend = &r.json()["backend"];
+    assert_eq!(backend["kind"], "docker");
+    let providers: Vec<_> =
+        backend["models"]["providers"].as_array().unwrap().iter().map(|p| p["type"].clone()).collect();
+    assert_eq!(providers, [json!("scripted"), json!("openai-compatible")]);
+    assert_eq!(backend["models"]["providers"][1]["hasInlineApiKey"], true);
 }
 
 #[test]

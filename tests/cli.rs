@@ -144,3 +144,25 @@ fn start_tick_and_signals_from_the_terminal() {
     let out = suzumio(&repo_root(), &["signals", dir, "--agent", "nobody"]);
     assert_eq!((out.status.code(), text(&out.stderr)), (Some(2), "error: Unknown agent: nobody\n".to_string()));
 }
+
+#[test]
+fn enum_arguments_are_checked_by_the_parser_and_list_their_values() {
+    let project = support::TempProject::copy_of("review");
+    let dir = project.dir.to_str().unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (&["send", dir, "pm", "--priority", "p2", "hi"], "[possible values: P0, P1, P2, P3]"),
+        (&["signals", dir, "--status", "open"], "[possible values: pending, delivered, closed]"),
+        (
+            &["tool", "call", dir, "--agent", "pm", "--backend", "vm", "messages.send"],
+            "[possible values: docker, process]",
+        ),
+    ];
+    for (args, values) in cases {
+        let out = suzumio(&repo_root(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(values), "{args:?}: {}", text(&out.stderr));
+    }
+    let out = suzumio(&repo_root(), &["send", dir, "pm", "--priority", "P1", "hi"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("sent msg_"), "{}", text(&out.stdout));
+}

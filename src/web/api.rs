@@ -1,15 +1,15 @@
 //! Routes of the HTTP API and their handlers.
 
-use axum::Router;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde_json::{Value, json};
+use axum::{Json, Router};
 
-use super::{ApiError, AppState};
-use crate::support::{InvokeError, ToolHost};
+use super::body::{self, JsonBody, JsonInput};
+use super::{ApiError, AppState, views};
+use crate::store::{ProjectStatus, SendMessage};
+use crate::support::ToolHost;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -42,8 +42,8 @@ pub fn routes() -> Router<AppState> {
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
 }
 
-async fn health() -> Response {
-    axum::Json(json!({ "ok": true, "version": crate::VERSION })).into_response()
+async fn health() -> Json<views::Health> {
+    Json(views::Health { ok: true, version: crate::VERSION })
 }
 
 /// The project named in the path; anything else (including traversal attempts) is a 404.
@@ -56,88 +56,52 @@ fn project<'a>(state: &'a AppState, name: &str) -> Result<&'a ToolHost, ApiError
 }
 
 async fn projects(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let p = state.tools.store.project().map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(axum::Json(json!([{ "name": p.name, "status": p.status, "task": p.task, "updatedAt": p.updated_at }]))
-        .into_response())
+    let p = state.tools.store.project()?;
+    Ok(Json([views::ProjectItem::from(&p)]).into_response())
 }
 
 async fn tool_ui(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    Ok(axum::Json(host.webui_catalog()).into_response())
+    Ok(Json(views::webui_catalog(host)).into_response())
 }
 
 async fn invoke_tool_ui(
     State(state): State<AppState>,
     Path((name, pack, entry)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    JsonInput(input): JsonInput,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let input = json_body(&headers, &body)?;
-    let output = host.invoke_webui(&pack, &entry, input).await.map_err(to_api_error)?;
-    Ok(axum::Json(output).into_response())
+    let output = host.invoke_webui(&pack, &entry, input).await?;
+    Ok(Json(output).into_response())
 }
 
 async fn tool_status(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    Ok(axum::Json(host.tool_status().map_err(to_api_error)?).into_response())
+    Ok(Json(views::tool_status(host)?).into_response())
 }
 
 async fn agents(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    Ok(axum::Json(host.agents_view().map_err(to_api_error)?).into_response())
+    Ok(Json(views::agents(host)?).into_response())
 }
 
 async fn post_message(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    JsonBody(m): JsonBody<body::PostMessage>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let input = json_body(&headers, &body)?;
-    let sent = host.post_message(&input).map_err(to_api_error)?;
-    Ok((StatusCode::CREATED, axum::Json(sent)).into_response())
-}
-
-/// A JSON request body: empty means `{}`, anything but JSON is refused with the parser's reason.
-fn json_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(json!({}));
-    }
-    let is_json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json")));
-    if !is_json {
-        return Err(ApiError::UnsupportedMediaType);
-    }
-    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest {
-        message: format!("the request body is not valid JSON: {e}"),
-        details: Vec::new(),
-    })
-}
-
-fn to_api_error(e: InvokeError) -> ApiError {
-    match e {
-        InvokeError::UnknownPack(_) | InvokeError::UnknownEntry { .. } | InvokeError::UnknownTool { .. } => {
-            ApiError::NotFound(e.to_string())
-        }
-        InvokeError::InvalidInput(errors) => ApiError::BadRequest {
-            message: e_message(&errors),
-            details: errors.iter().map(|x| json!({ "path": x.pointer, "message": x.message })).collect(),
-        },
-        InvokeError::Rejected(m) | InvokeError::Handler(m) => ApiError::Unprocessable(m),
-        InvokeError::Internal(m) => ApiError::Internal(m),
-    }
-}
-
-fn e_message(errors: &[crate::toolpack::schema::InputError]) -> String {
-    format!("the input does not match the schema: {}", crate::support::describe_input_errors(errors))
-}
-
-fn internal(e: impl std::fmt::Display) -> ApiError {
-    ApiError::Internal(e.to_string())
+    let text = body::required(m.body, "body")?;
+    let sent = host.post_message(SendMessage {
+        sender: m.sender.unwrap_or_else(|| "user".into()),
+        recipient: m.recipient,
+        channel: m.channel,
+        priority: m.priority,
+        body: text,
+        source_agent: None,
+        source_activation: None,
+    })?;
+    Ok((StatusCode::CREATED, Json(sent)).into_response())
 }
 
 /// `?limit=&before=&after=&agent=&status=&tool=` of list routes.
@@ -152,30 +116,19 @@ pub struct ListQuery {
 }
 
 fn page<T: serde::Serialize>(items: Vec<T>, next: Option<String>) -> Response {
-    axum::Json(json!({ "items": items, "next": next })).into_response()
+    Json(views::Page { items, next }).into_response()
 }
 
 async fn summary(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let p = host.store.project().map_err(internal)?;
-    let stats = host.store.project_stats().map_err(internal)?;
-    let config = &host.project.config;
-    Ok(axum::Json(json!({
-        "name": p.name,
-        "status": p.status,
-        "task": p.task,
-        "submittedReport": p.submitted_report,
-        "stats": stats,
-        "channels": config.channels,
-        "coordinator": config.communication.coordinator_agent,
-        "updatedAt": p.updated_at,
-    }))
-    .into_response())
+    let p = host.store.project()?;
+    let stats = host.store.project_stats()?;
+    Ok(Json(views::Summary::new(host, &p, stats)).into_response())
 }
 
 async fn task(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    Ok(axum::Json(json!({ "task": host.project.config.task })).into_response())
+    Ok(Json(views::Task { task: &host.project.config.task }).into_response())
 }
 
 async fn list_messages(
@@ -190,7 +143,7 @@ async fn list_messages(
         before_id: q.before.clone(),
         ..Default::default()
     };
-    let mut items = host.store.list_messages(&query).map_err(internal)?;
+    let mut items = host.store.list_messages(&query)?;
     items.reverse();
     let full = items.len() >= query.limit.unwrap_or(0);
     let next = items.last().filter(|_| full).map(|m| m.id.clone());
@@ -202,12 +155,8 @@ async fn one_message(
     Path((name, id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let message = host
-        .store
-        .message(&id)
-        .map_err(internal)?
-        .ok_or_else(|| ApiError::NotFound(format!("Unknown message: {id}")))?;
-    Ok(axum::Json(message).into_response())
+    let message = host.store.message(&id)?.ok_or_else(|| ApiError::NotFound(format!("Unknown message: {id}")))?;
+    Ok(Json(message).into_response())
 }
 
 async fn history(
@@ -220,7 +169,7 @@ async fn history(
         return Err(ApiError::NotFound(format!("Unknown agent: {agent}")));
     }
     let limit = q.limit.unwrap_or(80).clamp(1, 500);
-    let items = host.store.history_page(&agent, q.before.as_deref(), limit).map_err(internal)?;
+    let items = host.store.history_page(&agent, q.before.as_deref(), limit)?;
     let next = items.first().filter(|_| items.len() >= limit).map(|h| h.id.clone());
     Ok(page(items, next))
 }
@@ -232,7 +181,7 @@ async fn events(
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
     let limit = q.limit.unwrap_or(200).clamp(1, 1000);
-    let items = host.store.events_after(q.after.unwrap_or(0), limit).map_err(internal)?;
+    let items = host.store.events_after(q.after.unwrap_or(0), limit)?;
     let next = items.last().filter(|_| items.len() >= limit).map(|e| e.id.to_string());
     Ok(page(items, next))
 }
@@ -252,7 +201,7 @@ async fn stream(
         .or(q.after);
     let after = match last {
         Some(id) => id,
-        None => host.store.last_event_id().map_err(internal)?,
+        None => host.store.last_event_id()?,
     };
     Ok(super::stream::events(host.store.clone(), after).into_response())
 }
@@ -264,7 +213,7 @@ async fn activations(
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
     let limit = q.limit.unwrap_or(50).clamp(1, 500);
-    let items = host.store.list_activations(q.agent.as_deref(), q.before.as_deref(), Some(limit)).map_err(internal)?;
+    let items = host.store.list_activations(q.agent.as_deref(), q.before.as_deref(), Some(limit))?;
     let next = items.last().filter(|_| items.len() >= limit).map(|a| a.id.clone());
     Ok(page(items, next))
 }
@@ -274,15 +223,10 @@ async fn one_activation(
     Path((name, id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let activation = host
-        .store
-        .activation(&id)
-        .map_err(internal)?
-        .ok_or_else(|| ApiError::NotFound(format!("Unknown activation: {id}")))?;
-    let calls = host.store.activation_tool_calls(&id).map_err(internal)?;
-    let mut body = serde_json::to_value(&activation).map_err(internal)?;
-    body["toolCalls"] = serde_json::to_value(calls).map_err(internal)?;
-    Ok(axum::Json(body).into_response())
+    let activation =
+        host.store.activation(&id)?.ok_or_else(|| ApiError::NotFound(format!("Unknown activation: {id}")))?;
+    let tool_calls = host.store.activation_tool_calls(&id)?;
+    Ok(Json(views::ActivationDetail { activation, tool_calls }).into_response())
 }
 
 async fn tool_calls(
@@ -292,7 +236,7 @@ async fn tool_calls(
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
     let tools: Vec<&str> = q.tool.as_deref().into_iter().collect();
-    let mut items = host.store.recent_tool_calls(&tools, q.limit.unwrap_or(100)).map_err(internal)?;
+    let mut items = host.store.recent_tool_calls(&tools, q.limit.unwrap_or(100))?;
     if let Some(agent) = &q.agent {
         items.retain(|c| &c.agent_id == agent);
     }
@@ -307,83 +251,70 @@ async fn signals(
     let host = project(&state, &name)?;
     let status = match &q.status {
         None => None,
-        Some(s) => Some(
-            s.parse::<crate::store::SignalStatus>()
-                .map_err(|e| ApiError::BadRequest { message: e.to_string(), details: Vec::new() })?,
-        ),
+        Some(s) => Some(s.parse::<crate::store::SignalStatus>().map_err(|e| ApiError::bad_request(e.to_string()))?),
     };
     let query = crate::store::SignalQuery { target_agent: q.agent.clone(), status, limit: q.limit, kind: None };
-    let items = host.store.list_signals(&query).map_err(internal)?;
+    let items = host.store.list_signals(&query)?;
     Ok(page(items, None))
 }
 
 async fn config(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    Ok(axum::Json(host.config_view()).into_response())
+    Ok(Json(views::config(host)).into_response())
 }
 
 async fn report(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let p = host.store.project().map_err(internal)?;
+    let p = host.store.project()?;
     let content = p.submitted_report.as_ref().and_then(|path| std::fs::read_to_string(path).ok());
-    Ok(axum::Json(json!({ "status": p.status, "path": p.submitted_report, "content": content })).into_response())
+    Ok(Json(views::Report { status: p.status, path: p.submitted_report.as_deref(), content }).into_response())
 }
 
-async fn set_status(state: &AppState, name: &str, to: crate::store::ProjectStatus) -> Result<Response, ApiError> {
+async fn set_status(state: &AppState, name: &str, to: ProjectStatus) -> Result<Response, ApiError> {
     let host = project(state, name)?;
-    let p = host.store.set_project_status(to).map_err(internal)?;
-    Ok(axum::Json(json!({ "name": p.name, "status": p.status })).into_response())
+    let p = host.store.set_project_status(to)?;
+    Ok(Json(views::StatusChange { name: &p.name, status: p.status }).into_response())
 }
 
 async fn start(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    set_status(&state, &name, crate::store::ProjectStatus::Running).await
+    set_status(&state, &name, ProjectStatus::Running).await
 }
 
 async fn stop(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    set_status(&state, &name, crate::store::ProjectStatus::Stopped).await
+    set_status(&state, &name, ProjectStatus::Stopped).await
 }
 
 async fn approve(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let p = host.store.project().map_err(internal)?;
-    if p.status != crate::store::ProjectStatus::Submitted {
+    let p = host.store.project()?;
+    if p.status != ProjectStatus::Submitted {
         return Err(ApiError::Unprocessable(format!(
             "project {} is {}; only a submitted project can be approved",
             p.name,
             p.status.as_str()
         )));
     }
-    set_status(&state, &name, crate::store::ProjectStatus::Completed).await
+    set_status(&state, &name, ProjectStatus::Completed).await
 }
 
 /// Reference §7.1: a P2 message to the coordinator, and the project back to running.
 async fn request_changes(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    JsonBody(request): JsonBody<body::RequestChanges>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let input = json_body(&headers, &body)?;
-    let text = input.get("body").and_then(Value::as_str).filter(|b| !b.trim().is_empty()).ok_or_else(|| {
-        ApiError::BadRequest {
-            message: "`body` is required".into(),
-            details: vec![json!({"path": "/body", "message": "required"})],
-        }
-    })?;
+    let text = body::required(request.body, "body")?;
     let coordinator = host.project.config.communication.coordinator_agent.clone();
-    let sent = host
-        .store
-        .send_message(crate::store::SendMessage {
-            sender: "user".into(),
-            recipient: Some(coordinator),
-            priority: Some("P2".into()),
-            body: format!("Changes requested:\n\n{text}"),
-            ..Default::default()
-        })
-        .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
-    host.store.set_project_status(crate::store::ProjectStatus::Running).map_err(internal)?;
-    Ok((StatusCode::CREATED, axum::Json(sent)).into_response())
+    let sent = host.store.send_message(SendMessage {
+        sender: "user".into(),
+        recipient: Some(coordinator),
+        priority: Some("P2".into()),
+        body: format!("Changes requested:\n\n{text}"),
+        ..Default::default()
+    })?;
+    host.store.set_project_status(ProjectStatus::Running)?;
+    Ok((StatusCode::CREATED, Json(sent)).into_response())
 }
 
 /// What the model saw in one activation: its prompt and the conversation recorded for it
@@ -393,26 +324,10 @@ async fn activation_context(
     Path((name, id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let activation = host
-        .store
-        .activation(&id)
-        .map_err(internal)?
-        .ok_or_else(|| ApiError::NotFound(format!("Unknown activation: {id}")))?;
-    let history = host.store.activation_history(&id).map_err(internal)?;
-    let messages: Vec<Value> = history
-        .iter()
-        .map(|h| {
-            let chars = h.content.to_string().chars().count();
-            json!({ "kind": h.kind, "content": h.content, "chars": chars, "createdAt": h.created_at })
-        })
-        .collect();
-    let total: usize = messages.iter().filter_map(|m| m["chars"].as_u64()).map(|c| c as usize).sum();
-    Ok(axum::Json(json!({
-        "activation": { "id": activation.id, "agentId": activation.agent_id, "status": activation.status, "startedAt": activation.started_at, "endedAt": activation.ended_at, "error": activation.error, "usage": activation.usage },
-        "activationPrompt": activation.prompt,
-        "context": { "messageCount": messages.len(), "totalChars": total, "messages": messages },
-    }))
-    .into_response())
+    let activation =
+        host.store.activation(&id)?.ok_or_else(|| ApiError::NotFound(format!("Unknown activation: {id}")))?;
+    let history = host.store.activation_history(&id)?;
+    Ok(Json(views::ActivationContext::new(&activation, &history)).into_response())
 }
 
 /// A compaction and the history it replaced (the rows since the previous compaction).
@@ -421,11 +336,11 @@ async fn history_archive(
     Path((name, agent, id)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let history = host.store.history(&agent, 5000).map_err(internal)?;
+    let history = host.store.history(&agent, 5000)?;
     let at = history
         .iter()
         .position(|h| h.id == id && h.kind == "history_compaction")
         .ok_or_else(|| ApiError::NotFound(format!("Unknown compaction of {agent}: {id}")))?;
     let from = history[..at].iter().rposition(|h| h.kind == "history_compaction").map_or(0, |p| p + 1);
-    Ok(axum::Json(json!({ "compaction": history[at], "archive": &history[from..at] })).into_response())
+    Ok(Json(views::HistoryArchive { compaction: &history[at], archive: &history[from..at] }).into_response())
 }

@@ -2,26 +2,28 @@
 //! default and a bearer token whenever it listens elsewhere.
 //!
 //! Handlers only translate HTTP to calls on [`ToolHost`] and back; no business rule lives here.
-//! Errors a user can fix are 4xx with the real message; 5xx hide internals and log the cause.
+//! Request bodies are typed (`body.rs`), responses are `Serialize` views (`views.rs`), and every
+//! failure is one [`ApiError`]: 4xx with the real message, 5xx hide internals and log the cause.
 
 mod api;
 mod assets;
+pub mod body;
 mod stream;
+pub mod views;
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
+use crate::store::StoreError;
+use crate::support::{InvokeError, ToolHost, describe_input_errors};
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
-
-use crate::support::ToolHost;
 
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -158,21 +160,77 @@ fn same_origin(headers: &HeaderMap) -> bool {
     origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host)
 }
 
-/// Every error the API returns.
+/// Every error the API returns. 4xx carry the real message; a 5xx logs its cause and tells the
+/// client only to look at the log.
 #[derive(Debug)]
 pub enum ApiError {
     NotFound(String),
-    BadRequest { message: String, details: Vec<Value> },
+    BadRequest { message: String, details: Vec<ErrorDetail> },
     Unprocessable(String),
     UnsupportedMediaType,
+    PayloadTooLarge(String),
     Unauthorized,
     Forbidden(String),
     Internal(String),
 }
 
+/// One problem with a request: where (a JSON pointer into the body or input) and what.
+#[derive(Debug, serde::Serialize)]
+pub struct ErrorDetail {
+    pub path: String,
+    pub message: String,
+}
+
+/// The error body of every route.
+#[derive(serde::Serialize)]
+struct ErrorBody {
+    error: String,
+    details: Vec<ErrorDetail>,
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::BadRequest { message: message.into(), details: Vec::new() }
+    }
+
+    /// A 400 for one field of a request body (`""`: the body as a whole).
+    pub fn invalid_field(pointer: &str, message: &str) -> ApiError {
+        let at = if pointer.is_empty() { String::new() } else { format!("{pointer}: ") };
+        ApiError::BadRequest {
+            message: format!("the request body is invalid: {at}{message}"),
+            details: vec![ErrorDetail { path: pointer.to_string(), message: message.to_string() }],
+        }
+    }
+}
+
+impl From<InvokeError> for ApiError {
+    fn from(e: InvokeError) -> Self {
+        match e {
+            InvokeError::UnknownPack(_) | InvokeError::UnknownEntry { .. } | InvokeError::UnknownTool { .. } => {
+                ApiError::NotFound(e.to_string())
+            }
+            InvokeError::InvalidInput(errors) => ApiError::BadRequest {
+                message: format!("the input does not match the schema: {}", describe_input_errors(&errors)),
+                details: errors.into_iter().map(|x| ErrorDetail { path: x.pointer, message: x.message }).collect(),
+            },
+            InvokeError::Rejected(m) | InvokeError::Handler(m) => ApiError::Unprocessable(m),
+            InvokeError::Internal(m) => ApiError::Internal(m),
+        }
+    }
+}
+
+// Tool execution's own error (`ToolError`) converts here too, next to the store's.
+
+/// The store's own split: what the caller can fix is a 422, database and I/O failures a 500.
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        InvokeError::from(e).into()
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, message, details) = match self {
+        let (status, error, details) = match self {
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m, Vec::new()),
             ApiError::BadRequest { message, details } => (StatusCode::BAD_REQUEST, message, details),
             ApiError::Unprocessable(m) => (StatusCode::UNPROCESSABLE_ENTITY, m, Vec::new()),
@@ -181,6 +239,7 @@ impl IntoResponse for ApiError {
                 "request bodies must be JSON (Content-Type: application/json)".into(),
                 Vec::new(),
             ),
+            ApiError::PayloadTooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m, Vec::new()),
             ApiError::Unauthorized => (
                 StatusCode::UNAUTHORIZED,
                 "missing or wrong API token (Authorization: Bearer <token>)".into(),
@@ -192,6 +251,6 @@ impl IntoResponse for ApiError {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal error; see the controller log".into(), Vec::new())
             }
         };
-        (status, axum::Json(json!({ "error": message, "details": details }))).into_response()
+        (status, axum::Json(ErrorBody { error, details })).into_response()
     }
 }

@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use super::http::{HttpClient, credential_values};
 use super::{
     ChatMessage, HttpSettings, ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderFuture, StopReason,
-    ToolCall, ToolChoice, Usage, invalid_json, kind_name, merge_provider_options,
+    ToolCall, ToolChoice, Usage, invalid_json, merge_provider_options,
 };
 use crate::config::ProviderConfig;
 
@@ -35,7 +35,7 @@ pub(crate) struct AnthropicProvider {
 
 impl AnthropicProvider {
     pub fn new(config: &ProviderConfig, settings: HttpSettings) -> Result<Self, ProviderError> {
-        let label = format!("provider `{}` ({})", config.id, kind_name(&config.kind));
+        let label = format!("provider `{}` ({})", config.id, config.kind.as_str());
         let http = HttpClient::new(label, config, &settings)?;
         Ok(AnthropicProvider {
             id: config.id.clone(),

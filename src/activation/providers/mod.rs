@@ -515,15 +515,6 @@ pub(crate) struct HttpSettings {
     pub retry: RetryPolicy,
 }
 
-pub(crate) fn kind_name(kind: &ProviderKind) -> &'static str {
-    match kind {
-        ProviderKind::OpenAiCompatible => "openai-compatible",
-        ProviderKind::OpenAi => "openai",
-        ProviderKind::Anthropic => "anthropic",
-        ProviderKind::Scripted => "scripted",
-    }
-}
-
 fn http_settings(
     config: &ProviderConfig,
     env: &dyn Fn(&str) -> Option<String>,
@@ -569,7 +560,7 @@ fn http_settings(
                 return Err(ProviderError::Config(format!(
                     "provider `{}` ({}) needs a base URL: set baseURL (e.g. http://127.0.0.1:11434/v1) or baseURLEnv",
                     config.id,
-                    kind_name(&config.kind)
+                    config.kind.as_str()
                 )));
             }
         },

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use super::http::{HttpClient, credential_values};
 use super::{
     ChatMessage, HttpSettings, ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderFuture, StopReason,
-    ToolCall, ToolChoice, Usage, invalid_arguments, kind_name, merge_provider_options,
+    ToolCall, ToolChoice, Usage, invalid_arguments, merge_provider_options,
 };
 use crate::config::{ProviderConfig, ProviderKind};
 
@@ -28,7 +28,7 @@ pub(crate) struct OpenAiProvider {
 
 impl OpenAiProvider {
     pub fn new(config: &ProviderConfig, settings: HttpSettings) -> Result<Self, ProviderError> {
-        let label = format!("provider `{}` ({})", config.id, kind_name(&config.kind));
+        let label = format!("provider `{}` ({})", config.id, config.kind.as_str());
         let http = HttpClient::new(label, config, &settings)?;
         Ok(OpenAiProvider {
             id: config.id.clone(),

@@ -1,0 +1,558 @@
+//! The API's response bodies: `Serialize` views built from the project, its registry and the
+//! store. Field names and their order are the wire format (`tests/golden/*`), so they live here
+//! and not on the domain types. Views only read; nothing here changes state.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::{AgentConfig, PresetConfig, PresetTarget, ProviderConfig};
+use crate::store::{
+    ActivationRecord, ActivationStatus, AgentStatus, HistoryRecord, ProjectRecord, ProjectStats, ProjectStatus,
+    StoreError, ToolCallStatus, ToolCallSummary,
+};
+use crate::support::ToolHost;
+use crate::toolpack::{Presentation, Toolpack, WebuiEntry};
+
+#[derive(Serialize)]
+pub struct Health {
+    pub ok: bool,
+    pub version: &'static str,
+}
+
+/// One page of a list route; `next` is the cursor for the following page.
+#[derive(Serialize)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next: Option<String>,
+}
+
+/// An item of `GET /api/projects`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectItem<'a> {
+    pub name: &'a str,
+    pub status: ProjectStatus,
+    pub task: &'a str,
+    pub updated_at: &'a str,
+}
+
+impl<'a> From<&'a ProjectRecord> for ProjectItem<'a> {
+    fn from(p: &'a ProjectRecord) -> Self {
+        ProjectItem { name: &p.name, status: p.status, task: &p.task, updated_at: &p.updated_at }
+    }
+}
+
+/// `GET /api/projects/{project}`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary<'a> {
+    pub name: &'a str,
+    pub status: ProjectStatus,
+    pub task: &'a str,
+    pub submitted_report: Option<&'a str>,
+    pub stats: ProjectStats,
+    pub channels: &'a [String],
+    pub coordinator: &'a str,
+    pub updated_at: &'a str,
+}
+
+impl<'a> Summary<'a> {
+    pub fn new(host: &'a ToolHost, p: &'a ProjectRecord, stats: ProjectStats) -> Self {
+        let config = &host.project.config;
+        Summary {
+            name: &p.name,
+            status: p.status,
+            task: &p.task,
+            submitted_report: p.submitted_report.as_deref(),
+            stats,
+            channels: &config.channels,
+            coordinator: &config.communication.coordinator_agent,
+            updated_at: &p.updated_at,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct Task<'a> {
+    pub task: &'a str,
+}
+
+#[derive(Serialize)]
+pub struct Report<'a> {
+    pub status: ProjectStatus,
+    pub path: Option<&'a str>,
+    pub content: Option<String>,
+}
+
+/// The answer of `start`, `stop` and `approve`.
+#[derive(Serialize)]
+pub struct StatusChange<'a> {
+    pub name: &'a str,
+    pub status: ProjectStatus,
+}
+
+/// `GET activations/{id}`: the activation and its tool calls (never inputs or outputs).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivationDetail {
+    #[serde(flatten)]
+    pub activation: ActivationRecord,
+    pub tool_calls: Vec<ToolCallSummary>,
+}
+
+/// `GET activations/{id}/context`: what the model saw in one activation.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivationContext<'a> {
+    pub activation: ActivationHead<'a>,
+    pub activation_prompt: &'a str,
+    pub context: ContextMessages<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivationHead<'a> {
+    pub id: &'a str,
+    pub agent_id: &'a str,
+    pub status: ActivationStatus,
+    pub started_at: &'a str,
+    pub ended_at: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub usage: Option<&'a Value>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextMessages<'a> {
+    pub message_count: usize,
+    pub total_chars: usize,
+    pub messages: Vec<ContextMessage<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextMessage<'a> {
+    pub kind: &'a str,
+    pub content: &'a Value,
+    /// Characters of `content` as JSON text: what it costs in the model's context.
+    pub chars: usize,
+    pub created_at: &'a str,
+}
+
+impl<'a> ActivationContext<'a> {
+    pub fn new(a: &'a ActivationRecord, history: &'a [HistoryRecord]) -> Self {
+        let messages: Vec<ContextMessage<'a>> = history
+            .iter()
+            .map(|h| ContextMessage {
+                kind: &h.kind,
+                content: &h.content,
+                chars: h.content.to_string().chars().count(),
+                created_at: &h.created_at,
+            })
+            .collect();
+        ActivationContext {
+            activation: ActivationHead {
+                id: &a.id,
+                agent_id: &a.agent_id,
+                status: a.status,
+                started_at: &a.started_at,
+                ended_at: a.ended_at.as_deref(),
+                error: a.error.as_deref(),
+                usage: a.usage.as_ref(),
+            },
+            activation_prompt: &a.prompt,
+            context: ContextMessages {
+                message_count: messages.len(),
+                total_chars: messages.iter().map(|m| m.chars).sum(),
+                messages,
+            },
+        }
+    }
+}
+
+/// `GET agents/{agent}/history-archive/{id}`: a compaction and the rows it replaced.
+#[derive(Serialize)]
+pub struct HistoryArchive<'a> {
+    pub compaction: &'a HistoryRecord,
+    pub archive: &'a [HistoryRecord],
+}
+
+#[derive(Serialize)]
+pub struct PresentationView<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub icon: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tone: Option<&'a str>,
+}
+
+impl<'a> From<&'a Presentation> for PresentationView<'a> {
+    fn from(p: &'a Presentation) -> Self {
+        PresentationView {
+            label: p.label.as_deref(),
+            icon: p.icon.as_deref(),
+            group: p.group.as_deref(),
+            tone: p.tone.as_deref(),
+        }
+    }
+}
+
+/// An item of `GET tool-ui`: one WebUI entry of a registered pack.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebuiEntryView<'a> {
+    pub id: &'a str,
+    pub title: &'a str,
+    pub kind: &'static str,
+    pub toolpack_id: &'a str,
+    pub toolpack_kind: &'static str,
+    pub related_tools: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submit_label: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presentation: Option<PresentationView<'a>>,
+}
+
+impl<'a> WebuiEntryView<'a> {
+    fn new(pack: &'a Toolpack, entry: &'a WebuiEntry) -> Self {
+        WebuiEntryView {
+            id: &entry.id,
+            title: &entry.title,
+            kind: entry.kind.as_str(),
+            toolpack_id: &pack.id,
+            toolpack_kind: pack.kind_name(),
+            related_tools: &entry.related_tools,
+            description: entry.description.as_deref(),
+            input_schema: entry.input_schema.as_ref(),
+            submit_label: entry.submit_label.as_deref(),
+            presentation: entry.presentation.as_ref().map(PresentationView::from),
+        }
+    }
+}
+
+/// Every WebUI entry of every registered pack, in registry order.
+pub fn webui_catalog(host: &ToolHost) -> Vec<WebuiEntryView<'_>> {
+    host.project
+        .registry
+        .packs()
+        .iter()
+        .flat_map(|pack| pack.webui.iter().map(move |entry| WebuiEntryView::new(pack, entry)))
+        .collect()
+}
+
+/// An item of `GET tool-status` (reference §3.9): counts and the last call, never inputs or
+/// outputs. The registry's fields are set for registered tools; the `last*` fields once the
+/// tool was called.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolStatusView<'a> {
+    pub tool: String,
+    pub enabled_for_agents: Vec<&'a str>,
+    pub call_count: u64,
+    pub running_count: u64,
+    pub completed_count: u64,
+    pub failed_count: u64,
+    /// A tool seen only in calls has the pack recorded with them (possibly none).
+    pub toolpack_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub toolpack_kind: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requires_approval: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presentation: Option<PresentationView<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_status: Option<ToolCallStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_agent_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submitted_report_path: Option<String>,
+}
+
+/// Every registered tool plus any tool seen in calls, sorted by name.
+pub fn tool_status(host: &ToolHost) -> Result<Vec<ToolStatusView<'_>>, StoreError> {
+    let stats = host.store.tool_stats()?;
+    let project = host.store.project()?;
+    let registry = &host.project.registry;
+    let mut names: Vec<String> = registry.tools().map(|(_, t)| t.name.clone()).collect();
+    names.extend(stats.iter().map(|s| s.tool.clone()));
+    names.sort();
+    names.dedup();
+    let agents = &host.project.config.agents;
+    Ok(names
+        .into_iter()
+        .map(|name| {
+            let registered = registry.tool(&name);
+            let stat = stats.iter().find(|s| s.tool == name);
+            let submitted_report_path =
+                if name == "completion.submit" { project.submitted_report.clone() } else { None };
+            ToolStatusView {
+                enabled_for_agents: agents.iter().filter(|a| a.tools.allows(&name)).map(|a| a.id.as_str()).collect(),
+                call_count: stat.map_or(0, |s| s.call_count),
+                running_count: stat.map_or(0, |s| s.running_count),
+                completed_count: stat.map_or(0, |s| s.completed_count),
+                failed_count: stat.map_or(0, |s| s.failed_count),
+                toolpack_id: match registered {
+                    Some((pack, _)) => Some(pack.id.clone()),
+                    None => stat.and_then(|s| s.toolpack_id.clone()),
+                },
+                toolpack_kind: registered.map(|(pack, _)| pack.kind_name()),
+                description: registered.map(|(_, tool)| tool.description.as_str()),
+                requires_approval: registered.map(|(_, tool)| tool.requires_approval),
+                presentation: registered.and_then(|(_, tool)| tool.presentation.as_ref()).map(PresentationView::from),
+                last_status: stat.map(|s| s.last_status),
+                last_agent_id: stat.map(|s| s.last_agent_id.clone()),
+                last_at: stat.map(|s| s.last_at.clone()),
+                last_error: stat.and_then(|s| s.last_error.clone()),
+                submitted_report_path,
+                tool: name,
+            }
+        })
+        .collect())
+}
+
+/// An item of `GET agents`: the roster with live status and what each agent may use. No tokens.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentView<'a> {
+    pub id: &'a str,
+    pub role: &'a str,
+    pub display_name: &'a str,
+    pub status: AgentStatus,
+    pub active_activation_id: Option<String>,
+    pub updated_at: Option<String>,
+    pub model: &'a str,
+    pub tools: Vec<String>,
+    pub mounted_toolpacks: Vec<String>,
+}
+
+pub fn agents(host: &ToolHost) -> Result<Vec<AgentView<'_>>, StoreError> {
+    let records = host.store.agents()?;
+    Ok(host
+        .project
+        .config
+        .agents
+        .iter()
+        .map(|a| {
+            let record = records.iter().find(|r| r.id == a.id);
+            let set = host.project.registry.resolve_agent(a);
+            AgentView {
+                id: &a.id,
+                role: &a.role,
+                display_name: &a.display_name,
+                status: record.map_or(AgentStatus::Quiet, |r| r.status),
+                active_activation_id: record.and_then(|r| r.active_activation_id.clone()),
+                updated_at: record.map(|r| r.updated_at.clone()),
+                model: &a.model,
+                tools: set.tools,
+                mounted_toolpacks: set.mounted_packs,
+            }
+        })
+        .collect())
+}
+
+/// `GET config` and `config/resolved`: the resolved config with every secret left out (keys
+/// only as whether one is set and the variable it comes from; headers and env only by name).
+#[derive(Serialize)]
+pub struct ConfigView<'a> {
+    pub name: &'a str,
+    pub task: &'a str,
+    pub channels: &'a [String],
+    /// The same object packs get (`support::ops`), so the two never drift apart.
+    pub communication: Value,
+    pub agents: Vec<AgentConfigView<'a>>,
+    pub toolpacks: Vec<ToolpackSummary<'a>>,
+    pub scheduler: SchedulerView,
+    pub backend: BackendView<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentConfigView<'a> {
+    pub id: &'a str,
+    pub role: &'a str,
+    pub display_name: &'a str,
+    pub model: &'a str,
+    pub tools: Vec<String>,
+    pub mounts: Vec<MountView<'a>>,
+    pub env: Vec<&'a str>,
+}
+
+#[derive(Serialize)]
+pub struct MountView<'a> {
+    pub target: &'a str,
+    pub readonly: bool,
+}
+
+#[derive(Serialize)]
+pub struct ToolpackSummary<'a> {
+    pub id: &'a str,
+    pub kind: &'static str,
+    pub tools: usize,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulerView {
+    pub max_signals_per_activation: u64,
+    pub tick_interval_ms: u64,
+    pub no_effect_nudge: NudgeView,
+    pub failed_nudge: Enabled,
+    pub all_quiet_nudge: Enabled,
+}
+
+#[derive(Serialize)]
+pub struct NudgeView {
+    pub enabled: bool,
+    pub priority: &'static str,
+}
+
+#[derive(Serialize)]
+pub struct Enabled {
+    pub enabled: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendView<'a> {
+    pub kind: &'static str,
+    pub image: &'a str,
+    pub network: &'a str,
+    pub memory_bytes: u64,
+    pub cpus: f64,
+    pub pids_limit: u64,
+    pub max_tool_calls: Option<u64>,
+    pub max_iterations: Option<u64>,
+    pub models: ModelsView<'a>,
+}
+
+#[derive(Serialize)]
+pub struct ModelsView<'a> {
+    pub default: Option<&'a str>,
+    pub providers: Vec<ProviderView<'a>>,
+    pub presets: Vec<PresetView<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderView<'a> {
+    pub id: &'a str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(rename = "baseURL")]
+    pub base_url: Option<&'a str>,
+    #[serde(rename = "baseURLEnv")]
+    pub base_url_env: Option<&'a str>,
+    pub api_key_env: Option<&'a str>,
+    pub has_inline_api_key: bool,
+    pub headers: Vec<&'a str>,
+    pub timeout_ms: Option<u64>,
+}
+
+impl<'a> From<&'a ProviderConfig> for ProviderView<'a> {
+    fn from(p: &'a ProviderConfig) -> Self {
+        ProviderView {
+            id: &p.id,
+            kind: p.kind.as_str(),
+            base_url: p.base_url.as_deref(),
+            base_url_env: p.base_url_env.as_deref(),
+            api_key_env: p.api_key_env.as_deref(),
+            has_inline_api_key: p.api_key.is_some(),
+            headers: p.headers.keys().map(String::as_str).collect(),
+            timeout_ms: p.timeout_ms,
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum PresetView<'a> {
+    #[serde(rename_all = "camelCase")]
+    Model { id: &'a str, provider: &'a str, model: &'a str, api_model: Option<&'a str> },
+    List {
+        id: &'a str,
+        #[serde(rename = "model-list")]
+        model_list: &'a [String],
+    },
+}
+
+impl<'a> From<&'a PresetConfig> for PresetView<'a> {
+    fn from(p: &'a PresetConfig) -> Self {
+        match &p.target {
+            PresetTarget::Model { provider, model, api_model } => {
+                PresetView::Model { id: &p.id, provider, model, api_model: api_model.as_deref() }
+            }
+            PresetTarget::List(list) => PresetView::List { id: &p.id, model_list: list },
+        }
+    }
+}
+
+impl<'a> From<&'a AgentConfig> for AgentConfigView<'a> {
+    fn from(a: &'a AgentConfig) -> Self {
+        AgentConfigView {
+            id: &a.id,
+            role: &a.role,
+            display_name: &a.display_name,
+            model: &a.model,
+            tools: a.tools.entries.iter().map(|(p, _)| p.to_string()).collect(),
+            mounts: a.mounts.iter().map(|m| MountView { target: &m.target, readonly: m.readonly }).collect(),
+            env: a.env.keys().map(String::as_str).collect(),
+        }
+    }
+}
+
+pub fn config(host: &ToolHost) -> ConfigView<'_> {
+    let c = &host.project.config;
+    let s = &c.scheduler;
+    ConfigView {
+        name: &c.name,
+        task: &c.task,
+        channels: &c.channels,
+        communication: crate::support::ops::communication_json(&c.communication),
+        agents: c.agents.iter().map(AgentConfigView::from).collect(),
+        toolpacks: host
+            .project
+            .registry
+            .packs()
+            .iter()
+            .map(|p| ToolpackSummary { id: &p.id, kind: p.kind_name(), tools: p.tools.len() })
+            .collect(),
+        scheduler: SchedulerView {
+            max_signals_per_activation: s.max_signals_per_activation,
+            tick_interval_ms: s.tick_interval_ms,
+            no_effect_nudge: NudgeView {
+                enabled: s.no_effect_nudge.enabled,
+                priority: s.no_effect_nudge.priority.as_str(),
+            },
+            failed_nudge: Enabled { enabled: s.failed_nudge.enabled },
+            all_quiet_nudge: Enabled { enabled: s.all_quiet_nudge.enabled },
+        },
+        backend: BackendView {
+            kind: c.backend.kind.as_str(),
+            image: &c.backend.docker.image,
+            network: &c.backend.docker.network,
+            memory_bytes: c.backend.docker.memory_bytes,
+            cpus: c.backend.docker.cpus,
+            pids_limit: c.backend.docker.pids_limit,
+            max_tool_calls: c.activation.max_tool_calls,
+            max_iterations: c.activation.max_iterations,
+            models: ModelsView {
+                default: c.models.default_preset.as_deref(),
+                providers: c.models.providers.iter().map(ProviderView::from).collect(),
+                presets: c.models.presets.iter().map(PresetView::from).collect(),
+            },
+        },
+    }
+}
