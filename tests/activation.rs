@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,16 +18,10 @@ use suzumio::store::{MessageQuery, ProjectStatus, SendMessage, StateFiles, Store
 use suzumio::support::ToolHost;
 
 struct World {
-    dir: PathBuf,
+    dir: tempfile::TempDir,
     host: Arc<ToolHost>,
     scheduler: Arc<Scheduler>,
     activations: Arc<Activations>,
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 const SCRIPTED_MODELS: &str =
@@ -48,9 +41,8 @@ fn world_fetching_locally(script: &str) -> World {
 }
 
 fn world_with(script: &str, extra: &str, models: &str, tools_extra: &str) -> World {
-    let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    let dir = std::env::temp_dir().join(format!("suzumio-act-{}-{unique}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::Builder::new().prefix("suzumio-act-").tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     std::fs::write(dir.join("script.yaml"), script).unwrap();
     std::fs::write(
         dir.join("suzumio.yaml"),
@@ -79,7 +71,7 @@ backend:
     let activations =
         Activations::with_providers(host.clone(), Arc::new(NoRunner("no container in this test".into())), providers);
     let scheduler = Arc::new(Scheduler::new(host.clone(), activations.clone()));
-    World { dir, host, scheduler, activations }
+    World { dir: tmp, host, scheduler, activations }
 }
 
 impl World {
@@ -136,7 +128,7 @@ async fn a_project_runs_from_a_user_message_to_a_submitted_report() {
     w.settle().await;
     let store = &w.host.store;
     assert_eq!(store.project().unwrap().status.as_str(), "submitted");
-    assert_eq!(std::fs::read_to_string(w.dir.join("final-report.md")).unwrap(), "# Report\nhello.\n");
+    assert_eq!(std::fs::read_to_string(w.dir.path().join("final-report.md")).unwrap(), "# Report\nhello.\n");
     let q =
         MessageQuery { participant_a: Some("worker".into()), participant_b: Some("pm".into()), ..Default::default() };
     let bodies: Vec<String> = store.list_messages(&q).unwrap().into_iter().map(|m| m.body).collect();

@@ -39,7 +39,7 @@ fn tool_ui_lists_every_entry_with_its_pack() {
         .iter()
         .map(|e| format!("{}/{}", e["toolpackId"].as_str().unwrap(), e["id"].as_str().unwrap()))
         .collect();
-    support::assert_golden(&support::repo_root().join("tests/golden/review.tool-ui.ids.txt"), &(ids.join("\n") + "\n"));
+    support::golden("review.tool-ui.ids.txt").assert_eq(&(ids.join("\n") + "\n"));
 }
 
 #[test]
@@ -286,7 +286,7 @@ fn golden_tool_ui_tool_status_and_summary() {
         let r = get(&c, &path);
         assert_eq!(r.status, 200, "{path}: {}", r.body);
         let pretty = serde_json::to_string_pretty(&normalized(r.json())).unwrap() + "\n";
-        support::assert_golden(&support::repo_root().join("tests/golden").join(file), &pretty);
+        support::golden(file).assert_eq(&pretty);
     }
 }
 
@@ -355,26 +355,19 @@ fn status_changes_and_request_changes() {
     assert_eq!(post(&c, &format!("{P}/stop"), "").json()["status"], "stopped");
 }
 
-/// Read SSE events from a raw socket: `(id, type)` pairs, until `count` arrived. A frame with an
+/// Read SSE events as they stream in: `(id, type)` pairs, until `count` arrived. A frame with an
 /// `event:` line fails: the stream sends plain `data:` frames.
 fn read_sse(url: &str, last_event_id: Option<&str>, count: usize, mut trigger: impl FnMut()) -> Vec<(i64, String)> {
-    use std::io::{BufRead, BufReader, Write};
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest.split_once('/').unwrap();
-    let mut stream = std::net::TcpStream::connect(host).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let resume = last_event_id.map(|id| format!("Last-Event-ID: {id}\r\n")).unwrap_or_default();
-    write!(stream, "GET /{path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n{resume}\r\n").unwrap();
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    // Headers.
-    loop {
-        line.clear();
-        reader.read_line(&mut line).unwrap();
-        if line == "\r\n" {
-            break;
-        }
+    use std::io::{BufRead, BufReader};
+    let mut request = support::client().get(url).header("Accept", "text/event-stream").timeout(Duration::from_secs(10));
+    if let Some(id) = last_event_id {
+        request = request.header("Last-Event-ID", id);
     }
+    // `send` returns once the headers are in; the body is read as it arrives.
+    let response = request.send().unwrap();
+    assert_eq!(response.status(), 200);
+    let mut reader = BufReader::new(response);
+    let mut line = String::new();
     trigger();
     let mut events = Vec::new();
     let (mut id, mut kind) = (0i64, String::new());
@@ -449,7 +442,7 @@ fn a_login_link_works_once_and_opens_a_session() {
     let link = link_line.split_whitespace().last().unwrap().replace("0.0.0.0", "127.0.0.1");
     let first = http("GET", &link, &[], None);
     assert_eq!(first.status, 303, "{}", first.body);
-    let cookie = first.headers.iter().find(|(k, _)| k == "set-cookie").map(|(_, v)| v.clone()).unwrap();
+    let cookie = first.header("set-cookie").unwrap().to_string();
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
     let session = cookie.split(';').next().unwrap().to_string();
     let base = link.split("/login/").next().unwrap().to_string();

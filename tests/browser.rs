@@ -1,5 +1,5 @@
 //! The WebUI in a real browser: Debian's headless Chromium, driven through chromedriver (W3C
-//! WebDriver), against a running `suzumio run` of the seed-001 project. These tests need
+//! WebDriver, via `fantoccini`), against a running `suzumio run` of the seed-001 project. These tests need
 //! `chromium` and `chromium-driver` (scripts/setup.sh installs them) and fail without them —
 //! they never skip.
 //!
@@ -10,12 +10,14 @@ mod support;
 #[path = "support/webdriver.rs"]
 mod webdriver;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
+use fantoccini::Locator;
+use fantoccini::elements::Element;
 use serde_json::{Value, json};
-use support::{Controller, TempProject, http, repo_root};
-use webdriver::{Browser, Element};
+use support::{Controller, TempProject, repo_root};
+use webdriver::{Browser, arg};
 
 const PROJECT: &str = "/api/projects/seed-001";
 const ONCE: &str = r#"section[data-entry="scheduler/schedule.once"]"#;
@@ -27,36 +29,10 @@ async fn browser() -> Browser {
 
 /// `projects/seed-001` in a fresh temporary directory, marked running (`suzumio start`).
 fn seed_project() -> TempProject {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("suzumio-browser-seed-001-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    copy_tree(&repo_root().join("projects/seed-001"), &dir);
-    let project = TempProject { dir };
+    let project = TempProject::copy_of_path(&repo_root().join("projects/seed-001"));
     let started = support::suzumio(&project.dir, &["start", "."]);
     assert!(started.status.success(), "suzumio start failed: {}", support::text(&started.stderr));
     project
-}
-
-/// `cp -r` that keeps links as links. The seed's toolpacks are relative links into the repo's
-/// `toolpacks/`, which would dangle from a temporary directory, so each is recreated pointing
-/// at its absolute target.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create dir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("dir entry");
-        let target = to.join(entry.file_name());
-        let kind = entry.file_type().expect("file type");
-        if kind.is_symlink() {
-            let points_to = std::fs::canonicalize(entry.path())
-                .unwrap_or_else(|e| panic!("{} is a dangling link: {e}", entry.path().display()));
-            std::os::unix::fs::symlink(points_to, &target).expect("symlink");
-        } else if kind.is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy file");
-        }
-    }
 }
 
 fn artifacts_dir() -> PathBuf {
@@ -73,7 +49,7 @@ async fn check_scenario(name: &str, b: &Browser, c: &Controller, outcome: webdri
     if let Ok(png) = b.screenshot().await {
         let _ = std::fs::write(dir.join(format!("{name}-failure.png")), png);
     }
-    if let Ok(html) = b.page_source().await {
+    if let Ok(html) = b.source().await {
         let _ = std::fs::write(dir.join(format!("{name}-failure.html")), html);
     }
     let log = c.stderr.lock().map(|s| s.clone()).unwrap_or_default();
@@ -91,9 +67,9 @@ fn js(text: &str) -> String {
 }
 
 /// Replace what `field` holds with `text`.
-async fn fill(b: &Browser, field: &Element, text: &str) -> webdriver::Result<()> {
-    b.clear(field).await?;
-    b.send_keys(field, text).await
+async fn fill(field: &Element, text: &str) -> webdriver::Result<()> {
+    field.clear().await?;
+    Ok(field.send_keys(text).await?)
 }
 
 async fn open_tool(b: &Browser, c: &Controller, tool: &str) -> webdriver::Result<()> {
@@ -115,11 +91,11 @@ async fn tools_page_schedules_a_message_lists_it_and_flags_a_bad_field() {
 async fn tools_scenario(b: &Browser, c: &Controller) -> webdriver::Result<()> {
     open_tool(b, c, "schedule.once").await?;
     let card = b.find(ONCE).await?;
-    fill(b, &b.find_in(&card, r#"[name="body"]"#).await?, "Standup reminder").await?;
-    fill(b, &b.find_in(&card, r#"[name="afterMinutes"]"#).await?, "5").await?;
+    fill(&b.find_in(&card, r#"[name="body"]"#).await?, "Standup reminder").await?;
+    fill(&b.find_in(&card, r#"[name="afterMinutes"]"#).await?, "5").await?;
     b.click(&b.find_in(&card, r#"button[type="submit"]"#).await?).await?;
     let result = b.wait_for_text(&format!("{ONCE} [data-result] pre"), "Scheduled sch_").await?;
-    let output = b.text(&result).await?;
+    let output = result.text().await?;
     let job_id = output.split_whitespace().find(|w| w.starts_with("sch_")).map(|w| w.trim_end_matches('.'));
     let job_id = job_id.unwrap_or_else(|| panic!("no job id in:\n{output}")).to_string();
     assert!(output.contains("Route: scheduler -> pm"), "defaults to the coordinator:\n{output}");
@@ -128,28 +104,28 @@ async fn tools_scenario(b: &Browser, c: &Controller) -> webdriver::Result<()> {
     let panel = b.find(JOBS).await?;
     b.click(&b.find_in(&panel, "button[data-refresh]").await?).await?;
     let listed = b.wait_for_text(&format!("{JOBS} [data-result] pre"), "Standup reminder").await?;
-    let listed = b.text(&listed).await?;
+    let listed = listed.text().await?;
     assert!(listed.contains(&job_id), "the listed job is the one just scheduled ({job_id}):\n{listed}");
 
     // A priority the schema does not allow, forced into the form as a user's tampering would:
     // the UI must flag that field, and only that field.
     open_tool(b, c, "schedule.once").await?;
     let card = b.find(ONCE).await?;
-    fill(b, &b.find_in(&card, r#"[name="body"]"#).await?, "Standup reminder").await?;
+    fill(&b.find_in(&card, r#"[name="body"]"#).await?, "Standup reminder").await?;
     let priority = b.find_in(&card, r#"[name="priority"]"#).await?;
-    b.execute_with(
+    b.execute(
         "const field = arguments[0];
          if (field.tagName === 'SELECT') field.add(new Option('P9', 'P9'));
          field.value = 'P9';
          field.dispatchEvent(new Event('input', { bubbles: true }));
          field.dispatchEvent(new Event('change', { bubbles: true }));",
-        vec![priority.arg()],
+        vec![arg(&priority)],
     )
     .await?;
     b.click(&b.find_in(&card, r#"button[type="submit"]"#).await?).await?;
     let field = |name: &str| format!(r#"document.querySelector({})"#, js(&format!(r#"{ONCE} [name="{name}"]"#)));
     b.wait_until(&format!("{}.classList.contains('invalid')", field("priority"))).await?;
-    let body_flagged = b.execute(&format!("return {}.classList.contains('invalid');", field("body"))).await?;
+    let body_flagged = b.execute(&format!("return {}.classList.contains('invalid');", field("body")), vec![]).await?;
     assert_eq!(body_flagged, json!(false), "only the bad field is flagged");
 
     let png = b.screenshot().await?;
@@ -180,29 +156,33 @@ async fn events_scenario(b: &Browser, c: &Controller) -> webdriver::Result<()> {
     )
     .await?;
     // A reload would drop this marker.
-    b.execute("window.suzumioNoReload = true;").await?;
+    b.execute("window.suzumioNoReload = true;", vec![]).await?;
 
     let body = "Browser check: pushed over SSE";
-    let sent = http(
-        "POST",
-        &c.url(&format!("{PROJECT}/messages")),
-        &[],
-        Some(&json!({ "recipient": "pm", "body": body }).to_string()),
-    );
-    assert_eq!(sent.status, 201, "{}", sent.body);
-    let id = sent.json()["messageId"].as_str().unwrap_or("(no messageId)").to_string();
+    let http = reqwest::Client::builder().no_proxy().build().expect("the HTTP client builds");
+    let message = json!({ "recipient": "pm", "body": body });
+    let sent = http.post(c.url(&format!("{PROJECT}/messages"))).json(&message).send().await.expect("an answer");
+    let status = sent.status();
+    let sent: Value = sent.json().await.expect("a JSON answer");
+    assert_eq!(status, 201, "{sent}");
+    let id = sent["messageId"].as_str().unwrap_or("(no messageId)").to_string();
     b.wait_until(&format!(
         "document.body.innerText.includes({}) || document.body.innerText.includes({})",
         js(body),
         js(&id)
     ))
     .await?;
-    assert_eq!(b.execute("return window.suzumioNoReload === true;").await?, json!(true), "the page was not reloaded");
+    assert_eq!(
+        b.execute("return window.suzumioNoReload === true;", vec![]).await?,
+        json!(true),
+        "the page was not reloaded"
+    );
     Ok(())
 }
 
-/// The WebDriver layer on its own, against a page that needs no server: find (with a wait),
-/// type, click, read text, attributes and properties, run scripts, screenshot, and the errors.
+/// The WebDriver layer on its own (fantoccini and our waits), against a page that needs no
+/// server: find (with a wait), type, click, read text, attributes and properties, run scripts,
+/// screenshot, and the errors.
 #[tokio::test]
 async fn webdriver_drives_a_local_page() {
     let page = "<!doctype html><title>wd</title>
@@ -222,22 +202,22 @@ async fn webdriver_drives_a_local_page() {
     b.goto(&format!("data:text/html;charset=utf-8,{}", percent_encode(page))).await.unwrap();
 
     let q = b.find("input[name=q]").await.unwrap();
-    assert_eq!(b.attribute(&q, "name").await.unwrap().as_deref(), Some("q"));
-    assert_eq!(b.attribute(&q, "placeholder").await.unwrap(), None);
-    assert_eq!(b.property(&q, "value").await.unwrap(), json!("old"));
-    fill(&b, &q, "hello").await.unwrap();
-    assert_eq!(b.property(&q, "value").await.unwrap(), json!("hello"));
+    assert_eq!(q.attr("name").await.unwrap().as_deref(), Some("q"));
+    assert_eq!(q.attr("placeholder").await.unwrap(), None);
+    assert_eq!(q.prop("value").await.unwrap().as_deref(), Some("old"));
+    fill(&q, "hello").await.unwrap();
+    assert_eq!(q.prop("value").await.unwrap().as_deref(), Some("hello"));
     let n = b.find("[name=n]").await.unwrap();
-    fill(&b, &n, "5").await.unwrap();
-    assert_eq!(b.property(&n, "value").await.unwrap(), json!("5"), "a number input is replaced, not appended to");
-    assert_eq!(b.find_all("option").await.unwrap().len(), 2);
+    fill(&n, "5").await.unwrap();
+    assert_eq!(n.prop("value").await.unwrap().as_deref(), Some("5"), "a number input is replaced, not appended to");
+    assert_eq!(b.find_all(Locator::Css("option")).await.unwrap().len(), 2);
     let form = b.find("#f").await.unwrap();
     b.click(&b.find_in(&form, "button[type=submit]").await.unwrap()).await.unwrap();
     let out = b.wait_for_text("#out", "Got hello").await.unwrap();
-    assert_eq!(b.text(&out).await.unwrap(), "Got hello");
+    assert_eq!(out.text().await.unwrap(), "Got hello");
     b.wait_until("document.querySelector('[name=q]').classList.contains('invalid')").await.unwrap();
-    assert_eq!(b.execute("return document.title;").await.unwrap(), json!("wd"));
-    assert_eq!(b.execute_with("return arguments[0].tagName;", vec![q.arg()]).await.unwrap(), json!("INPUT"));
+    assert_eq!(b.execute("return document.title;", vec![]).await.unwrap(), json!("wd"));
+    assert_eq!(b.execute("return arguments[0].tagName;", vec![arg(&q)]).await.unwrap(), json!("INPUT"));
 
     let png = b.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
@@ -245,14 +225,14 @@ async fn webdriver_drives_a_local_page() {
         (u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap()));
     assert!(width >= 1000 && height >= 500, "the window is about 1280x900, got {width}x{height}");
 
-    b.wait = Duration::from_millis(300);
+    b.patience = Duration::from_millis(300);
     let missing = b.find("#nothing-here").await.unwrap_err();
-    assert!(missing.message.starts_with("no element matches `#nothing-here` after 0.3 s"), "{missing}");
+    assert!(missing.to_string().starts_with("no element matches `#nothing-here` after 0.3 s"), "{missing}");
     let never = b.wait_until("window.neverSet === 1").await.unwrap_err();
-    assert_eq!(never.message, "`window.neverSet === 1` was still false after 0.3 s");
-    let thrown = b.execute("throw new Error('boom');").await.unwrap_err();
-    assert_eq!(thrown.code, "javascript error", "{thrown}");
-    assert!(thrown.message.contains("boom"), "{thrown}");
+    assert_eq!(never.to_string(), "`window.neverSet === 1` was still false after 0.3 s");
+    let thrown = b.execute("throw new Error('boom');", vec![]).await.unwrap_err();
+    assert!(thrown.is_javascript_error(), "{thrown}");
+    assert!(thrown.to_string().contains("boom"), "{thrown}");
 }
 
 /// The browser reaches the controller on loopback (a closed network must not get in the way).
@@ -263,13 +243,16 @@ async fn browser_loads_the_controller_health_page() {
     let b = browser().await;
     b.goto(&c.url("/health")).await.unwrap();
     let body = b.wait_for_text("body", r#""ok":true"#).await.unwrap();
-    assert!(b.text(&body).await.unwrap().contains("\"version\""));
+    assert!(body.text().await.unwrap().contains("\"version\""));
 }
 
 #[tokio::test]
 async fn a_missing_chromedriver_is_an_error_saying_how_to_install_it() {
     let error = Browser::start_with_driver("/nonexistent/chromedriver").await.err().expect("no browser");
-    assert_eq!(error.message, "chromedriver not found: run scripts/setup.sh (installs chromium and chromium-driver)");
+    assert_eq!(
+        error.to_string(),
+        "chromedriver not found: run scripts/setup.sh (installs chromium and chromium-driver)"
+    );
 }
 
 /// Everything but ASCII letters and digits as %XX, for a `data:` URL.

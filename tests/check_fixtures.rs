@@ -5,7 +5,8 @@
 
 mod support;
 
-use support::{assert_golden, fixture, suzumio, text};
+use expect_test::expect_file;
+use support::{fixture, suzumio, text};
 
 fn check_invalid(name: &str) {
     let dir = fixture("invalid", name);
@@ -18,15 +19,15 @@ fn check_invalid(name: &str) {
         text(&out.stderr)
     );
     assert!(out.stdout.is_empty(), "{name}: nothing goes to stdout on failure, got:\n{}", text(&out.stdout));
-    assert_golden(&dir.join("expected.stderr"), &text(&out.stderr));
+    expect_file![dir.join("expected.stderr")].assert_eq(&text(&out.stderr));
 }
 
 fn check_valid(name: &str) {
     let dir = fixture("valid", name);
     let out = suzumio(&dir, &["check", "."]);
     assert_eq!(out.status.code(), Some(0), "{name}: expected exit 0; stderr:\n{}", text(&out.stderr));
-    assert_golden(&dir.join("expected.stdout"), &text(&out.stdout));
-    assert_golden(&dir.join("expected.stderr"), &text(&out.stderr));
+    expect_file![dir.join("expected.stdout")].assert_eq(&text(&out.stdout));
+    expect_file![dir.join("expected.stderr")].assert_eq(&text(&out.stderr));
 }
 
 /// One `#[test]` per fixture name, plus `LIST` with all the names.

@@ -2,11 +2,7 @@
 
 mod support;
 
-use support::{assert_golden, repo_root, suzumio, text};
-
-fn golden(name: &str) -> std::path::PathBuf {
-    repo_root().join("tests/golden").join(name)
-}
+use support::{golden, repo_root, suzumio, text};
 
 #[test]
 fn seed_001_project_loads_as_written_and_shows_the_reviewer_tools() {
@@ -19,7 +15,7 @@ fn seed_001_project_loads_as_written_and_shows_the_reviewer_tools() {
         assert!(reviewer.contains(tool), "reviewer should be allowed {tool}: {reviewer}");
     }
     assert!(!reviewer.contains("file.read"), "reviewer must not see file.read: {reviewer}");
-    assert_golden(&golden("seed-001.check.stdout"), &stdout);
+    golden("seed-001.check.stdout").assert_eq(&stdout);
     assert_eq!(text(&out.stderr), "", "no warnings expected");
 }
 
@@ -27,14 +23,14 @@ fn seed_001_project_loads_as_written_and_shows_the_reviewer_tools() {
 fn demo_project_checks() {
     let out = suzumio(&repo_root(), &["check", "projects/demo"]);
     assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
-    assert_golden(&golden("demo.check.stdout"), &text(&out.stdout));
+    golden("demo.check.stdout").assert_eq(&text(&out.stdout));
 }
 
 #[test]
 fn tools_table_for_one_agent() {
     let out = suzumio(&repo_root().join("projects/seed-001"), &["tools", ".", "--agent", "reviewer"]);
     assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
-    assert_golden(&golden("seed-001.tools.reviewer.txt"), &text(&out.stdout));
+    golden("seed-001.tools.reviewer.txt").assert_eq(&text(&out.stdout));
 }
 
 #[test]
@@ -45,7 +41,7 @@ fn tools_json_lists_every_tool_with_allowed_agents() {
     let summarize = tools.as_array().unwrap().iter().find(|t| t["name"] == "review.summarize").expect("listed");
     assert_eq!(summarize["toolpack"], "review-tools");
     assert_eq!(summarize["allowedAgents"], serde_json::json!(["reviewer"]));
-    assert_golden(&golden("seed-001.tools.json"), &text(&out.stdout));
+    golden("seed-001.tools.json").assert_eq(&text(&out.stdout));
 }
 
 #[test]

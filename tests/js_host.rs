@@ -42,17 +42,19 @@ impl HostOps for TestHost {
 
 struct Pack {
     dir: PathBuf,
+    _tmp: tempfile::TempDir,
 }
 
 impl Pack {
     fn new(name: &str, files: &[(&str, &str)]) -> Pack {
-        let dir = std::env::temp_dir().join(format!("suzumio-js-{}-{name}-{}", std::process::id(), uuid_like()));
+        let tmp = tempfile::Builder::new().prefix(&format!("suzumio-js-{name}-")).tempdir().unwrap();
+        let dir = tmp.path().canonicalize().unwrap();
         for (path, text) in files {
             let p = dir.join(path);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();
         }
-        Pack { dir: dir.canonicalize().unwrap() }
+        Pack { dir, _tmp: tmp }
     }
 
     fn spec(&self, module: &str, limits: JsLimits) -> ModuleSpec {
@@ -64,16 +66,6 @@ impl Pack {
             limits,
         }
     }
-}
-
-impl Drop for Pack {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn uuid_like() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
 }
 
 fn fast() -> JsLimits {

@@ -83,10 +83,11 @@ async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> 
     tokio::time::timeout(Duration::from_secs(10), future).await.unwrap_or_else(|_| panic!("timed out: {what}"))
 }
 
-fn temp_socket(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("suzumio-rpc-{}-{}", std::process::id(), uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A socket path in a fresh directory, which lives as long as the returned guard.
+fn temp_socket(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new().prefix("suzumio-rpc-").tempdir().unwrap();
+    let path = dir.path().join(name);
+    (dir, path)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -252,7 +253,7 @@ async fn a_json_value_that_is_not_a_jsonrpc_object_closes_the_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_violation_closes_only_that_connection() {
-    let path = temp_socket("server.sock");
+    let (_dir, path) = temp_socket("server.sock");
     let listener = UnixListener::bind(&path).unwrap();
     let handler = TestHandler::new("server");
     let server = tokio::spawn({
@@ -339,7 +340,7 @@ impl RequestHandler for HelloController {
 }
 
 async fn hello_with(token: &str) -> (Result<HelloResult, RpcError>, Connection) {
-    let path = temp_socket("control.sock");
+    let (_dir, path) = temp_socket("control.sock");
     let listener = UnixListener::bind(&path).unwrap();
     let (accepted, connected) =
         within("connect", async { tokio::join!(listener.accept(), UnixStream::connect(&path)) }).await;

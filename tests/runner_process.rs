@@ -126,12 +126,14 @@ struct Harness {
     child: Child,
     conn: Connection,
     controller: Arc<ControllerEnd>,
+    _tmp: tempfile::TempDir,
 }
 
 impl Harness {
     /// Start a runner (with `token`) against a fresh controller end and wait for its hello.
     async fn start_with(token: &str) -> Harness {
-        let dir = std::env::temp_dir().join(format!("suzumio-runner-{}-{}", std::process::id(), uuid::Uuid::new_v4()));
+        let tmp = tempfile::Builder::new().prefix("suzumio-runner-").tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         for sub in ["run", "ws", "artifacts/pm", "artifacts/qa", "mnt", "packs/demo"] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
         }
@@ -144,7 +146,7 @@ impl Harness {
         let controller = Arc::new(ControllerEnd { token: TOKEN.into(), seen: Mutex::default(), me: OnceLock::new() });
         let (conn, _) = Connection::spawn(stream, controller.clone());
         controller.me.set(conn.clone()).ok();
-        Harness { dir, child, conn, controller }
+        Harness { dir, child, conn, controller, _tmp: tmp }
     }
 
     async fn start() -> Harness {
@@ -223,7 +225,6 @@ impl Drop for Harness {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -268,7 +269,8 @@ fn a_missing_token_is_a_usage_error() {
 
 #[test]
 fn no_socket_fails_after_retrying() {
-    let dir = std::env::temp_dir().join(format!("suzumio-runner-nosock-{}", uuid::Uuid::new_v4()));
+    let tmp = tempfile::Builder::new().prefix("suzumio-runner-nosock-").tempdir().unwrap();
+    let dir = tmp.path();
     std::fs::create_dir_all(dir.join("run")).unwrap();
     // The runner retries for about 10 s; this test accepts that wait once.
     let started = Instant::now();
@@ -280,14 +282,14 @@ fn no_socket_fails_after_retrying() {
     assert_eq!(out.status.code(), Some(1));
     assert!(started.elapsed() >= Duration::from_secs(9));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect to the controller"));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runner_waits_for_a_socket_that_appears_later() {
-    let dir = std::env::temp_dir().join(format!("suzumio-runner-late-{}", uuid::Uuid::new_v4()));
+    let tmp = tempfile::Builder::new().prefix("suzumio-runner-late-").tempdir().unwrap();
+    let dir = tmp.path();
     std::fs::create_dir_all(dir.join("run")).unwrap();
-    let mut child = spawn_runner(&dir, TOKEN);
+    let mut child = spawn_runner(dir, TOKEN);
     tokio::time::sleep(Duration::from_millis(700)).await;
     let listener = UnixListener::bind(dir.join("run/control.sock")).unwrap();
     let (stream, _) = within("late accept", listener.accept()).await.unwrap();
@@ -296,7 +298,6 @@ async fn the_runner_waits_for_a_socket_that_appears_later() {
     within("ping", conn.request(method::PING, Value::Null)).await.unwrap();
     let _ = child.kill();
     let _ = child.wait();
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

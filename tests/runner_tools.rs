@@ -17,11 +17,13 @@ struct Sandbox {
     base: PathBuf,
     roots: Roots,
     tools: BuiltinTools,
+    _tmp: tempfile::TempDir,
 }
 
 impl Sandbox {
     fn new() -> Sandbox {
-        let base = std::env::temp_dir().join(format!("suzumio-tools-{}-{}", std::process::id(), uuid::Uuid::new_v4()));
+        let tmp = tempfile::Builder::new().prefix("suzumio-tools-").tempdir().unwrap();
+        let base = tmp.path().to_path_buf();
         let roots = Roots { workspace: base.join("ws"), artifacts: base.join("artifacts"), mnt: base.join("mnt") };
         for dir in [&roots.workspace, &roots.artifacts.join("pm"), &roots.artifacts.join("qa"), &roots.mnt.join("data")]
         {
@@ -31,7 +33,7 @@ impl Sandbox {
         let base = base.canonicalize().unwrap();
         let roots = Roots { workspace: base.join("ws"), artifacts: base.join("artifacts"), mnt: base.join("mnt") };
         let tools = BuiltinTools::new(roots.clone(), "pm");
-        Sandbox { base, roots, tools }
+        Sandbox { base, roots, tools, _tmp: tmp }
     }
 
     /// Where a tool path is on disk.
@@ -69,12 +71,6 @@ impl Sandbox {
         let got = self.run(tool, input.clone()).await;
         let got = got.as_ref().map(|o| o.output.as_str()).map_err(String::as_str);
         assert_eq!(got, expected, "{tool} {input}");
-    }
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.base);
     }
 }
 

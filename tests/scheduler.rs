@@ -3,7 +3,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use chrono::Duration;
@@ -39,18 +38,11 @@ impl ActivationLauncher for FakeLauncher {
 }
 
 struct World {
-    _dir: TempDir,
+    _dir: tempfile::TempDir,
     clock: Arc<ManualClock>,
     host: Arc<ToolHost>,
     launcher: Arc<FakeLauncher>,
     scheduler: Scheduler,
-}
-
-struct TempDir(PathBuf);
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 const BASE: &str = r#"
@@ -70,9 +62,8 @@ backend:
 
 /// A running project from `BASE` plus `extra` YAML (e.g. a `scheduler:` section), and packs.
 fn world_with(extra: &str, packs: &[(&str, &str)]) -> World {
-    let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    let dir = std::env::temp_dir().join(format!("suzumio-sched-{}-{unique}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::Builder::new().prefix("suzumio-sched-").tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     let mut yaml = format!("{BASE}{extra}");
     if !packs.is_empty() {
         yaml.push_str("tools:\n  toolpacks:\n    - core\n");
@@ -93,7 +84,7 @@ fn world_with(extra: &str, packs: &[(&str, &str)]) -> World {
     let host = ToolHost::new(project, store, StateFiles::new(&dir));
     let launcher = Arc::new(FakeLauncher::default());
     let scheduler = Scheduler::new(host.clone(), launcher.clone());
-    World { _dir: TempDir(dir), clock, host, launcher, scheduler }
+    World { _dir: tmp, clock, host, launcher, scheduler }
 }
 
 fn world(extra: &str) -> World {

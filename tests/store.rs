@@ -2,9 +2,8 @@
 //! reference's exact error texts, signal selection, activations and tool calls, stats, reopening,
 //! events, and toolpack state files. Time comes from a `ManualClock`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
@@ -15,6 +14,7 @@ use suzumio::store::{
     SignalRecord, SignalRequest, SignalStatus, StateError, StateFiles, Store, StoreError, ToolCallOutcome,
     ToolCallStatus,
 };
+use tempfile::TempDir;
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -23,26 +23,8 @@ const TEAM: &str = "agents:\n  pm:\n    role: project-manager\n  worker:\n    co
 const SOLO: &str = "agents:\n  pm:\n    role: project-manager\n";
 
 /// A scratch directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "suzumio-store-test-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+fn temp_dir() -> TempDir {
+    tempfile::Builder::new().prefix("suzumio-store-test-").tempdir().expect("temp dir")
 }
 
 fn start_time() -> DateTime<Utc> {
@@ -73,8 +55,8 @@ struct Fixture {
 
 impl Fixture {
     fn new(agents_yaml: &str) -> Fixture {
-        let dir = TempDir::new();
-        let config = write_config(&dir.0, agents_yaml);
+        let dir = temp_dir();
+        let config = write_config(dir.path(), agents_yaml);
         let clock = Arc::new(ManualClock::new(start_time()));
         let store = Store::open(&config, clock.clone()).expect("store opens");
         Fixture { dir, config, clock, store }
@@ -909,7 +891,7 @@ fn migrations_record_their_version_and_are_idempotent() {
     let conn = rusqlite::Connection::open(fx.store.path()).expect("open");
     let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).expect("mode");
     assert_eq!(mode, "wal");
-    assert!(fx.dir.0.join(".suzumio/state.db").is_file());
+    assert!(fx.dir.path().join(".suzumio/state.db").is_file());
 }
 
 #[test]
@@ -926,7 +908,7 @@ fn a_database_from_a_newer_build_is_refused() {
 fn removed_agents_are_stopped_and_come_back_when_re_added() {
     let fx = Fixture::team();
     let worker_token = fx.store.agent("worker-2").expect("read").expect("exists").token;
-    let solo = write_config(&fx.dir.0, SOLO);
+    let solo = write_config(fx.dir.path(), SOLO);
     let store = Store::open(&solo, fx.clock.clone()).expect("reopens with fewer agents");
     let statuses: Vec<(String, AgentStatus)> =
         store.agents().expect("agents").into_iter().map(|a| (a.id, a.status)).collect();
@@ -940,7 +922,7 @@ fn removed_agents_are_stopped_and_come_back_when_re_added() {
     );
     assert_eq!(err_text(store.send_message(msg("pm", Some("worker-1"), None))), "Unknown agent: worker-1");
 
-    let team = write_config(&fx.dir.0, TEAM);
+    let team = write_config(fx.dir.path(), TEAM);
     let store = Store::open(&team, fx.clock.clone()).expect("reopens with the team");
     let back = store.agent("worker-2").expect("read").expect("exists");
     assert_eq!((back.status, back.token), (AgentStatus::Quiet, worker_token));
@@ -1016,13 +998,13 @@ fn store_handles_are_send_and_sync() {
 
 #[test]
 fn state_files_round_trip_as_pretty_json() {
-    let dir = TempDir::new();
-    let files = StateFiles::new(&dir.0);
+    let dir = temp_dir();
+    let files = StateFiles::new(dir.path());
     assert_eq!(files.read("plan", "state.json").expect("read"), None);
     let value = json!({"plans": [{"id": "pln_1", "items": ["a", "b"]}], "unicode": "ümlaut"});
     files.write("plan", "state.json", &value).expect("write");
     assert_eq!(files.read("plan", "state.json").expect("read"), Some(value.clone()));
-    let path = dir.0.join("toolpack-state/plan/state.json");
+    let path = dir.path().join("toolpack-state/plan/state.json");
     let text = std::fs::read_to_string(&path).expect("file");
     assert_eq!(text, format!("{}\n", serde_json::to_string_pretty(&value).expect("json")));
     files.write("plan", "state.json", &json!({"v": 2})).expect("overwrite");
@@ -1033,8 +1015,8 @@ fn state_files_round_trip_as_pretty_json() {
 
 #[test]
 fn state_file_names_are_confined() {
-    let dir = TempDir::new();
-    let files = StateFiles::new(&dir.0);
+    let dir = temp_dir();
+    let files = StateFiles::new(dir.path());
     for bad in ["../escape.json", "a/b.json", ".hidden", "x..y", "", "-flag"] {
         let err = files.write("plan", bad, &json!({})).expect_err("refused");
         assert!(matches!(&err, StateError::BadName { name } if name == bad), "{err:?}");
@@ -1043,14 +1025,14 @@ fn state_file_names_are_confined() {
     }
     let err = files.write("..", "state.json", &json!({})).expect_err("refused");
     assert!(matches!(err, StateError::BadPackId { .. }), "{err:?}");
-    assert!(!dir.0.join("escape.json").exists());
+    assert!(!dir.path().join("escape.json").exists());
 }
 
 #[test]
 fn corrupt_state_file_is_kept_aside_and_reported() {
-    let dir = TempDir::new();
-    let files = StateFiles::new(&dir.0);
-    let pack_dir = dir.0.join("toolpack-state/scheduler");
+    let dir = temp_dir();
+    let files = StateFiles::new(dir.path());
+    let pack_dir = dir.path().join("toolpack-state/scheduler");
     std::fs::create_dir_all(&pack_dir).expect("dir");
     let path = pack_dir.join("jobs.json");
     std::fs::write(&path, "{\"jobs\": [").expect("corrupt file");
@@ -1080,8 +1062,8 @@ fn corrupt_state_file_is_kept_aside_and_reported() {
 
 #[test]
 fn concurrent_state_writers_do_not_corrupt_or_lose_updates() {
-    let dir = TempDir::new();
-    let root = dir.0.clone();
+    let dir = temp_dir();
+    let root = dir.path().to_path_buf();
     let threads: Vec<_> = (0..4)
         .map(|t| {
             let root = root.clone();

@@ -1,6 +1,7 @@
-//! Shared helpers for the integration tests: run the real `suzumio` binary and compare what it
-//! prints with golden files. Set `UPDATE_EXPECT=1` to rewrite the golden files from the output
-//! (then review the diff before committing).
+//! Shared helpers for the integration tests: run the real `suzumio` binary (once, or as a running
+//! controller), copy fixture projects into temporary directories, talk HTTP to the controller,
+//! and name golden files (`expect-test`: set `UPDATE_EXPECT=1` to rewrite them from the output,
+//! then review the diff before committing).
 
 #![allow(dead_code)]
 
@@ -27,16 +28,10 @@ pub fn suzumio(cwd: &Path, args: &[&str]) -> Output {
         .expect("the suzumio binary runs")
 }
 
-/// Compare `actual` with the golden file `path` (or rewrite it when UPDATE_EXPECT is set).
-pub fn assert_golden(path: &Path, actual: &str) {
-    if std::env::var_os("UPDATE_EXPECT").is_some() {
-        std::fs::write(path, actual).expect("golden file written");
-        return;
-    }
-    let expected = std::fs::read_to_string(path).unwrap_or_else(|e| {
-        panic!("golden file {} is missing ({e}); run with UPDATE_EXPECT=1 to create it", path.display())
-    });
-    assert_eq!(actual, expected, "output differs from {}", path.display());
+/// The golden file `tests/golden/<name>`: `.assert_eq(actual)` compares, and rewrites it when
+/// `UPDATE_EXPECT=1` is set.
+pub fn golden(name: &str) -> expect_test::ExpectFile {
+    expect_test::expect_file![repo_root().join("tests/golden").join(name)]
 }
 
 /// The static runner binary the Docker tests mount into containers (built by scripts/test.sh).
@@ -59,6 +54,7 @@ pub fn text(bytes: &[u8]) -> String {
 /// into the project directory; the repository must stay clean). Removed on drop.
 pub struct TempProject {
     pub dir: PathBuf,
+    _root: tempfile::TempDir,
 }
 
 impl TempProject {
@@ -67,27 +63,27 @@ impl TempProject {
     }
 
     pub fn copy_of_path(source: &Path) -> TempProject {
-        let fixture_project = source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let unique =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!("suzumio-test-{fixture_project}-{}-{unique}", std::process::id()));
-        copy_dir(source, &dir);
-        TempProject { dir }
+        let name = source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let root = tempfile::Builder::new().prefix(&format!("suzumio-test-{name}-")).tempdir().expect("temp dir");
+        copy_dir(source, root.path());
+        TempProject { dir: root.path().to_path_buf(), _root: root }
     }
 }
 
-impl Drop for TempProject {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
+/// `cp -r` that keeps links as links. A project's links may be relative (seed-001's toolpacks
+/// point into the repository's `toolpacks/`) and would dangle from a temporary directory, so
+/// each is recreated pointing at its absolute target.
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("create dir");
     for entry in std::fs::read_dir(from).expect("read dir") {
         let entry = entry.expect("dir entry");
         let target = to.join(entry.file_name());
-        if entry.file_type().expect("file type").is_dir() {
+        let kind = entry.file_type().expect("file type");
+        if kind.is_symlink() {
+            let points_to = std::fs::canonicalize(entry.path())
+                .unwrap_or_else(|e| panic!("{} is a dangling link: {e}", entry.path().display()));
+            std::os::unix::fs::symlink(points_to, &target).expect("symlink");
+        } else if kind.is_dir() {
             copy_dir(&entry.path(), &target);
         } else {
             std::fs::copy(entry.path(), &target).expect("copy file");
@@ -173,10 +169,24 @@ fn wait_with_timeout(child: &mut std::process::Child, limit: std::time::Duration
     None
 }
 
-/// A minimal HTTP/1.1 client over a real TCP socket (no client library needed for tests).
+/// The tests' HTTP client: no proxy, no redirects followed (a test sees the 303 itself), no
+/// cookie store (a test sends the cookie it means to).
+pub fn client() -> &'static reqwest::blocking::Client {
+    static CLIENT: std::sync::OnceLock<reqwest::blocking::Client> = std::sync::OnceLock::new();
+    CLIENT.get_or_init(|| {
+        reqwest::blocking::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .expect("the HTTP client builds")
+    })
+}
+
+/// An answer read to its end.
 pub struct Response {
     pub status: u16,
-    pub headers: Vec<(String, String)>,
+    pub headers: reqwest::header::HeaderMap,
     pub body: String,
 }
 
@@ -184,47 +194,27 @@ impl Response {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
 }
 
+/// One request; a body is sent as JSON unless `headers` name another Content-Type.
 pub fn http(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str>) -> Response {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://").expect("http URL");
-    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
-    let mut stream = std::net::TcpStream::connect(host).expect("connect");
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).ok();
-    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("an HTTP method");
+    let mut request = client().request(method, url);
     for (k, v) in headers {
-        request.push_str(&format!("{k}: {v}\r\n"));
+        request = request.header(*k, *v);
     }
-    let body = body.unwrap_or("");
-    if !body.is_empty() && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
-        request.push_str("Content-Type: application/json\r\n");
-    }
-    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-    stream.write_all(request.as_bytes()).expect("send");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).expect("read");
-    let raw = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let mut lines = head.lines();
-    let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string())))
-        .collect();
-    let chunked = headers.iter().any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
-    let body = if chunked { dechunk(body) } else { body.to_string() };
-    Response { status, headers, body }
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
+    if let Some(body) = body {
+        if !body.is_empty() && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+            request = request.header("Content-Type", "application/json");
         }
-        out.push_str(&rest[..n]);
-        body = rest[n..].strip_prefix("\r\n").unwrap_or(&rest[n..]);
+        request = request.body(body.to_string());
     }
-    out
+    let response = request.send().unwrap_or_else(|e| panic!("{url}: {e}"));
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    let body = response.text().unwrap_or_else(|e| panic!("{url}: reading the body: {e}"));
+    Response { status, headers, body }
 }
