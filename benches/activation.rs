@@ -63,8 +63,7 @@ fn main() {
         let providers = ProviderPool::new(|_| None, RetryPolicy::none());
         let activations = Activations::with_providers(tools.clone(), Arc::new(NoRunner("bench".into())), providers);
         let scheduler = Arc::new(Scheduler::new(tools.clone(), activations.clone()));
-        let (_stop, stopped) = tokio::sync::watch::channel(false);
-        tokio::spawn(scheduler.run(stopped));
+        tokio::spawn(scheduler.run(tokio_util::sync::CancellationToken::new()));
         tokio::time::sleep(Duration::from_millis(100)).await;
         for i in 0..60 {
             let before = arrivals.lock().unwrap().len();

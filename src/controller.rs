@@ -2,12 +2,16 @@
 //! opens its store, recovers from a previous crash, prepares the runner backend (Docker by
 //! default; the `process` backend when chosen), creates every agent's control socket, and runs
 //! the scheduler (activations run the model loop in this process) and the HTTP API until
-//! Ctrl-C (or the given shutdown future). On the way out the runners are stopped.
+//! Ctrl-C or SIGTERM (the given shutdown future), under one cancellation token and task
+//! tracker. On the way out activations record that they were stopped and runners are stopped.
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::activation::Activations;
 use crate::backend::{BackendError, DockerBackend, ProcessBackend, RunnerBackend};
@@ -128,27 +132,62 @@ pub struct RunOutcome {
     pub failed_activations: Vec<String>,
 }
 
-/// Whether the project has nothing to do for at least a minute.
-fn is_idle(tools: &ToolHost, activations: &Activations, scheduler: &Scheduler) -> bool {
+/// Nothing runs and nothing is due within a minute: no running activation, no ready signal,
+/// no job or nudge coming up. A stopped project is idle once its activations ended.
+fn is_idle(tools: &ToolHost, activations: &Activations, scheduler: &Scheduler) -> Result<bool, StoreError> {
     let store = &tools.store;
     let horizon = store.now() + chrono::Duration::seconds(60);
-    if store.project().map(|p| p.status != crate::store::ProjectStatus::Running).unwrap_or(false) {
-        return activations.running() == 0;
+    if store.project()?.status != crate::store::ProjectStatus::Running {
+        return Ok(activations.running() == 0);
     }
-    let agents_idle = store.agents().map(|a| a.iter().all(|r| r.active_activation_id.is_none())).unwrap_or(false);
-    let pending_now = store.has_pending_signals(false).unwrap_or(true);
-    let pending_soon = store
-        .next_signal_ready_at()
-        .ok()
-        .flatten()
-        .and_then(|t| crate::clock::parse_iso(&t))
-        .is_some_and(|t| t <= horizon);
+    let agents_idle = store.agents()?.iter().all(|r| r.active_activation_id.is_none());
+    let pending_now = store.has_pending_signals(false)?;
+    let pending_soon =
+        store.next_signal_ready_at()?.and_then(|t| crate::clock::parse_iso(&t)).is_some_and(|t| t <= horizon);
     let due_soon = scheduler.next_due().is_some_and(|t| t <= horizon);
-    activations.running() == 0 && agents_idle && !pending_now && !pending_soon && !due_soon
+    Ok(activations.running() == 0 && agents_idle && !pending_now && !pending_soon && !due_soon)
 }
 
-/// Serve the project and run its agents until `shutdown` resolves. `on_listening` is told the
-/// bound address.
+/// Resolves once the project is idle: looked at after every scheduler tick, and confirmed when
+/// a short settle time passes with no new store event (an ending activation may still record
+/// a nudge right after its end).
+async fn became_idle(tools: Arc<ToolHost>, activations: Arc<Activations>, scheduler: Arc<Scheduler>) {
+    const SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
+    let mut ticks = scheduler.ticks();
+    let mut events = tools.store.subscribe();
+    loop {
+        if ticks.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        match is_idle(&tools, &activations, &scheduler) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::warn!("checking whether the project is idle: {e}");
+                continue;
+            }
+        }
+        while events.try_recv().is_ok() {}
+        // Anything recorded within the settle time means work may follow: look again later.
+        if tokio::time::timeout(SETTLE, events.recv()).await.is_ok() {
+            continue;
+        }
+        if is_idle(&tools, &activations, &scheduler).unwrap_or(false) {
+            return;
+        }
+    }
+}
+
+/// How long activations get to record their end at shutdown, before runners are stopped.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// Serve the project and run its agents until `shutdown` resolves (or, with `until_idle`, the
+/// project is idle). `on_listening` is told the bound address.
+///
+/// Order matters: the API port is bound first (a port in use fails the run before any runner
+/// starts). At shutdown the API stops accepting, running activations are cancelled and record
+/// it ("cancelled by shutdown", their signals back to pending), the scheduler stops, the
+/// runners are stopped, and the store is checkpointed.
 pub async fn run(
     dir: &Path,
     options: RunOptions,
@@ -164,47 +203,44 @@ pub async fn run(
             recovered.len()
         );
     }
+    let serve_options =
+        ServeOptions { host: options.host, port: options.port, token: options.token, login_code: options.login_code };
+    let listener = crate::web::bind(serve_options).await?;
+    let address = listener.local_addr()?;
     let kind = options.backend.unwrap_or(tools.project.config.backend.kind);
     let runners = runners(&tools, kind).await?;
     let activations = Activations::new(tools.clone(), runners.clone());
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stop_tx = Arc::new(stop_tx);
-    let stop_on_shutdown = stop_tx.clone();
     let scheduler = Arc::new(Scheduler::new(tools.clone(), activations.clone()));
-    let scheduler_task = tokio::spawn(scheduler.clone().run(stop_rx));
-    let idle = Arc::new(tokio::sync::Notify::new());
-    if options.until_idle {
-        let (tools, activations, scheduler, idle) =
-            (tools.clone(), activations.clone(), scheduler.clone(), idle.clone());
-        tokio::spawn(async move {
-            // Give the first tick a moment, then require two idle looks in a row.
-            let mut idle_looks = 0;
-            loop {
-                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-                idle_looks = if is_idle(&tools, &activations, &scheduler) { idle_looks + 1 } else { 0 };
-                if idle_looks >= 3 {
-                    idle.notify_one();
-                    return;
-                }
-            }
-        });
+    let stopping = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    tasks.spawn(scheduler.clone().run(stopping.clone()));
+    let mut served = tasks.spawn(listener.serve(tools.clone(), stopping.clone().cancelled_owned()));
+    on_listening(&tools, address);
+    let idle = became_idle(tools.clone(), activations.clone(), scheduler.clone());
+    let mut failure = None;
+    tokio::select! {
+        _ = shutdown => {}
+        _ = idle, if options.until_idle => tracing::info!("the project is idle"),
+        result = &mut served => failure = Some(result),
     }
-    let serve_options =
-        ServeOptions { host: options.host, port: options.port, token: options.token, login_code: options.login_code };
-    let announce = tools.clone();
-    let store = tools.store.clone();
-    let served = crate::web::serve(tools, serve_options, move |addr| on_listening(&announce, addr), async move {
-        tokio::select! {
-            _ = shutdown => {}
-            _ = idle.notified() => tracing::info!("the project is idle"),
-        }
-        let _ = stop_on_shutdown.send(true);
-    })
-    .await;
-    let _ = stop_tx.send(true);
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), scheduler_task).await;
+    stopping.cancel();
+    let interrupted = activations.shutdown(SHUTDOWN_GRACE).await;
+    if interrupted > 0 {
+        tracing::info!("{interrupted} running activation(s) stopped; their signals will be delivered again");
+    }
+    tasks.close();
+    if tokio::time::timeout(SHUTDOWN_GRACE, tasks.wait()).await.is_err() {
+        tracing::warn!("the API or the scheduler did not stop within {} s", SHUTDOWN_GRACE.as_secs());
+    }
     runners.shutdown().await;
-    served?;
-    let failed_activations = store.activations_failed_since(&started_at).unwrap_or_default();
+    if let Err(e) = tools.store.checkpoint() {
+        tracing::warn!("checkpointing the store: {e}");
+    }
+    match failure {
+        Some(Ok(Err(e))) => return Err(e.into()),
+        Some(Err(e)) => return Err(RunError::Runner(format!("the API task failed: {e}"))),
+        _ => {}
+    }
+    let failed_activations = tools.store.activations_failed_since(&started_at)?;
     Ok(RunOutcome { failed_activations })
 }

@@ -255,8 +255,8 @@ fn main() -> ExitCode {
             };
             let stopping = terminal.clone();
             let shutdown = async move {
-                let _ = tokio::signal::ctrl_c().await;
-                stopping.suspend(|| eprintln!("suzumio: shutting down"));
+                let signal = stop_signal().await;
+                stopping.suspend(|| eprintln!("suzumio: {signal}: shutting down"));
             };
             match controller::run(&dir, options, announce, shutdown).await {
                 Ok(outcome) if !outcome.failed_activations.is_empty() => {
@@ -366,6 +366,22 @@ fn init_logging(verbose: bool, terminal: &MultiProgress) {
         .with_ansi(ansi)
         .with_target(false)
         .init();
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM, whichever comes first: both stop `suzumio run` the same way.
+async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = tokio::signal::ctrl_c() => "interrupted",
+            _ = term.recv() => "terminated",
+        },
+        Err(e) => {
+            tracing::warn!("cannot watch for SIGTERM: {e}");
+            let _ = tokio::signal::ctrl_c().await;
+            "interrupted"
+        }
+    }
 }
 
 fn block_on(work: impl std::future::Future<Output = ExitCode>) -> ExitCode {

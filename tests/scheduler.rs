@@ -464,8 +464,8 @@ impl World {
 async fn the_loop_ticks_when_a_signal_is_recorded() {
     let w = world("scheduler: {tickIntervalMs: 600000}\n");
     let scheduler = Arc::new(Scheduler::new(w.host.clone(), w.launcher.clone()));
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let running = tokio::spawn(scheduler.run(stopped));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(scheduler.run(stop.clone()));
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let id = w.send("user", "pm", "P2", "wake up");
     let mut waited = 0;
@@ -474,6 +474,6 @@ async fn the_loop_ticks_when_a_signal_is_recorded() {
         waited += 1;
     }
     assert_eq!(w.deliveries("pm"), vec![vec![id]], "delivered long before the 10-minute timer");
-    stop.send(true).unwrap();
+    stop.cancel();
     running.await.unwrap();
 }

@@ -20,6 +20,8 @@ use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::{Value, json};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::prompt::{self, PromptInput};
 use super::providers::{
@@ -62,6 +64,10 @@ pub struct Activations {
     runner: Arc<dyn RunnerTools>,
     providers: ProviderPool,
     running: Mutex<HashMap<String, watch::Sender<bool>>>,
+    /// Every activation task; `shutdown` waits for them.
+    tasks: TaskTracker,
+    /// Cancelled at shutdown: every running activation stops and records why.
+    stopping: CancellationToken,
 }
 
 impl Activations {
@@ -81,6 +87,8 @@ impl Activations {
             runner,
             providers,
             running: Mutex::new(HashMap::new()),
+            tasks: TaskTracker::new(),
+            stopping: CancellationToken::new(),
         })
     }
 
@@ -93,12 +101,33 @@ impl Activations {
         self.running.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
+    /// Stop every running activation and wait (at most `grace`) until each has recorded its
+    /// end: cancelled by shutdown, its delivered signals back to pending, its open tool calls
+    /// closed. No activation starts afterwards. Returns how many were still running.
+    pub async fn shutdown(&self, grace: std::time::Duration) -> usize {
+        self.stopping.cancel();
+        self.tasks.close();
+        let running = self.running();
+        if tokio::time::timeout(grace, self.tasks.wait()).await.is_err() {
+            tracing::warn!("{} activation(s) did not stop within {} s", self.running(), grace.as_secs());
+        }
+        running
+    }
+
     /// Run one activation to its end (also what `start` spawns).
     pub async fn run(self: Arc<Self>, activation: ActivationRecord, signals: Vec<SignalRecord>) {
         let (cancel_tx, cancel_rx) = watch::channel(false);
         self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(activation.id.clone(), cancel_tx);
         let usage = Mutex::new(UsageTotals::default());
-        let outcome = self.drive(&activation, &signals, cancel_rx, &usage).await;
+        let outcome = tokio::select! {
+            outcome = self.drive(&activation, &signals, cancel_rx, &usage) => outcome,
+            // Dropping the loop drops its model call or tool call; the runner is told to stop
+            // what it runs for this activation.
+            _ = self.stopping.cancelled() => {
+                self.runner.cancel(&activation.agent_id, &activation.id);
+                Ending::Shutdown
+            }
+        };
         let totals = usage.into_inner().unwrap_or_else(|e| e.into_inner());
         if totals.calls > 0
             && let Err(e) = self.tools.store.set_activation_usage(&activation.id, &totals.to_json())
@@ -109,6 +138,16 @@ impl Activations {
         let store = &self.tools.store;
         let finished = match outcome {
             Ending::Cancelled => return,
+            Ending::Shutdown => {
+                match store.interrupt_activation(&activation.id, SHUTDOWN_REASON) {
+                    Ok(returned) => tracing::info!(
+                        agent = %activation.agent_id, activation = %activation.id,
+                        "{SHUTDOWN_REASON}; {returned} signal(s) back to pending"
+                    ),
+                    Err(e) => tracing::error!(activation = %activation.id, "recording the shutdown: {e}"),
+                }
+                return;
+            }
             Ending::Completed(text) => {
                 store.finish_activation(&activation.id, ActivationOutcome::Completed, Some(&text), None)
             }
@@ -206,8 +245,14 @@ impl Activations {
 enum Ending {
     Completed(String),
     Failed(String),
+    /// Cancelled by a P0 signal (the scheduler records it).
     Cancelled,
+    /// Stopped because the controller is shutting down.
+    Shutdown,
 }
+
+/// The error recorded on activations a shutdown stopped.
+pub const SHUTDOWN_REASON: &str = "cancelled by shutdown";
 
 enum AttemptEnd {
     Done(Ending),
@@ -654,7 +699,14 @@ impl ActivationLauncher for Activations {
     fn start(&self, activation: ActivationRecord, signals: Vec<SignalRecord>) {
         // `start` has `&self`; the loop needs an owned handle, kept by the controller.
         if let Some(me) = self.me() {
-            tokio::spawn(me.run(activation, signals));
+            if self.stopping.is_cancelled() {
+                // Too late: the store gets the activation back as interrupted, signals pending.
+                if let Err(e) = self.tools.store.interrupt_activation(&activation.id, SHUTDOWN_REASON) {
+                    tracing::error!(activation = %activation.id, "recording the shutdown: {e}");
+                }
+                return;
+            }
+            self.tasks.spawn(me.run(activation, signals));
         }
     }
 

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::clock::parse_iso;
 use crate::config::AgentConfig;
@@ -70,11 +71,14 @@ pub struct Scheduler {
     launcher: Arc<dyn ActivationLauncher>,
     /// The next due time the last tick found (for `--until-idle`).
     next_due: std::sync::Mutex<Option<DateTime<Utc>>>,
+    /// Counts the ticks of [`Scheduler::run`]: `--until-idle` looks again after each one
+    /// instead of polling.
+    ticks: watch::Sender<u64>,
 }
 
 impl Scheduler {
     pub fn new(tools: Arc<ToolHost>, launcher: Arc<dyn ActivationLauncher>) -> Scheduler {
-        Scheduler { tools, launcher, next_due: std::sync::Mutex::new(None) }
+        Scheduler { tools, launcher, next_due: std::sync::Mutex::new(None), ticks: watch::channel(0).0 }
     }
 
     fn store(&self) -> &Store {
@@ -142,13 +146,19 @@ impl Scheduler {
         self.store().deliver_at_tool_boundary(agent_id, activation_id, limit)
     }
 
-    /// Tick until `shutdown` turns true: after every relevant store event, at the next due time,
-    /// and at least every `tickIntervalMs`.
-    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+    /// Told after every tick of [`Scheduler::run`].
+    pub fn ticks(&self) -> watch::Receiver<u64> {
+        self.ticks.subscribe()
+    }
+
+    /// Tick until `shutdown` is cancelled: after every relevant store event, at the next due
+    /// time, and at least every `tickIntervalMs`.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let interval = Duration::from_millis(self.tools.project.config.scheduler.tick_interval_ms);
         let mut events = self.store().subscribe();
         loop {
             let report = self.tick().await;
+            self.ticks.send_modify(|n| *n += 1);
             let mut wait = interval;
             if let Some(due) = report.next_due {
                 let until = (due - self.store().now()).to_std().unwrap_or(Duration::ZERO);
@@ -160,7 +170,7 @@ impl Scheduler {
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep_until(deadline) => break,
-                    _ = shutdown.changed() => return,
+                    _ = shutdown.cancelled() => return,
                     event = events.recv() => match event {
                         Ok(e) if !e.event.wakes_scheduler() => continue,
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
@@ -172,7 +182,7 @@ impl Scheduler {
                     },
                 }
             }
-            if *shutdown.borrow() {
+            if shutdown.is_cancelled() {
                 return;
             }
         }

@@ -161,6 +161,14 @@ impl Store {
         })
     }
 
+    /// Fold the write-ahead log into the database file (at shutdown: the file alone is then
+    /// complete, and the log does not grow across runs).
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        let writer = self.inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+
     /// Append a timeline event that goes with no other change (monitors record their dedupe
     /// keys this way).
     pub fn append_event(&self, event: Event) -> Result<EventRecord, StoreError> {
@@ -355,7 +363,7 @@ fn configure(conn: &Connection, path: &Path) -> Result<(), StoreError> {
 }
 
 /// One write transaction in progress: the rows it writes and the events it will publish.
-struct WriteTx<'a> {
+pub(crate) struct WriteTx<'a> {
     tx: &'a Transaction<'a>,
     /// The timestamp of everything this transaction writes.
     now: String,

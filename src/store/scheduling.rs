@@ -7,7 +7,7 @@ use rusqlite::{OptionalExtension, params};
 use crate::clock::iso;
 use crate::store::signals::{SIGNAL_COLUMNS, signal_from_row};
 use crate::store::{
-    ActivationEnded, ActivationRecord, ActivationStatus, Event, EventRecord, SignalRecord, Store, StoreError,
+    ActivationEnded, ActivationRecord, ActivationStatus, Event, EventRecord, SignalRecord, Store, StoreError, WriteTx,
     event_from_row,
 };
 
@@ -167,9 +167,10 @@ impl Store {
 }
 
 impl Store {
-    /// After a controller crash: every activation still `running` is marked failed with
-    /// `reason`, the signals it had been given go back to `pending` (so they are delivered again,
-    /// exactly once, to a new activation), and its agent is idle again. One transaction.
+    /// After a crash: every activation still `running` was interrupted by a dead controller.
+    /// Each is marked failed with `reason`, its delivered signals go back to pending (so they
+    /// are delivered again: work is at least once), its tool calls still `running` are closed
+    /// as failed with the same reason, and its agent is quiet again. Returns their ids.
     pub fn recover_interrupted(&self, reason: &str) -> Result<Vec<String>, StoreError> {
         self.write(|w| {
             let ids: Vec<(String, String)> = {
@@ -178,29 +179,86 @@ impl Store {
                 rows.collect::<Result<_, _>>()?
             };
             for (id, agent) in &ids {
-                w.tx.execute(
-                    "UPDATE activations SET status = 'failed', ended_at = ?2, error = ?3 WHERE id = ?1",
-                    params![id, w.now, reason],
-                )?;
-                let returned = w.tx.execute(
-                    "UPDATE signals SET status = 'pending', delivered_at = NULL, delivered_activation_id = NULL
-                     WHERE delivered_activation_id = ?1 AND status = 'delivered' AND target_agent IS NOT NULL",
-                    [id],
-                )?;
-                w.tx.execute(
-                    "UPDATE agents SET active_activation_id = NULL, status = 'quiet', updated_at = ?2 WHERE id = ?1",
-                    params![agent, w.now],
-                )?;
-                w.event(Event::ActivationFailed(ActivationEnded {
-                    activation_id: id.clone(),
-                    agent_id: agent.clone(),
-                    status: "failed".into(),
-                    error: Some(reason.to_string()),
-                    signals_returned: Some(returned as u64),
-                }))?;
+                w.end_interrupted(id, agent, ActivationStatus::Failed, reason)?;
             }
             Ok(ids.into_iter().map(|(id, _)| id).collect())
         })
+    }
+
+    /// A running activation the controller stops on purpose (shutdown): marked cancelled with
+    /// `reason`, its delivered signals back to pending, its open tool calls closed, its agent
+    /// quiet. Returns how many signals went back. An activation that already ended is left as
+    /// it is (0).
+    pub fn interrupt_activation(&self, id: &str, reason: &str) -> Result<u64, StoreError> {
+        self.write(|w| {
+            let agent: Option<String> = w
+                .tx
+                .query_row("SELECT agent_id FROM activations WHERE id = ?1 AND status = 'running'", [id], |r| r.get(0))
+                .optional()?;
+            match agent {
+                Some(agent) => w.end_interrupted(id, &agent, ActivationStatus::Cancelled, reason),
+                None => Ok(0),
+            }
+        })
+    }
+}
+
+impl WriteTx<'_> {
+    fn end_interrupted(
+        &mut self,
+        id: &str,
+        agent: &str,
+        status: ActivationStatus,
+        reason: &str,
+    ) -> Result<u64, StoreError> {
+        self.tx.execute(
+            "UPDATE activations SET status = ?2, ended_at = ?3, error = ?4 WHERE id = ?1",
+            params![id, status, self.now, reason],
+        )?;
+        let returned = self.tx.execute(
+            "UPDATE signals SET status = 'pending', delivered_at = NULL, delivered_activation_id = NULL
+             WHERE delivered_activation_id = ?1 AND status = 'delivered' AND target_agent IS NOT NULL",
+            [id],
+        )? as u64;
+        let open_calls: Vec<(String, String)> = {
+            let mut stmt =
+                self.tx.prepare("SELECT id, tool FROM tool_calls WHERE activation_id = ?1 AND status = 'running'")?;
+            let rows = stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        for (call, tool) in open_calls {
+            self.tx.execute(
+                "UPDATE tool_calls SET status = 'failed', error = ?2, error_kind = 'internal', finished_at = ?3
+                 WHERE id = ?1",
+                params![call, reason, self.now],
+            )?;
+            self.event(Event::ToolCallFinished {
+                tool_call_id: call,
+                activation_id: id.to_string(),
+                agent_id: agent.to_string(),
+                tool,
+                status: "failed".into(),
+                error: Some(reason.to_string()),
+                error_kind: Some("internal".into()),
+            })?;
+        }
+        self.tx.execute(
+            "UPDATE agents SET active_activation_id = NULL, status = 'quiet', updated_at = ?3
+             WHERE id = ?1 AND (active_activation_id IS NULL OR active_activation_id = ?2)",
+            params![agent, id, self.now],
+        )?;
+        let ended = ActivationEnded {
+            activation_id: id.to_string(),
+            agent_id: agent.to_string(),
+            status: status.as_str().into(),
+            error: Some(reason.to_string()),
+            signals_returned: Some(returned),
+        };
+        self.event(match status {
+            ActivationStatus::Cancelled => Event::ActivationCancelled(ended),
+            _ => Event::ActivationFailed(ended),
+        })?;
+        Ok(returned)
     }
 }
 

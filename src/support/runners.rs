@@ -20,6 +20,8 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use tokio::net::UnixListener;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::{ToolHost, ToolOutput, broker};
 use crate::activation::run::{RunnerFuture, RunnerTools};
@@ -41,6 +43,10 @@ pub struct AgentRunners {
     backend: Arc<dyn RunnerBackend>,
     runner_binary: PathBuf,
     slots: HashMap<String, Arc<Slot>>,
+    /// The accept loops of the agents' sockets.
+    tasks: TaskTracker,
+    /// Cancelled by [`AgentRunners::shutdown`]: the accept loops stop.
+    stopping: CancellationToken,
 }
 
 struct Slot {
@@ -77,7 +83,15 @@ impl AgentRunners {
                 (a.id.clone(), Arc::new(slot))
             })
             .collect();
-        Arc::new_cyclic(|me| AgentRunners { me: me.clone(), tools, backend, runner_binary, slots })
+        Arc::new_cyclic(|me| AgentRunners {
+            me: me.clone(),
+            tools,
+            backend,
+            runner_binary,
+            slots,
+            tasks: TaskTracker::new(),
+            stopping: CancellationToken::new(),
+        })
     }
 
     /// Create every agent's socket and accept its runner's connections.
@@ -93,8 +107,23 @@ impl AgentRunners {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
             let me = self.me.clone();
             let slot = slot.clone();
-            tokio::spawn(async move {
-                while let Ok((stream, _)) = listener.accept().await {
+            let stopping = self.stopping.clone();
+            self.tasks.spawn(async move {
+                loop {
+                    let accepted = tokio::select! {
+                        _ = stopping.cancelled() => return,
+                        accepted = listener.accept() => accepted,
+                    };
+                    let stream = match accepted {
+                        Ok((stream, _)) => stream,
+                        // Out of file descriptors and the like: wait and go on; one bad moment
+                        // must not leave the agent without its socket.
+                        Err(e) => {
+                            tracing::warn!(agent = %slot.agent, "accepting a runner connection: {e}");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
+                    };
                     let Some(runners) = me.upgrade() else { return };
                     let handler = Arc::new(SessionHandler {
                         runners: me.clone(),
@@ -243,8 +272,11 @@ impl AgentRunners {
         }
     }
 
-    /// Tell every runner to stop, then stop them all.
+    /// Stop accepting, tell every runner to stop, then stop them all.
     pub async fn shutdown(&self) {
+        self.stopping.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
         for slot in self.slots.values() {
             if let Some(conn) = live(slot) {
                 let _ =

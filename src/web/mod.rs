@@ -108,25 +108,40 @@ fn has_session(state: &AppState, headers: &HeaderMap) -> bool {
         .any(|sid| sessions.contains(&sid))
 }
 
-/// Bind and serve until `shutdown` completes. `on_listening` gets the bound address (the port
-/// may have been 0).
-pub async fn serve(
-    tools: Arc<ToolHost>,
+/// The API's listening socket, bound before anything else starts so that a port in use fails
+/// the run with nothing left behind.
+pub struct Listener {
+    listener: tokio::net::TcpListener,
     options: ServeOptions,
-    on_listening: impl FnOnce(SocketAddr),
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), ServeError> {
+}
+
+/// Check the token rule and bind the address.
+pub async fn bind(options: ServeOptions) -> Result<Listener, ServeError> {
     if !options.host.is_loopback() && options.token.is_none() {
         return Err(ServeError::TokenRequired(options.host));
     }
     let addr = SocketAddr::new(options.host, options.port);
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
-    let bound = listener.local_addr().map_err(ServeError::Serve)?;
-    on_listening(bound);
-    axum::serve(listener, router_with_login(tools, options.token, options.login_code))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(ServeError::Serve)
+    Ok(Listener { listener, options })
+}
+
+impl Listener {
+    pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
+        self.listener.local_addr().map_err(ServeError::Serve)
+    }
+
+    /// Serve until `shutdown` resolves, then finish the requests in flight.
+    pub async fn serve(
+        self,
+        tools: Arc<ToolHost>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
+        let Listener { listener, options } = self;
+        axum::serve(listener, router_with_login(tools, options.token, options.login_code))
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(ServeError::Serve)
+    }
 }
 
 /// Token check (when configured) and, for state-changing requests, same-origin only: a page

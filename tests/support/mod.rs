@@ -100,6 +100,12 @@ pub struct Controller {
 
 impl Controller {
     pub fn start(dir: &Path, extra: &[&str]) -> Controller {
+        Controller::start_with_env(dir, extra, &[])
+    }
+
+    /// `suzumio run` with extra arguments (the process backend unless `--backend` is given)
+    /// and extra environment variables.
+    pub fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Controller {
         use std::io::BufRead;
         let mut child = Command::new(env!("CARGO_BIN_EXE_suzumio"))
             .arg("run")
@@ -107,6 +113,7 @@ impl Controller {
             .args(["--port", "0"])
             .args(if extra.contains(&"--backend") { &[][..] } else { &["--backend", "process"][..] })
             .args(extra)
+            .envs(env.iter().copied())
             .env("SUZUMIO_LOG", "info")
             .env_remove("SUZUMIO_API_TOKEN")
             .stdout(std::process::Stdio::piped())
@@ -148,6 +155,18 @@ impl Controller {
     pub fn stop(mut self) -> Option<i32> {
         let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
         wait_with_timeout(&mut self.child, std::time::Duration::from_secs(10))
+    }
+
+    /// Stop with SIGTERM (as a service manager does) and wait; the exit code, or `None` when it
+    /// did not exit within 10 s.
+    pub fn terminate(&mut self) -> Option<i32> {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        wait_with_timeout(&mut self.child, std::time::Duration::from_secs(10))
+    }
+
+    /// What it wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
