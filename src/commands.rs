@@ -290,9 +290,13 @@ pub async fn tick(dir: &Path) -> Result<Output, CliError> {
     let report = scheduler.tick().await;
     let mut out = String::new();
     if !report.ran {
-        let status = tools.store.project().map(|p| p.status.as_str().to_string()).unwrap_or_default();
-        let _ =
-            writeln!(out, "project {} is {status}; only running projects are scheduled (suzumio start)", tools.name());
+        let status = tools.store.project()?.status;
+        let _ = writeln!(
+            out,
+            "project {} is {}; only running projects are scheduled (suzumio start)",
+            tools.name(),
+            status.as_str()
+        );
         return Ok(out.into());
     }
     for a in &report.cancelled {

@@ -141,8 +141,8 @@ async fn a_project_runs_from_a_user_message_to_a_submitted_report() {
     // was told which field, and the refused call is on record as failed.
     let history = store.history("worker", 100).unwrap();
     let refused =
-        history.iter().find(|h| h.kind == "tool_result" && h.content["isError"] == true).expect("an error result");
-    let text = refused.content["content"].as_str().unwrap();
+        history.iter().find(|h| h.kind() == "tool_result" && h.content()["isError"] == true).expect("an error result");
+    let text = refused.content()["content"].as_str().unwrap().to_string();
     assert!(text.starts_with("Invalid input for messages.send:") && text.contains("body"), "{text}");
     let status = tool_status(&w.host);
     let send = status.iter().find(|t| t["tool"] == "messages.send").unwrap();
@@ -150,7 +150,7 @@ async fn a_project_runs_from_a_user_message_to_a_submitted_report() {
     let submit = status.iter().find(|t| t["tool"] == "completion.submit").unwrap();
     assert_eq!(submit["completedCount"], 1);
     // Every activation completed, and the first prompt of the pm is the full first-activation prompt.
-    let first_prompt = &history.iter().find(|h| h.kind == "activation_prompt").unwrap().content["text"];
+    let first_prompt = &history.iter().find(|h| h.kind() == "activation_prompt").unwrap().content()["text"];
     assert!(first_prompt.as_str().unwrap().starts_with("# Project Task"));
 }
 
@@ -387,8 +387,8 @@ activations:
         .unwrap();
     w.settle().await;
     let history = w.host.store.history("pm", 100).unwrap();
-    let result = history.iter().find(|h| h.kind == "tool_result").unwrap();
-    let content = result.content["content"].as_str().unwrap();
+    let result = history.iter().find(|h| h.kind() == "tool_result").unwrap();
+    let content = result.content()["content"].as_str().unwrap().to_string();
     assert!(content.starts_with("slow\n\n# New Signals"), "{content}");
     assert!(content.contains("Also check the footer."), "{content}");
     let signal = w.host.store.signal(&urgent.signal_ids[0]).unwrap().unwrap();
@@ -427,9 +427,9 @@ activations:
     w.user_says("pm", "Second round.");
     w.settle().await;
     let history = w.host.store.history("pm", 500).unwrap();
-    let compaction = history.iter().find(|h| h.kind == "history_compaction").expect("a compaction was recorded");
-    assert_eq!(compaction.content["summary"], "## Goal\nSend seven messages, then one more.");
-    assert!(compaction.content["archivedMessages"].as_u64().unwrap() > 0);
+    let compaction = history.iter().find(|h| h.kind() == "history_compaction").expect("a compaction was recorded");
+    assert_eq!(compaction.content()["summary"], "## Goal\nSend seven messages, then one more.");
+    assert!(compaction.content()["archivedMessages"].as_u64().unwrap() > 0);
     assert_eq!(w.host.store.project_stats().unwrap().history_compactions, 1);
     let q = MessageQuery { participant_a: Some("pm".into()), participant_b: Some("user".into()), ..Default::default() };
     assert!(w.host.store.list_messages(&q).unwrap().iter().any(|m| m.body == "after compaction"));

@@ -29,7 +29,9 @@ use super::providers::{
 };
 use crate::config::AgentConfig;
 use crate::scheduler::{ActivationLauncher, nudges};
-use crate::store::{ActivationOutcome, ActivationRecord, SignalRecord, ToolCallOutcome};
+use crate::store::{
+    ActivationOutcome, ActivationRecord, HistoryEntry, RecordedCall, RecordedUsage, SignalRecord, ToolCallOutcome,
+};
 use crate::support::builtin_tools::{self, Caller};
 use crate::support::{ToolHost, ToolOutput};
 use crate::toolpack::{RunsIn, ToolError};
@@ -179,18 +181,20 @@ impl Activations {
             return Ending::Failed(format!("Unknown agent: {}", activation.agent_id));
         };
         let store = &self.tools.store;
-        let history = store.history(&agent.id, 2000).unwrap_or_default();
-        let _ = store.append_history(
-            &agent.id,
-            Some(&activation.id),
-            "activation_prompt",
-            &json!({
-                "text": activation.prompt,
-                "delivery": "activation_start",
-                "signalIds": signals.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
-                "priorities": signals.iter().map(|s| s.priority.as_str()).collect::<Vec<_>>(),
-            }),
-        );
+        // An agent that cannot read its history must not run as if it had none.
+        let history = match store.history(&agent.id, 2000) {
+            Ok(h) => h,
+            Err(e) => return Ending::Failed(format!("cannot read the agent's history: {e}")),
+        };
+        let prompt = HistoryEntry::ActivationPrompt {
+            text: activation.prompt.clone(),
+            delivery: "activation_start".into(),
+            signal_ids: signals.iter().map(|s| s.id.clone()).collect(),
+            priorities: signals.iter().map(|s| s.priority.as_str().to_string()).collect(),
+        };
+        if let Err(e) = store.append_history(&agent.id, Some(&activation.id), &prompt) {
+            return Ending::Failed(format!("cannot record the activation's prompt in the history: {e}"));
+        }
         let toolset = self.tools.project.registry.resolve_agent(agent);
         let names = match safe_tool_names(&toolset.tools) {
             Ok(n) => n,
@@ -293,7 +297,6 @@ impl Attempt<'_> {
         let config = &self.owner.tools.project.config;
         let max_iterations = config.activation.max_iterations.unwrap_or(1_000_000);
         let max_tool_calls = config.activation.max_tool_calls;
-        let store = &self.owner.tools.store;
         let mut tool_calls = 0u64;
         let mut last_text = String::new();
         let mut compacted = false;
@@ -325,17 +328,22 @@ impl Attempt<'_> {
                     totals.models.push(model);
                 }
             }
-            let _ = store.append_history(
-                &self.agent.id,
-                Some(&self.activation.id),
-                "assistant_output",
-                &json!({
-                    "text": response.text,
-                    "toolCalls": response.tool_calls.iter().map(|c| json!({"name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
-                    "model": self.model.api_model(),
-                    "usage": {"inputTokens": response.usage.input_tokens, "outputTokens": response.usage.output_tokens},
-                }),
-            );
+            let output = HistoryEntry::AssistantOutput {
+                text: response.text.clone(),
+                tool_calls: response
+                    .tool_calls
+                    .iter()
+                    .map(|c| RecordedCall { name: c.name.clone(), arguments: c.arguments.clone() })
+                    .collect(),
+                model: self.model.api_model().to_string(),
+                usage: RecordedUsage {
+                    input_tokens: response.usage.input_tokens,
+                    output_tokens: response.usage.output_tokens,
+                },
+            };
+            if let Err(e) = self.record(&output) {
+                return AttemptEnd::Done(Ending::Failed(e));
+            }
             if !response.text.trim().is_empty() {
                 last_text = response.text.clone();
             }
@@ -376,12 +384,10 @@ impl Attempt<'_> {
                     Some(text) => format!("{content}\n\n{text}"),
                     None => content,
                 };
-                let _ = store.append_history(
-                    &self.agent.id,
-                    Some(&self.activation.id),
-                    "tool_result",
-                    &json!({"name": call.name, "content": content, "isError": is_error}),
-                );
+                let result = HistoryEntry::ToolResult { name: call.name.clone(), content: content.clone(), is_error };
+                if let Err(e) = self.record(&result) {
+                    return AttemptEnd::Done(Ending::Failed(e));
+                }
                 if ends && ended.is_none() {
                     ended = Some(content.clone());
                 }
@@ -421,19 +427,18 @@ impl Attempt<'_> {
             Ok(_) => (compaction::fallback(&older), Some("the model returned an empty summary".to_string())),
             Err(e) => (compaction::fallback(&older), Some(e.to_string())),
         };
-        let _ = self.owner.tools.store.append_history(
-            &self.agent.id,
-            Some(&self.activation.id),
-            "history_compaction",
-            &json!({
-                "summary": summary,
-                "archivedMessages": older.len(),
-                "keptMessages": tail.len(),
-                "reason": "provider_context_overflow",
-                "model": self.model.api_model(),
-                "fallback": fallback,
-            }),
-        );
+        let compaction = HistoryEntry::HistoryCompaction {
+            summary: summary.clone(),
+            archived_messages: older.len() as u64,
+            kept_messages: tail.len() as u64,
+            reason: "provider_context_overflow".into(),
+            model: self.model.api_model().to_string(),
+            fallback,
+        };
+        // Without the record, later activations replay the long history again: say so, go on.
+        if let Err(e) = self.record(&compaction) {
+            tracing::error!(agent = %self.agent.id, "{e}");
+        }
         let mut out = vec![ChatMessage::User(format!("# Compacted Agent History\n\n{summary}"))];
         out.extend(tail);
         out
@@ -444,20 +449,38 @@ impl Attempt<'_> {
             .await
     }
 
+    /// Append to the agent's history; the error says what could not be recorded.
+    fn record(&self, entry: &HistoryEntry) -> Result<(), String> {
+        self.owner
+            .tools
+            .store
+            .append_history(&self.agent.id, Some(&self.activation.id), entry)
+            .map(drop)
+            .map_err(|e| format!("cannot record the activation's history: {e}"))
+    }
+
     /// P1 signals handed over at this tool boundary, rendered as the prompt renders signals.
+    /// A store failure here leaves the signals pending for the next activation.
     fn boundary_signals(&self) -> Option<String> {
         let host = &self.owner.tools;
         let limit = host.project.config.scheduler.max_signals_per_activation as usize;
-        let signals = host.store.deliver_at_tool_boundary(&self.agent.id, &self.activation.id, limit).ok()?;
+        let signals = match host.store.deliver_at_tool_boundary(&self.agent.id, &self.activation.id, limit) {
+            Ok(signals) => signals,
+            Err(e) => {
+                tracing::error!(agent = %self.agent.id, "delivering signals at a tool boundary: {e}");
+                return None;
+            }
+        };
         if signals.is_empty() {
             return None;
         }
-        let _ = host.store.append_history(
-            &self.agent.id,
-            Some(&self.activation.id),
-            "signals",
-            &json!({"delivery": "tool_boundary", "signalIds": signals.iter().map(|s| s.id.clone()).collect::<Vec<_>>()}),
-        );
+        let delivered = HistoryEntry::Signals {
+            delivery: "tool_boundary".into(),
+            signal_ids: signals.iter().map(|s| s.id.clone()).collect(),
+        };
+        if let Err(e) = self.record(&delivered) {
+            tracing::error!(agent = %self.agent.id, "{e}");
+        }
         Some(prompt::render_signals(&signals))
     }
 }
@@ -639,50 +662,35 @@ mod compaction {
 fn replay(history: &[crate::store::HistoryRecord]) -> Vec<ChatMessage> {
     const MESSAGE_CAP: usize = 40_000;
     const TOOL_RESULT_CAP: usize = 12_000;
-    let cut = |text: String, cap: usize| -> String {
+    let cut = |text: &str, cap: usize| -> String {
         if text.chars().count() <= cap {
-            return text;
+            return text.to_string();
         }
         let kept: String = text.chars().take(cap).collect();
         format!("{kept}\n[truncated]")
     };
     let mut out = Vec::new();
     for h in history {
-        let c = &h.content;
-        match h.kind.as_str() {
+        match &h.entry {
             // Everything before a compaction is replaced by its summary.
-            "history_compaction" => {
+            HistoryEntry::HistoryCompaction { summary, .. } => {
                 out.clear();
-                out.push(ChatMessage::User(format!(
-                    "# Compacted Agent History\n\n{}",
-                    c["summary"].as_str().unwrap_or("")
-                )));
+                out.push(ChatMessage::User(format!("# Compacted Agent History\n\n{summary}")));
             }
-            "activation_prompt" => {
-                out.push(ChatMessage::User(cut(c["text"].as_str().unwrap_or("").to_string(), MESSAGE_CAP)))
-            }
-            "assistant_output" => {
-                let mut text = c["text"].as_str().unwrap_or("").to_string();
-                for call in c["toolCalls"].as_array().into_iter().flatten() {
-                    text.push_str(&format!(
-                        "\n\n# Tool Call Record\n{} {}",
-                        call["name"].as_str().unwrap_or(""),
-                        call["arguments"]
-                    ));
+            HistoryEntry::ActivationPrompt { text, .. } => out.push(ChatMessage::User(cut(text, MESSAGE_CAP))),
+            HistoryEntry::AssistantOutput { text, tool_calls, .. } => {
+                let mut text = text.clone();
+                for call in tool_calls {
+                    text.push_str(&format!("\n\n# Tool Call Record\n{} {}", call.name, call.arguments));
                 }
                 if !text.trim().is_empty() {
-                    out.push(ChatMessage::Assistant { text: cut(text, MESSAGE_CAP), tool_calls: Vec::new() });
+                    out.push(ChatMessage::Assistant { text: cut(&text, MESSAGE_CAP), tool_calls: Vec::new() });
                 }
             }
-            "tool_result" => out.push(ChatMessage::User(cut(
-                format!(
-                    "# Tool Result Record\n{}: {}",
-                    c["name"].as_str().unwrap_or(""),
-                    c["content"].as_str().unwrap_or("")
-                ),
-                TOOL_RESULT_CAP,
-            ))),
-            _ => {}
+            HistoryEntry::ToolResult { name, content, .. } => {
+                out.push(ChatMessage::User(cut(&format!("# Tool Result Record\n{name}: {content}"), TOOL_RESULT_CAP)))
+            }
+            HistoryEntry::Signals { .. } | HistoryEntry::Unrecognized { .. } => {}
         }
     }
     out
@@ -691,7 +699,15 @@ fn replay(history: &[crate::store::HistoryRecord]) -> Vec<ChatMessage> {
 impl ActivationLauncher for Activations {
     fn prompt(&self, agent: &AgentConfig, signals: &[SignalRecord]) -> String {
         let host = &self.tools;
-        let first = host.store.latest_activation(&agent.id, None).ok().flatten().is_none();
+        // The prompt says "first activation" only when the store says so; on a read error the
+        // agent gets the continuing prompt, which assumes less.
+        let first = match host.store.latest_activation(&agent.id, None) {
+            Ok(latest) => latest.is_none(),
+            Err(e) => {
+                tracing::error!(agent = %agent.id, "reading the agent's activations for its prompt: {e}");
+                false
+            }
+        };
         let tools = host.project.registry.resolve_agent(agent).tools;
         prompt::build(&PromptInput { config: &host.project.config, agent, tools: &tools, first, signals })
     }

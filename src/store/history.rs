@@ -3,21 +3,111 @@
 //! activation so continuity lives in the controller, not in a container.
 
 use rusqlite::params;
-use serde::Serialize;
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::store::{Event, Store, StoreError, json_column, new_id};
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One entry of an agent's history, as replay reads it. Stored (and shown by the API) as a
+/// `kind` and a `content` object with camelCase keys.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "content", rename_all = "snake_case", rename_all_fields = "camelCase")]
+pub enum HistoryEntry {
+    /// The prompt an activation started with, and the signals it delivered.
+    ActivationPrompt { text: String, delivery: String, signal_ids: Vec<String>, priorities: Vec<String> },
+    /// What the model said, and the tools it called, in one step.
+    AssistantOutput { text: String, tool_calls: Vec<RecordedCall>, model: String, usage: RecordedUsage },
+    /// What a tool call gave back to the model (signals that arrived at its boundary included).
+    ToolResult { name: String, content: String, is_error: bool },
+    /// Signals handed over at a tool boundary.
+    Signals { delivery: String, signal_ids: Vec<String> },
+    /// A summary that replaces everything before it on replay.
+    HistoryCompaction {
+        summary: String,
+        archived_messages: u64,
+        kept_messages: u64,
+        reason: String,
+        model: String,
+        fallback: Option<String>,
+    },
+    /// A kind this build does not know (written by a newer build); replay skips it.
+    #[serde(skip)]
+    Unrecognized { kind: String, content: Value },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedCall {
+    pub name: String,
+    pub arguments: Value,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+pub struct RecordedUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl HistoryEntry {
+    /// The stored kind and content.
+    pub fn to_parts(&self) -> (String, Value) {
+        if let HistoryEntry::Unrecognized { kind, content } = self {
+            return (kind.clone(), content.clone());
+        }
+        match serde_json::to_value(self) {
+            Ok(Value::Object(mut map)) => {
+                let kind = map.remove("kind").and_then(|k| k.as_str().map(str::to_string)).unwrap_or_default();
+                (kind, map.remove("content").unwrap_or(Value::Null))
+            }
+            _ => (String::new(), Value::Null),
+        }
+    }
+
+    pub fn from_parts(kind: &str, content: Value) -> HistoryEntry {
+        serde_json::from_value(json!({ "kind": kind, "content": content.clone() }))
+            .unwrap_or_else(|_| HistoryEntry::Unrecognized { kind: kind.to_string(), content })
+    }
+
+    pub fn is_compaction(&self) -> bool {
+        matches!(self, HistoryEntry::HistoryCompaction { .. })
+    }
+}
+
+/// One stored history row. Serialized as `{id, agentId, activationId, kind, content, createdAt}`.
+#[derive(Clone, Debug, PartialEq)]
 pub struct HistoryRecord {
     pub id: String,
     pub agent_id: String,
     pub activation_id: Option<String>,
-    /// `activation_prompt`, `assistant_output`, `tool_call`, `tool_result`, `signals`, ...
-    pub kind: String,
-    pub content: Value,
+    pub entry: HistoryEntry,
     pub created_at: String,
+}
+
+impl HistoryRecord {
+    /// The stored kind, as the API shows it.
+    pub fn kind(&self) -> String {
+        self.entry.to_parts().0
+    }
+
+    /// The stored content, as the API shows it.
+    pub fn content(&self) -> Value {
+        self.entry.to_parts().1
+    }
+}
+
+impl Serialize for HistoryRecord {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let (kind, content) = self.entry.to_parts();
+        let mut s = serializer.serialize_struct("HistoryRecord", 6)?;
+        s.serialize_field("id", &self.id)?;
+        s.serialize_field("agentId", &self.agent_id)?;
+        s.serialize_field("activationId", &self.activation_id)?;
+        s.serialize_field("kind", &kind)?;
+        s.serialize_field("content", &content)?;
+        s.serialize_field("createdAt", &self.created_at)?;
+        s.end()
+    }
 }
 
 impl Store {
@@ -25,9 +115,10 @@ impl Store {
         &self,
         agent_id: &str,
         activation_id: Option<&str>,
-        kind: &str,
-        content: &Value,
+        entry: &HistoryEntry,
     ) -> Result<String, StoreError> {
+        let (kind, content) = entry.to_parts();
+        let kind = kind.as_str();
         self.write(|w| {
             let id = new_id("his");
             w.tx.execute(
@@ -86,8 +177,7 @@ fn history_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRecord> {
         id: r.get(0)?,
         agent_id: r.get(1)?,
         activation_id: r.get(2)?,
-        kind: r.get(3)?,
-        content: json_column(r, 4)?,
+        entry: HistoryEntry::from_parts(&r.get::<_, String>(3)?, json_column(r, 4)?),
         created_at: r.get(5)?,
     })
 }

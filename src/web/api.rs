@@ -339,8 +339,8 @@ async fn history_archive(
     let history = host.store.history(&agent, 5000)?;
     let at = history
         .iter()
-        .position(|h| h.id == id && h.kind == "history_compaction")
+        .position(|h| h.id == id && h.entry.is_compaction())
         .ok_or_else(|| ApiError::NotFound(format!("Unknown compaction of {agent}: {id}")))?;
-    let from = history[..at].iter().rposition(|h| h.kind == "history_compaction").map_or(0, |p| p + 1);
+    let from = history[..at].iter().rposition(|h| h.entry.is_compaction()).map_or(0, |p| p + 1);
     Ok(Json(views::HistoryArchive { compaction: &history[at], archive: &history[from..at] }).into_response())
 }

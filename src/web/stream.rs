@@ -32,8 +32,11 @@ pub fn events(store: Store, after: i64) -> Sse<impl Stream<Item = Result<Event, 
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         loop {
             if s.backlog.is_empty() {
-                let page = s.store.events_after(s.last, 1000).unwrap_or_default();
-                s.backlog.extend(page);
+                match s.store.events_after(s.last, 1000) {
+                    Ok(page) => s.backlog.extend(page),
+                    // The stream stays open; the next wake-up reads the backlog again.
+                    Err(e) => tracing::warn!("reading events for a stream: {e}"),
+                }
             }
             if let Some(event) = s.backlog.pop_front() {
                 if event.id <= s.last {

@@ -132,8 +132,8 @@ pub struct ContextMessages<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextMessage<'a> {
-    pub kind: &'a str,
-    pub content: &'a Value,
+    pub kind: String,
+    pub content: Value,
     /// Characters of `content` as JSON text: what it costs in the model's context.
     pub chars: usize,
     pub created_at: &'a str,
@@ -143,11 +143,10 @@ impl<'a> ActivationContext<'a> {
     pub fn new(a: &'a ActivationRecord, history: &'a [HistoryRecord]) -> Self {
         let messages: Vec<ContextMessage<'a>> = history
             .iter()
-            .map(|h| ContextMessage {
-                kind: &h.kind,
-                content: &h.content,
-                chars: h.content.to_string().chars().count(),
-                created_at: &h.created_at,
+            .map(|h| {
+                let (kind, content) = h.entry.to_parts();
+                let chars = content.to_string().chars().count();
+                ContextMessage { kind, content, chars, created_at: &h.created_at }
             })
             .collect();
         ActivationContext {
