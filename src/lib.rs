@@ -1,12 +1,18 @@
-//! Suzumio: a controller for multi-agent projects.
+//! Suzumio: a controller for multi-agent projects. This crate is the controller; what it shares
+//! with the in-container runner lives in `suzumio-core` (re-exported here, so `crate::config`
+//! and friends read the same everywhere), and the runner itself in `suzumio-runner`.
 //!
 //! Module map (layers call downward only; see ARCHITECTURE.md):
 //! - [`commands`]: what each CLI command does, rendered as text or JSON.
+//! - [`controller`]: `suzumio run`: serve, schedule, run activations, shut down.
+//! - [`web`]: the HTTP API, the SSE stream and the embedded WebUI.
+//! - [`scheduler`]: signal delivery, nudges, monitors, pack hooks.
+//! - [`activation`]: the model loop, prompts, model providers.
+//! - [`support`]: controller-side tools and the `callSupport` broker, agent runners.
+//! - [`store`]: SQLite state and pack state files.
+//! - [`backend`]: runner containers (Docker) and local runner processes.
 //! - [`project`]: a loaded project = validated config + toolpack registry.
-//! - [`config`]: `suzumio.yaml` loading and validation.
-//! - [`toolpack`]: manifests, built-in packs, registry, allowlists, JSON Schemas.
-//! - Later layers, filled by the issues named in their headers: [`web`], [`scheduler`],
-//!   [`activation`], [`support`], [`js`], [`store`], [`backend`], [`rpc`], [`runner`].
+//! - from the core: [`config`], [`toolpack`], [`rpc`], [`js`], [`text`].
 
 #![forbid(unsafe_code)]
 
@@ -14,19 +20,12 @@ pub mod activation;
 pub mod backend;
 pub mod clock;
 pub mod commands;
-pub mod config;
 pub mod controller;
-pub mod js;
 pub mod progress;
 pub mod project;
-pub mod rpc;
-pub mod runner;
 pub mod scheduler;
 pub mod store;
 pub mod support;
-pub mod text;
-pub mod toolpack;
 pub mod web;
 
-/// The version both binaries report (and the runner announces in its hello, from issue [D]).
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub use suzumio_core::{VERSION, config, js, rpc, text, toolpack};

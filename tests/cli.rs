@@ -73,7 +73,7 @@ fn every_command_has_help() {
 
 #[test]
 fn runner_binary_reports_its_version() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio-runner")).arg("--version").output().expect("runs");
+    let out = std::process::Command::new(support::runner_binary()).arg("--version").output().expect("runs");
     assert_eq!(text(&out.stdout), format!("suzumio-runner {}\n", env!("CARGO_PKG_VERSION")));
 }
 

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{repo_root, text};
+use support::text;
 
 const SCRIPT: &str = r#"
 activations:
@@ -52,7 +52,7 @@ fn messages_survive_a_kill_9_and_are_delivered_exactly_once() {
 
     let mut first = Command::new(env!("CARGO_BIN_EXE_suzumio"))
         .args(["run", &dir, "--port", "0", "--backend", "process"])
-        .env("SUZUMIO_RUNNER_BIN", repo_root().join("target/debug/suzumio-runner"))
+        .env("SUZUMIO_RUNNER_BIN", support::runner_binary())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -73,7 +73,7 @@ fn messages_survive_a_kill_9_and_are_delivered_exactly_once() {
 
     let out = Command::new(env!("CARGO_BIN_EXE_suzumio"))
         .args(["run", &dir, "--port", "0", "--backend", "process", "--until-idle"])
-        .env("SUZUMIO_RUNNER_BIN", repo_root().join("target/debug/suzumio-runner"))
+        .env("SUZUMIO_RUNNER_BIN", support::runner_binary())
         .output()
         .unwrap();
     // The interrupted activation failed ("controller restarted") before this run began, so this

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use suzumio::rpc::ToolOutput;
-use suzumio::runner::{BuiltinTool, BuiltinTools, Roots};
+use suzumio_runner::{BuiltinTool, BuiltinTools, Roots};
 use tokio::sync::Notify;
 
 struct Sandbox {
@@ -236,7 +236,7 @@ async fn read_refuses_a_symlink_that_leaves_the_roots() {
     std::os::unix::fs::symlink("/etc", s.disk("/workspace/etc")).unwrap();
     std::os::unix::fs::symlink(s.outside().join("secret.txt"), s.disk("/workspace/secret.txt")).unwrap();
     for path in ["/workspace/out/secret.txt", "/workspace/etc/passwd", "/workspace/etc", "secret.txt"] {
-        let shown = suzumio::runner::paths::Roots::normalize(path);
+        let shown = suzumio_runner::paths::Roots::normalize(path);
         let error = format!("Read path must be under /workspace, /artifacts, or /mnt: {shown}");
         s.check("file.read", json!({"path": path}), Err(&error)).await;
     }
@@ -322,7 +322,7 @@ async fn write_is_limited_to_the_workspace_and_own_artifacts() {
     )
     .await;
     for path in ["/artifacts/qa/x.md", "/artifacts/x.md", "/mnt/data/x", "/etc/x", "../x", "/artifacts/pmx/a"] {
-        let shown = suzumio::runner::paths::Roots::normalize(path);
+        let shown = suzumio_runner::paths::Roots::normalize(path);
         let error = format!("Write path must be under /workspace or /artifacts/pm: {shown}");
         s.check("file.write", json!({"path": path, "content": "x"}), Err(&error)).await;
     }
@@ -340,7 +340,7 @@ async fn write_refuses_symlinks_out_of_the_write_roots_even_dangling_ones() {
     std::os::unix::fs::symlink(s.outside().join("planted.txt"), s.disk("/workspace/dangling")).unwrap();
     std::os::unix::fs::symlink(s.disk("/artifacts/qa"), s.disk("/workspace/qa")).unwrap();
     for path in ["dangling", "qa/report.md"] {
-        let shown = suzumio::runner::paths::Roots::normalize(path);
+        let shown = suzumio_runner::paths::Roots::normalize(path);
         let error = format!("Write path must be under /workspace or /artifacts/pm: {shown}");
         s.check("file.write", json!({"path": path, "content": "x"}), Err(&error)).await;
     }

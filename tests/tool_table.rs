@@ -7,10 +7,10 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 use suzumio::config::BuiltinPack;
-use suzumio::runner::BuiltinTool;
 use suzumio::support::builtin_tools;
 use suzumio::toolpack::RunsIn;
 use suzumio::toolpack::builtin::manifest;
+use suzumio_runner::BuiltinTool;
 
 fn declared(runs_in: RunsIn) -> BTreeSet<String> {
     let mut names = BTreeSet::new();

@@ -8,6 +8,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params_from_iter, types::Valu
 use serde_json::{Map, Value, json};
 
 use crate::config::Priority;
+use crate::store::model::priority_column;
 use crate::store::signals::{PlannedSignal, plan_signals};
 use crate::store::{
     DirectPair, Event, MessageQuery, MessageRecord, MessageSent, SendMessage, Store, StoreError, clamp_limit, given,
@@ -73,7 +74,7 @@ impl Store {
                     input.sender,
                     recipient,
                     channel,
-                    priority,
+                    priority.as_str(),
                     input.body,
                     given(&input.source_agent),
                     given(&input.source_activation),
@@ -184,7 +185,7 @@ fn message_from_row(r: &Row<'_>) -> rusqlite::Result<MessageRecord> {
         sender: r.get(1)?,
         recipient: r.get(2)?,
         channel: r.get(3)?,
-        priority: r.get(4)?,
+        priority: priority_column(r, 4)?,
         body: r.get(5)?,
         source_agent: r.get(6)?,
         source_activation: r.get(7)?,

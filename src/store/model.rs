@@ -150,18 +150,12 @@ impl ToolCallOutcome {
     }
 }
 
-// Priority lives in `config`; the store gives it its SQL form here (same crate, so allowed),
-// keeping SQL concerns out of the config module.
-impl ToSql for Priority {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::from(self.as_str()))
-    }
-}
-
-impl FromSql for Priority {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        value.as_str()?.parse().map_err(|e: String| FromSqlError::Other(e.into()))
-    }
+/// A priority column (`P0`..`P3`). `Priority` lives in the core's config, so the store reads
+/// and writes its text form rather than implementing rusqlite's traits for a foreign type.
+pub(crate) fn priority_column(r: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Priority> {
+    let text: String = r.get(index)?;
+    text.parse()
+        .map_err(|e: String| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, e.into()))
 }
 
 /// Parse a caller's priority text; the error is the reference's `Invalid priority: <x>`.

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use crate::clock::iso;
 use crate::config::Priority;
+use crate::store::model::priority_column;
 use crate::store::{
     Event, SignalCounts, SignalQuery, SignalRecord, SignalRequest, SignalStatus, Store, StoreError, WriteTx,
     clamp_limit, given, json_column, new_id, parse_priority,
@@ -315,7 +316,7 @@ impl WriteTx<'_> {
                 record.source_activation,
                 record.target_agent,
                 record.target_channel,
-                record.priority,
+                record.priority.as_str(),
                 record.payload.to_string(),
                 record.status,
                 record.useful_effect,
@@ -347,7 +348,7 @@ pub(crate) fn signal_from_row(r: &Row<'_>) -> rusqlite::Result<SignalRecord> {
         source_activation: r.get(3)?,
         target_agent: r.get(4)?,
         target_channel: r.get(5)?,
-        priority: r.get(6)?,
+        priority: priority_column(r, 6)?,
         payload: json_column(r, 7)?,
         status: r.get(8)?,
         useful_effect: r.get(9)?,

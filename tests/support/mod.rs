@@ -34,6 +34,19 @@ pub fn golden(name: &str) -> expect_test::ExpectFile {
     expect_test::expect_file![repo_root().join("tests/golden").join(name)]
 }
 
+/// The runner binary of this build (`target/debug/suzumio-runner`), which the process backend
+/// starts. A workspace test run (`cargo test`, `cargo nextest run`) builds it with the runner
+/// crate's own tests.
+pub fn runner_binary() -> PathBuf {
+    let path = repo_root().join("target/debug/suzumio-runner");
+    assert!(
+        path.is_file(),
+        "the runner binary is missing at {}: build it with `cargo build -p suzumio-runner` (a workspace test run does)",
+        path.display()
+    );
+    path
+}
+
 /// The static runner binary the Docker tests mount into containers (built by scripts/test.sh).
 pub fn static_runner() -> PathBuf {
     let path = repo_root().join("target/x86_64-unknown-linux-gnu/debug/suzumio-runner");

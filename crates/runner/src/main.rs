@@ -8,7 +8,7 @@
 
 use std::process::ExitCode;
 
-use suzumio::runner::{self, RunnerConfig};
+use suzumio_runner::{self as runner, RunnerConfig};
 use tokio::signal::unix::{SignalKind, signal};
 
 const USAGE: &str = "\
@@ -27,7 +27,7 @@ fn main() -> ExitCode {
     match std::env::args().nth(1).as_deref() {
         None => {}
         Some("--version" | "-V") => {
-            println!("suzumio-runner {}", suzumio::VERSION);
+            println!("suzumio-runner {}", suzumio_core::VERSION);
             return ExitCode::SUCCESS;
         }
         Some("--help" | "-h") => {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use suzumio::rpc::{
+use suzumio_core::rpc::{
     CallSupportParams, Connection, HandlerFuture, HelloParams, HelloResult, InvokeParams, LoadParams, LoadResult,
     PROTOCOL_VERSION, PackSpec, RecordSignalParams, RequestHandler, RpcError, ToolOutput, codes, method, parse_params,
 };
@@ -257,7 +257,7 @@ async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> 
 fn version_flag_prints_the_version() {
     let out = Command::new(RUNNER).arg("--version").output().unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("suzumio-runner {}\n", suzumio::VERSION));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("suzumio-runner {}\n", suzumio_core::VERSION));
 }
 
 #[test]

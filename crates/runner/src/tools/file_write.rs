@@ -5,8 +5,8 @@
 use serde_json::{Map, Value, json};
 
 use super::{ToolContext, bool_field, io_error, string_field, write_temp};
+use crate::paths::Roots;
 use crate::rpc::ToolOutput;
-use crate::runner::paths::Roots;
 
 pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
     let path = string_field(input, "path")?;

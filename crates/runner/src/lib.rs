@@ -2,9 +2,9 @@
 //! `load`, `invoke`, `cancel`, `ping` and `shutdown` (see [`crate::rpc`]). It runs the built-in
 //! runner tools ([`tools`]) and hosts the `runner.mjs` of local packs ([`packs`]).
 //!
-//! It must not reach the controller's modules (store, web, support, scheduler): the runner
-//! binary links only `rpc`, `runner` and `js`. Everything it knows about the project comes
-//! from the hello and `load`.
+//! It must not reach the controller's modules (store, web, support, scheduler): this crate
+//! depends only on `suzumio-core` (`rpc`, `js`, the toolpack output types), so the build keeps
+//! them out. Everything it knows about the project comes from the hello and `load`.
 
 mod packs;
 pub mod paths;
@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use crate::rpc::{Connection, HelloParams, HelloResult, PROTOCOL_VERSION, method};
 pub use paths::Roots;
 use service::{RunnerService, Session};
+pub(crate) use suzumio_core::{VERSION, js, rpc, toolpack};
 pub use tools::{BuiltinTool, BuiltinTools};
 
 pub const DEFAULT_SOCKET: &str = "/run/suzumio/control.sock";

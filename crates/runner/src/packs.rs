@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::js::{CallScope, HostFuture, HostOps, JsCall, JsError, JsHost, JsLimits, ModuleSpec, RUNNER_GLUE};
+use crate::paths::WORKSPACE;
 use crate::rpc::{CallSupportParams, Connection, PackSpec, RecordSignalParams, SignalRequest, ToolOutput, method};
-use crate::runner::paths::WORKSPACE;
 
 /// Identity a pack's context carries (`project`, `agentId`).
 #[derive(Clone, Debug)]

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use super::{ToolContext, bool_field, io_error, string_field, write_temp};
+use crate::paths::{Roots, ToolPath};
 use crate::rpc::ToolOutput;
-use crate::runner::paths::{Roots, ToolPath};
 
 /// The planned state of one file.
 struct Planned {

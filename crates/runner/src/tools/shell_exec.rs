@@ -19,8 +19,8 @@ use tokio::process::{Child, Command};
 use tokio::sync::Notify;
 
 use super::{ToolContext, positive};
+use crate::paths::{Roots, WORKSPACE};
 use crate::rpc::ToolOutput;
-use crate::runner::paths::{Roots, WORKSPACE};
 
 const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 const MAX_TIMEOUT_MS: u64 = 300_000;

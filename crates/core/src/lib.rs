@@ -1,0 +1,20 @@
+//! Suzumio's core: what the controller and the in-container runner share, and nothing else.
+//!
+//! - [`config`]: `suzumio.yaml` loading and validation, the typed config.
+//! - [`toolpack`]: manifests, built-in packs, the registry, allowlists, JSON Schemas, the tool
+//!   output and error types.
+//! - [`rpc`]: the wire protocol between controller and runner.
+//! - [`js`]: the embedded JavaScript host (rquickjs) both sides run packs with.
+//!
+//! Architecture invariant: this crate links no web server, no database and no HTTP client.
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod js;
+pub mod rpc;
+pub mod text;
+pub mod toolpack;
+
+/// The version both binaries report (and the runner announces in its hello).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
