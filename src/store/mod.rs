@@ -6,7 +6,8 @@
 //! `<root>/.suzumio/state.db` — one writer behind a mutex, through which every state change runs
 //! as exactly one transaction together with the events it appends, and one read connection for
 //! queries. After a commit the new events go out on a broadcast channel ([`Store::subscribe`]).
-//! The API is synchronous: async callers use `spawn_blocking` or a dedicated thread.
+//! The API is synchronous: every call is one short transaction (or one indexed read), so async
+//! callers call it in place; nothing here waits on the network or a lock held across an await.
 //!
 //! It enforces the data rules of the reference (signal targets, statuses, priorities, useful
 //! effects, signal selection) but makes no scheduling decisions and never talks to containers,
