@@ -96,6 +96,10 @@ mod invalid {
         scheduler_kind,
         runner_mode,
         backend_kind_docker_chat,
+        yaml_alias_bomb,
+        agent_count_too_large,
+        import_outside_project,
+        import_device,
     );
 }
 
@@ -108,6 +112,7 @@ mod valid {
         env_substitution,
         counted_agents_with_names,
         warnings_only,
+        manifest_json_surrogates,
     );
 }
 

@@ -28,21 +28,48 @@ impl EnvSource for ProcessEnv {
     }
 }
 
+/// Largest config or imported file read, in bytes.
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
+
 pub struct Loader<'e> {
     env: &'e dyn EnvSource,
     pub diags: Diagnostics,
+    /// The directory of the root config file: imports read only files under it.
+    project_dir: Option<PathBuf>,
+}
+
+/// Read a config file: a regular file (a FIFO or a device would block or never end), at most
+/// [`MAX_FILE_BYTES`], UTF-8.
+fn read_config_file(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("it is not a regular file".into());
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(format!("it is {} bytes; config files are read up to {MAX_FILE_BYTES} bytes", meta.len()));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!("it grew past {MAX_FILE_BYTES} bytes while being read"));
+    }
+    Ok(text)
 }
 
 impl<'e> Loader<'e> {
     pub fn new(env: &'e dyn EnvSource) -> Self {
-        Loader { env, diags: Diagnostics::default() }
+        Loader { env, diags: Diagnostics::default(), project_dir: None }
     }
 
     /// Load a top-level config file. `None` when the file itself could not be read or parsed
     /// (the reason is in `diags`).
     pub fn load_root(&mut self, file: &Path) -> Option<Node> {
         let file: Arc<Path> = Arc::from(file);
-        let text = match std::fs::read_to_string(&file) {
+        self.project_dir = file.parent().and_then(|d| d.canonicalize().ok());
+        let text = match read_config_file(&file) {
             Ok(text) => text,
             Err(e) => {
                 self.diags.error(Some(&Loc::file(file.clone())), "", format!("cannot read config file: {e}"));
@@ -156,12 +183,22 @@ impl<'e> Loader<'e> {
                 return null;
             }
         };
+        if let Some(dir) = &self.project_dir
+            && !path.starts_with(dir)
+        {
+            self.diags.error(
+                Some(site),
+                "",
+                format!("@import({target}) is outside the project directory: imports read only files under it"),
+            );
+            return null;
+        }
         if stack.iter().any(|p| **p == *path) {
             let chain: Vec<String> = stack.iter().chain(std::iter::once(&path)).map(|p| display_path(p)).collect();
             self.diags.error(Some(site), "", format!("Circular @import detected: {}", chain.join(" -> ")));
             return null;
         }
-        let text = match std::fs::read_to_string(&path) {
+        let text = match read_config_file(&path) {
             Ok(text) => text,
             Err(e) => {
                 self.diags.error(Some(site), "", format!("cannot read @import({target}): {e}"));

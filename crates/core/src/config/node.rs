@@ -149,6 +149,9 @@ pub fn parse_yaml(text: &str, file: Arc<Path>) -> Result<Node, SyntaxError> {
         root: None,
         error: None,
         documents: 0,
+        nodes: 0,
+        copied: 0,
+        starts: Vec::new(),
     };
     let mut parser = Parser::new_from_str(text);
     parser.load(&mut builder, true).map_err(|e| {
@@ -188,7 +191,56 @@ pub fn parse_json(text: &str, file: Arc<Path>) -> Result<Node, SyntaxError> {
         }
         return Err(SyntaxError { loc: Loc::new(file, line, col), message: format!("invalid JSON: {message}") });
     }
-    parse_yaml(text, file)
+    // Valid JSON from here on. The YAML parser that gives us positions does not take UTF-16
+    // surrogate pairs (`"\ud83d\udca3"`, what Python's json.dump writes for emoji), so they are
+    // decoded first; a column after one on the same line moves left by the escape's length.
+    let decoded = decode_surrogate_pairs(text);
+    parse_yaml(&decoded, file).map_err(|e| SyntaxError {
+        message: e.message.strip_prefix("invalid YAML: ").map_or(e.message.clone(), |m| format!("invalid JSON: {m}")),
+        loc: e.loc,
+    })
+}
+
+/// `\uD8xx\uDCxx` escapes inside JSON strings replaced by the character they encode.
+fn decode_surrogate_pairs(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("\\u") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let hex = |s: &str| u32::from_str_radix(s, 16).ok();
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let (mut i, mut in_string) = (0, false);
+    while i < bytes.len() {
+        let c = bytes[i];
+        if !in_string {
+            in_string = c == b'"';
+        } else if c == b'"' {
+            in_string = false;
+        } else if c == b'\\' {
+            let pair = text.get(i..i + 12).filter(|p| p.get(1..2) == Some("u") && p.get(6..8) == Some("\\u"));
+            let decoded = pair.and_then(|p| {
+                let (high, low) = (hex(p.get(2..6)?)?, hex(p.get(8..12)?)?);
+                if !(0xD800..0xDC00).contains(&high) || !(0xDC00..0xE000).contains(&low) {
+                    return None;
+                }
+                char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+            });
+            if let Some(ch) = decoded {
+                out.push(ch);
+                i += 12;
+                continue;
+            }
+            // Any other escape: copy it whole, so an escaped quote does not end the string.
+            let next = text[i + 1..].chars().next().map_or(0, char::len_utf8);
+            out.push_str(&text[i..i + 1 + next]);
+            i += 1 + next;
+            continue;
+        }
+        let ch_len = text[i..].chars().next().map_or(1, char::len_utf8);
+        out.push_str(&text[i..i + ch_len]);
+        i += ch_len;
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The position (1-based line and column) of the last non-blank character before `line:col`.
@@ -228,18 +280,41 @@ fn marker_loc(file: &Arc<Path>, m: &Marker) -> Loc {
     Loc::new(file.clone(), m.line().max(1), m.col() + 1)
 }
 
+/// At most this many values may be copied by aliases in one document: a few hundred bytes of
+/// nested aliases ("billion laughs") would otherwise expand to gigabytes. Values written out
+/// are bounded by the file size limit instead.
+pub const MAX_ALIAS_NODES: usize = 100_000;
+
 enum Frame {
-    Seq { items: Vec<Node>, loc: Loc, anchor: usize },
-    Map { entries: Vec<(Key, Node)>, pending_key: Option<Key>, loc: Loc, anchor: usize },
+    Seq {
+        items: Vec<Node>,
+        loc: Loc,
+        anchor: usize,
+    },
+    /// `seen` holds the mapping's key names with their lines, so a duplicate is found in O(1).
+    Map {
+        entries: Vec<(Key, Node)>,
+        pending_key: Option<Key>,
+        loc: Loc,
+        anchor: usize,
+        seen: HashMap<String, usize>,
+    },
 }
 
 struct TreeBuilder {
     file: Arc<Path>,
     stack: Vec<Frame>,
-    anchors: HashMap<usize, Node>,
+    /// Anchored nodes with their size in nodes (what one alias of them costs).
+    anchors: HashMap<usize, (Node, usize)>,
     root: Option<Node>,
     error: Option<SyntaxError>,
     documents: usize,
+    /// Nodes built so far, alias copies included.
+    nodes: usize,
+    /// Nodes copied by aliases so far; see [`MAX_ALIAS_NODES`].
+    copied: usize,
+    /// `nodes` when each open collection started, to size anchored collections.
+    starts: Vec<usize>,
 }
 
 impl TreeBuilder {
@@ -248,7 +323,7 @@ impl TreeBuilder {
         match self.stack.last_mut() {
             None => self.root = Some(node),
             Some(Frame::Seq { items, .. }) => items.push(node),
-            Some(Frame::Map { entries, pending_key, .. }) => match pending_key.take() {
+            Some(Frame::Map { entries, pending_key, seen, .. }) => match pending_key.take() {
                 Some(key) => {
                     // A mapping or list under a key is reported at its key: that is where a user
                     // looks for "agents.pm: model is required" or "extends: must be a list".
@@ -273,9 +348,11 @@ impl TreeBuilder {
                             String::new()
                         }
                     };
-                    if let Some((first, _)) = entries.iter().find(|(k, _)| k.name == name) {
-                        let message = format!("duplicate key `{name}` (first defined at line {})", first.loc.line);
+                    if let Some(first_line) = seen.get(&name) {
+                        let message = format!("duplicate key `{name}` (first defined at line {first_line})");
                         problem = Some((node.loc.clone(), message));
+                    } else {
+                        seen.insert(name.clone(), node.loc.line);
                     }
                     *pending_key = Some(Key { name, loc: node.loc });
                 }
@@ -284,6 +361,24 @@ impl TreeBuilder {
         if let Some((loc, message)) = problem {
             self.fail(loc, &message);
         }
+    }
+
+    /// Count `n` nodes copied by an alias; false (with the error recorded) once the budget is
+    /// spent.
+    fn copy(&mut self, n: usize, loc: &Loc) -> bool {
+        self.nodes = self.nodes.saturating_add(n);
+        self.copied = self.copied.saturating_add(n);
+        if self.copied > MAX_ALIAS_NODES {
+            self.fail(
+                loc.clone(),
+                &format!(
+                    "aliases in this document copy more than {MAX_ALIAS_NODES} values (the alias here copies {n}); \
+                     write the values out or use fewer nested aliases"
+                ),
+            );
+            return false;
+        }
+        true
     }
 
     fn fail(&mut self, loc: Loc, message: &str) {
@@ -295,6 +390,10 @@ impl TreeBuilder {
 
 impl MarkedEventReceiver for TreeBuilder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
+        // After the first error nothing more is built: the error is what is reported.
+        if self.error.is_some() {
+            return;
+        }
         let loc = marker_loc(&self.file, &mark);
         match ev {
             Event::DocumentStart => {
@@ -314,24 +413,41 @@ impl MarkedEventReceiver for TreeBuilder {
                     },
                     _ => Value::Str(text),
                 };
+                self.nodes += 1;
                 let node = Node::new(value, loc);
                 if anchor > 0 {
-                    self.anchors.insert(anchor, node.clone());
+                    self.anchors.insert(anchor, (node.clone(), 1));
                 }
                 self.push_value(node);
             }
             Event::Alias(anchor) => match self.anchors.get(&anchor) {
-                Some(node) => {
-                    let node = node.clone();
+                Some((node, size)) => {
+                    let (node, size) = (node.clone(), *size);
+                    if !self.copy(size, &loc) {
+                        return;
+                    }
                     self.push_value(node);
                 }
                 None => self.fail(loc, "alias refers to an unknown anchor"),
             },
-            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq { items: Vec::new(), loc, anchor }),
+            Event::SequenceStart(anchor, _) => {
+                self.nodes += 1;
+                self.starts.push(self.nodes);
+                self.stack.push(Frame::Seq { items: Vec::new(), loc, anchor })
+            }
             Event::MappingStart(anchor, _) => {
-                self.stack.push(Frame::Map { entries: Vec::new(), pending_key: None, loc, anchor })
+                self.nodes += 1;
+                self.starts.push(self.nodes);
+                self.stack.push(Frame::Map {
+                    entries: Vec::new(),
+                    pending_key: None,
+                    loc,
+                    anchor,
+                    seen: HashMap::new(),
+                })
             }
             Event::SequenceEnd | Event::MappingEnd => {
+                let size = 1 + self.nodes - self.starts.pop().unwrap_or(self.nodes);
                 let (node, anchor) = match self.stack.pop() {
                     Some(Frame::Seq { items, loc, anchor }) => (Node::new(Value::Seq(items), loc), anchor),
                     Some(Frame::Map { entries, loc, anchor, .. }) => {
@@ -345,7 +461,7 @@ impl MarkedEventReceiver for TreeBuilder {
                     None => return,
                 };
                 if anchor > 0 {
-                    self.anchors.insert(anchor, node.clone());
+                    self.anchors.insert(anchor, (node.clone(), size));
                 }
                 self.push_value(node);
             }
@@ -398,6 +514,35 @@ mod tests {
         let node = parse("properties:\n  a: {type: strng}\n");
         assert_eq!(node.at_pointer("/properties/a/type").map(|n| n.loc.line), Some(2));
         assert!(node.at_pointer("/properties/b").is_none());
+    }
+
+    #[test]
+    fn alias_bombs_are_refused_within_the_budget() {
+        let mut text = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..8 {
+            let prev = (b'a' + level - 1) as char;
+            let name = (b'a' + level) as char;
+            text.push_str(&format!("{name}: &{name} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+        }
+        let e = parse_yaml(&text, Arc::from(Path::new("bomb.yaml"))).unwrap_err();
+        assert!(e.message.starts_with("aliases in this document copy more than 100000 values"), "{}", e.message);
+        assert!(e.loc.line > 1, "{}", e.loc);
+    }
+
+    #[test]
+    fn large_mappings_check_duplicates_in_linear_time() {
+        let text: String = (0..100_000).map(|i| format!("k{i}: {i}\n")).collect();
+        let node = parse_yaml(&text, Arc::from(Path::new("big.yaml"))).unwrap_or_else(|e| panic!("{}", e.message));
+        assert_eq!(node.as_map().map(<[_]>::len), Some(100_000));
+        let e = parse_yaml(&format!("{text}k7: again\n"), Arc::from(Path::new("big.yaml"))).unwrap_err();
+        assert_eq!(e.message, "duplicate key `k7` (first defined at line 8)");
+    }
+
+    #[test]
+    fn json_surrogate_pairs_are_decoded() {
+        let text = "{\"icon\": \"\\ud83d\\udca3\", \"q\": \"a\\\"b\", \"plain\": \"\\u00e9\"}";
+        let node = parse_json(text, Arc::from(Path::new("m.json"))).unwrap_or_else(|e| panic!("{}", e.message));
+        assert_eq!(node.to_json(), serde_json::json!({"icon": "💣", "q": "a\"b", "plain": "é"}));
     }
 
     #[test]

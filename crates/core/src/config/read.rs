@@ -7,6 +7,10 @@
 use crate::config::diag::{Diagnostics, did_you_mean};
 use crate::config::node::{Key, Loc, Node, Value};
 
+/// Unknown keys listed one by one per mapping; past this, one line says how many more there are
+/// (a generated file with 40 000 stray keys gets a readable report, fast).
+const MAX_UNKNOWN_REPORTED: usize = 50;
+
 /// A mapping being read, with the key path that leads to it.
 pub struct Obj<'a> {
     pub node: &'a Node,
@@ -30,8 +34,13 @@ impl<'a> Obj<'a> {
     pub fn open(node: &'a Node, path: &str, known: &[&str], retired: Retired, d: &mut Diagnostics) -> Option<Obj<'a>> {
         match &node.value {
             Value::Map(entries) => {
+                let mut unknown = 0;
                 for (key, _) in entries {
                     if known.contains(&key.name.as_str()) {
+                        continue;
+                    }
+                    unknown += 1;
+                    if unknown > MAX_UNKNOWN_REPORTED {
                         continue;
                     }
                     let hint = retired
@@ -41,6 +50,10 @@ impl<'a> Obj<'a> {
                         .or_else(|| did_you_mean(&key.name, known.iter().copied()))
                         .or_else(|| Some(format!("known keys: {}", known.join(", "))));
                     d.error_hint(Some(&key.loc), join(path, &key.name), "unknown key", hint);
+                }
+                if unknown > MAX_UNKNOWN_REPORTED {
+                    let more = unknown - MAX_UNKNOWN_REPORTED;
+                    d.error(Some(&node.loc), path, format!("{more} more unknown keys in this mapping are not listed"));
                 }
                 Some(Obj { node, path: path.to_string() })
             }

@@ -12,6 +12,8 @@ use crate::config::read::{Obj, index, join};
 /// Senders and recipients that are not agents; no agent may take these ids.
 pub const VIRTUAL_PARTICIPANTS: [&str; 3] = ["user", "scheduler", "monitor"];
 
+/// Largest `count` of one agent entry: each instance is a container, a socket and a store row.
+pub const MAX_COUNT: usize = 1000;
 const AGENT_KEYS: &[&str] = &["role", "displayName", "names", "count", "prompt", "model", "tools", "mounts", "env"];
 
 pub(super) fn read(top: &Obj, models: &ModelsConfig, d: &mut Diagnostics) -> Vec<AgentConfig> {
@@ -53,7 +55,15 @@ pub(super) fn read(top: &Obj, models: &ModelsConfig, d: &mut Diagnostics) -> Vec
         let Some(agent) = Obj::open(agent_node, &path, AGENT_KEYS, &[], d) else {
             continue;
         };
-        let count = agent.int_at_least("count", 1, d).unwrap_or(1) as usize;
+        let mut count = agent.int_at_least("count", 1, d).unwrap_or(1) as usize;
+        if count > MAX_COUNT {
+            d.error(
+                Some(&agent.key_loc("count")),
+                agent.path_of("count"),
+                format!("count is {count}; at most {MAX_COUNT} agents can be made from one entry"),
+            );
+            count = 1;
+        }
         let role = agent.string("role", d).unwrap_or_else(|| base_id.to_string());
         let display_name = agent.string("displayName", d);
         let names = agent.string_list("names", d).unwrap_or_default();

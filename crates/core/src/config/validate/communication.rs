@@ -17,11 +17,12 @@ pub(super) fn read_channels(top: &Obj, d: &mut Diagnostics) -> Vec<String> {
         return vec!["#project".to_string(), "#blocked".to_string()];
     };
     let mut out: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for (i, (channel, loc)) in list.into_iter().enumerate() {
         let path = index("channels", i);
         if channel.is_empty() || channel.chars().any(char::is_whitespace) {
             d.error(Some(&loc), path, format!("channel names must be non-empty and contain no spaces: `{channel}`"));
-        } else if out.contains(&channel) {
+        } else if !seen.insert(channel.clone()) {
             d.error(Some(&loc), path, format!("channel {channel} is declared twice"));
         } else {
             out.push(channel);
