@@ -64,7 +64,7 @@ impl CliError {
         match self {
             CliError::Invalid(_) | CliError::Input(_) => 2,
             CliError::Run(e) => e.exit_code(),
-            CliError::Invoke(InvokeError::Handler(_) | InvokeError::Internal(_)) => 1,
+            CliError::Invoke(InvokeError::Handler(_) | InvokeError::Internal(_) | InvokeError::DiskFull(_)) => 1,
             CliError::Invoke(_) => 2,
             CliError::Tool(crate::toolpack::ToolError::Rejected(_)) => 2,
             CliError::Backend(_) | CliError::Tool(_) | CliError::Failed(_) => 1,
@@ -335,7 +335,7 @@ pub fn signals(
     limit: usize,
     as_json: bool,
 ) -> Result<Output, CliError> {
-    let tools = crate::controller::open(dir)?;
+    let tools = crate::controller::open_read_only(dir)?;
     if let Some(a) = agent
         && tools.project.config.agent(a).is_none()
     {
@@ -436,7 +436,7 @@ pub fn send(dir: &Path, recipient: &str, priority: Priority, body: &str) -> Resu
 
 /// `suzumio status <dir>`.
 pub fn status(dir: &Path) -> Result<Output, CliError> {
-    let tools = crate::controller::open(dir)?;
+    let tools = crate::controller::open_read_only(dir)?;
     let project = tools.store.project()?;
     let stats = tools.store.project_stats()?;
     let counts = tools.store.signal_counts()?;

@@ -60,6 +60,18 @@ pub fn open(dir: &Path) -> Result<Arc<ToolHost>, RunError> {
     Ok(ToolHost::new(Arc::new(project), store, state))
 }
 
+/// [`open`] for commands that only read: the store is opened read-only (no writes, so it works
+/// on a full disk).
+pub fn open_read_only(dir: &Path) -> Result<Arc<ToolHost>, RunError> {
+    let project = Project::load(dir, &ProcessEnv)?;
+    for w in crate::config::diag::sorted(&project.warnings.warnings) {
+        tracing::warn!("{w}");
+    }
+    let store = Store::open_read_only(&project.config, Arc::new(SystemClock))?;
+    let state = StateFiles::new(&project.config.root);
+    Ok(ToolHost::new(Arc::new(project), store, state))
+}
+
 /// The runner backend of a project, ready to start runners: Docker (engine reachable, image
 /// present — the minimal one is built offline when missing — and leftovers of this project
 /// removed) or local processes. The one place that names a backend kind: everything else asks

@@ -80,6 +80,8 @@ impl Store {
                 params![id, status, w.now, text, error],
             )?;
             let agent_id = activation.agent_id.as_str();
+            // A call whose end could not be recorded (a full disk) must not outlive its activation.
+            w.close_open_tool_calls(id, agent_id, "its activation ended before the call's end was recorded")?;
             let is_active = agent_row(w.tx, agent_id)?.is_some_and(|a| a.active_activation_id.as_deref() == Some(id));
             if is_active {
                 w.tx.execute(

@@ -82,6 +82,16 @@ pub enum StoreError {
         source: std::io::Error,
     },
 
+    /// SQLite could not write because the file system is full. Nothing was half-recorded: the
+    /// transaction rolled back.
+    #[error("the disk is full ({dir}): free space and retry")]
+    DiskFull { dir: PathBuf },
+
+    /// A read-only handle (what `status` and `signals` open, so they work on a full disk) was
+    /// asked to write.
+    #[error("the state database was opened read-only; this command cannot change it")]
+    ReadOnly,
+
     #[error("state database error: {0}")]
     Database(#[from] rusqlite::Error),
 

@@ -72,6 +72,8 @@ struct Inner {
     /// addressable.
     roster: Vec<String>,
     channels: Vec<String>,
+    /// Opened by [`Store::open_read_only`]: every write is refused before it starts.
+    read_only: bool,
     writer: Mutex<Connection>,
     reader: Mutex<Connection>,
     events: broadcast::Sender<EventRecord>,
@@ -101,9 +103,15 @@ impl Store {
         std::fs::create_dir_all(&dir).map_err(|source| StoreError::CreateDir { path: dir.clone(), source })?;
         let path = dir.join(DB_FILE);
 
+        let full = |e: StoreError| match e {
+            StoreError::Database(db) if db.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) => {
+                StoreError::DiskFull { dir: dir.clone() }
+            }
+            other => other,
+        };
         let mut writer = Connection::open(&path)?;
-        configure(&writer, &path)?;
-        schema::migrate(&mut writer, &path)?;
+        configure(&writer, &path).map_err(full)?;
+        schema::migrate(&mut writer, &path).map_err(full)?;
 
         // Opened read-only after the writer put the file in WAL mode: the "one writer" rule is
         // then enforced by SQLite, not only by convention.
@@ -120,6 +128,7 @@ impl Store {
                 clock,
                 roster: config.agents.iter().map(|a| a.id.clone()).collect(),
                 channels: config.channels.clone(),
+                read_only: false,
                 writer: Mutex::new(writer),
                 reader: Mutex::new(reader),
                 events,
@@ -127,6 +136,42 @@ impl Store {
         };
         store.sync_config(config, config_json)?;
         Ok(store)
+    }
+
+    /// Open an existing project's state for reading only: no directory is created, no
+    /// migration or config sync runs, and every write is refused. What read-only commands use,
+    /// so they work on a full disk. A project without state yet (or one this build must migrate)
+    /// is opened the normal way.
+    pub fn open_read_only(config: &ProjectConfig, clock: Arc<dyn Clock>) -> Result<Store, StoreError> {
+        let path = config.root.join(STATE_DIR).join(DB_FILE);
+        if !path.is_file() {
+            return Store::open(config, clock);
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let open = || -> Result<Connection, StoreError> {
+            let conn = Connection::open_with_flags(&path, flags)?;
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            Ok(conn)
+        };
+        let reader = open()?;
+        let version: i64 = reader.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if version != schema::latest_version() {
+            drop(reader);
+            return Store::open(config, clock);
+        }
+        let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
+        Ok(Store {
+            inner: Arc::new(Inner {
+                path: path.clone(),
+                clock,
+                roster: config.agents.iter().map(|a| a.id.clone()).collect(),
+                channels: config.channels.clone(),
+                read_only: true,
+                writer: Mutex::new(open()?),
+                reader: Mutex::new(reader),
+                events,
+            }),
+        })
     }
 
     /// The database file.
@@ -318,6 +363,23 @@ impl Store {
 
     /// Run `f` as one IMMEDIATE transaction on the writer; publish its events after commit.
     fn write<T>(&self, f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        if self.inner.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        self.write_tx(f).map_err(|e| self.classify(e))
+    }
+
+    /// A full file system is the machine's problem, not a database error: say so, and where.
+    fn classify(&self, e: StoreError) -> StoreError {
+        match e {
+            StoreError::Database(db) if db.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) => {
+                StoreError::DiskFull { dir: self.inner.path.parent().unwrap_or(Path::new(".")).to_path_buf() }
+            }
+            other => other,
+        }
+    }
+
+    fn write_tx<T>(&self, f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let mut conn = lock(&self.inner.writer);
         // IMMEDIATE takes the write lock at BEGIN, so a CLI process writing to the same file
         // waits (busy_timeout) instead of failing on a read-to-write upgrade.

@@ -204,22 +204,9 @@ impl Store {
 }
 
 impl WriteTx<'_> {
-    fn end_interrupted(
-        &mut self,
-        id: &str,
-        agent: &str,
-        status: ActivationStatus,
-        reason: &str,
-    ) -> Result<u64, StoreError> {
-        self.tx.execute(
-            "UPDATE activations SET status = ?2, ended_at = ?3, error = ?4 WHERE id = ?1",
-            params![id, status, self.now, reason],
-        )?;
-        let returned = self.tx.execute(
-            "UPDATE signals SET status = 'pending', delivered_at = NULL, delivered_activation_id = NULL
-             WHERE delivered_activation_id = ?1 AND status = 'delivered' AND target_agent IS NOT NULL",
-            [id],
-        )? as u64;
+    /// Tool calls of an activation still `running` are closed as failed with `reason`: nothing
+    /// runs them any more, and `tool-status` must not say otherwise.
+    pub(crate) fn close_open_tool_calls(&mut self, id: &str, agent: &str, reason: &str) -> Result<(), StoreError> {
         let open_calls: Vec<(String, String)> = {
             let mut stmt =
                 self.tx.prepare("SELECT id, tool FROM tool_calls WHERE activation_id = ?1 AND status = 'running'")?;
@@ -242,6 +229,26 @@ impl WriteTx<'_> {
                 error_kind: Some("internal".into()),
             })?;
         }
+        Ok(())
+    }
+
+    fn end_interrupted(
+        &mut self,
+        id: &str,
+        agent: &str,
+        status: ActivationStatus,
+        reason: &str,
+    ) -> Result<u64, StoreError> {
+        self.tx.execute(
+            "UPDATE activations SET status = ?2, ended_at = ?3, error = ?4 WHERE id = ?1",
+            params![id, status, self.now, reason],
+        )?;
+        let returned = self.tx.execute(
+            "UPDATE signals SET status = 'pending', delivered_at = NULL, delivered_activation_id = NULL
+             WHERE delivered_activation_id = ?1 AND status = 'delivered' AND target_agent IS NOT NULL",
+            [id],
+        )? as u64;
+        self.close_open_tool_calls(id, agent, reason)?;
         self.tx.execute(
             "UPDATE agents SET active_activation_id = NULL, status = 'quiet', updated_at = ?3
              WHERE id = ?1 AND (active_activation_id IS NULL OR active_activation_id = ?2)",

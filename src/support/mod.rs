@@ -45,6 +45,9 @@ pub enum InvokeError {
     Handler(String),
     #[error("{0}")]
     Internal(String),
+    /// The disk is full; nothing was recorded.
+    #[error("{0}")]
+    DiskFull(String),
 }
 
 pub use crate::toolpack::error::describe_input_errors;
@@ -53,7 +56,7 @@ impl From<InvokeError> for ToolError {
     fn from(e: InvokeError) -> Self {
         match e {
             InvokeError::Handler(m) => ToolError::Failed(m),
-            InvokeError::Internal(m) => ToolError::Internal(m),
+            InvokeError::Internal(m) | InvokeError::DiskFull(m) => ToolError::Internal(m),
             other => ToolError::Rejected(other.to_string()),
         }
     }
@@ -62,7 +65,8 @@ impl From<InvokeError> for ToolError {
 impl From<StoreError> for ToolError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Database(_) | StoreError::Io(_) | StoreError::CreateDir { .. } => {
+            StoreError::DiskFull { .. } => ToolError::Internal(e.to_string()),
+            StoreError::Database(_) | StoreError::Io(_) | StoreError::CreateDir { .. } | StoreError::ReadOnly => {
                 ToolError::Internal(format!("the project store failed: {e}"))
             }
             other => ToolError::Rejected(other.to_string()),
@@ -73,7 +77,8 @@ impl From<StoreError> for ToolError {
 impl From<StoreError> for InvokeError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Database(_) | StoreError::Io(_) | StoreError::CreateDir { .. } => {
+            StoreError::DiskFull { .. } => InvokeError::DiskFull(e.to_string()),
+            StoreError::Database(_) | StoreError::Io(_) | StoreError::CreateDir { .. } | StoreError::ReadOnly => {
                 InvokeError::Internal(e.to_string())
             }
             other => InvokeError::Rejected(other.to_string()),

@@ -180,10 +180,15 @@ fn same_origin(headers: &HeaderMap) -> bool {
 #[derive(Debug)]
 pub enum ApiError {
     NotFound(String),
-    BadRequest { message: String, details: Vec<ErrorDetail> },
+    BadRequest {
+        message: String,
+        details: Vec<ErrorDetail>,
+    },
     Unprocessable(String),
     UnsupportedMediaType,
     PayloadTooLarge(String),
+    /// The machine's disk is full: the request was not recorded; retry after freeing space.
+    InsufficientStorage(String),
     Unauthorized,
     Forbidden(String),
     Internal(String),
@@ -230,6 +235,7 @@ impl From<InvokeError> for ApiError {
             },
             InvokeError::Rejected(m) | InvokeError::Handler(m) => ApiError::Unprocessable(m),
             InvokeError::Internal(m) => ApiError::Internal(m),
+            InvokeError::DiskFull(m) => ApiError::InsufficientStorage(m),
         }
     }
 }
@@ -239,7 +245,10 @@ impl From<InvokeError> for ApiError {
 /// The store's own split: what the caller can fix is a 422, database and I/O failures a 500.
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        InvokeError::from(e).into()
+        match e {
+            StoreError::DiskFull { .. } => ApiError::InsufficientStorage(e.to_string()),
+            other => InvokeError::from(other).into(),
+        }
     }
 }
 
@@ -247,6 +256,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, error, details) = match self {
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m, Vec::new()),
+            ApiError::InsufficientStorage(m) => (StatusCode::INSUFFICIENT_STORAGE, m, Vec::new()),
             ApiError::BadRequest { message, details } => (StatusCode::BAD_REQUEST, message, details),
             ApiError::Unprocessable(m) => (StatusCode::UNPROCESSABLE_ENTITY, m, Vec::new()),
             ApiError::UnsupportedMediaType => (
