@@ -341,8 +341,13 @@ pub fn signals(
     {
         return Err(CliError::Input(format!("Unknown agent: {a}")));
     }
-    let query =
-        crate::store::SignalQuery { target_agent: agent.map(str::to_string), status, limit: Some(limit), kind: None };
+    let query = crate::store::SignalQuery {
+        target_agent: agent.map(str::to_string),
+        status,
+        limit: Some(limit),
+        kind: None,
+        before_id: None,
+    };
     let signals = tools.store.list_signals(&query)?;
     if as_json {
         return Ok((serde_json::to_string_pretty(&signals).unwrap_or_default() + "\n").into());

@@ -315,6 +315,79 @@ fn lists_are_paged_and_secrets_stay_out_of_the_config() {
     assert_eq!(get(&c, &format!("{P}/messages/msg_nope")).status, 404);
 }
 
+/// Follow `next` through a list route until it ends; the ids in order.
+fn all_pages(c: &Controller, route: &str, limit: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let sep = if route.contains('?') { '&' } else { '?' };
+        let url = match &cursor {
+            None => format!("{route}{sep}limit={limit}"),
+            Some(next) if route.ends_with("/events") => format!("{route}{sep}limit={limit}&after={next}"),
+            Some(next) => format!("{route}{sep}limit={limit}&before={next}"),
+        };
+        let page = get(c, &url);
+        assert_eq!(page.status, 200, "{url}: {}", page.body);
+        let page = page.json();
+        let items = page["items"].as_array().cloned().unwrap_or_default();
+        assert!(items.len() <= limit, "{url} gave {} items", items.len());
+        ids.extend(items.iter().map(|i| i["id"].to_string()));
+        match page["next"].as_str() {
+            Some(next) => {
+                assert_eq!(items.len(), limit, "{url}: a next cursor only on a full page");
+                cursor = Some(next.to_string());
+            }
+            None => return ids,
+        }
+        assert!(ids.len() < 10_000, "{route} never ends");
+    }
+}
+
+/// Regression: `/signals` and `/tool-calls` never paged and `before=zzz` was a 500. Every list
+/// route now pages the same way, and a cursor that names nothing is a 400 naming it.
+#[test]
+fn every_list_route_pages_the_same_way_and_refuses_unknown_cursors() {
+    let project = TempProject::copy_of("review");
+    let dir = project.dir.to_str().unwrap().to_string();
+    for i in 0..5 {
+        let input = format!(r#"{{"recipient": "reviewer", "body": "call {i}"}}"#);
+        let out = support::suzumio(&project.dir, &["tool", "call", &dir, "--agent", "pm", "messages.send", &input]);
+        assert_eq!(out.status.code(), Some(0), "{}", support::text(&out.stderr));
+    }
+    let c = Controller::start(&project.dir, &[]);
+    for i in 0..4 {
+        post(&c, &format!("{P}/messages"), &format!(r#"{{"recipient": "pm", "body": "m{i}"}}"#));
+    }
+    let routes = [
+        (format!("{P}/messages"), 9),
+        (format!("{P}/signals"), 9),
+        (format!("{P}/tool-calls"), 5),
+        (format!("{P}/activations"), 5),
+        (format!("{P}/events"), 0),
+    ];
+    for (route, expected) in &routes {
+        let whole = all_pages(&c, route, 500);
+        if *expected > 0 {
+            assert_eq!(whole.len(), *expected, "{route}");
+        }
+        for limit in [1, 2, 3] {
+            assert_eq!(all_pages(&c, route, limit), whole, "{route} paged by {limit}");
+        }
+        let unknown = if route.ends_with("/events") { "after=zzz" } else { "before=zzz" };
+        let r = get(&c, &format!("{route}?{unknown}"));
+        assert_eq!(r.status, 400, "{route}?{unknown}: {}", r.body);
+        assert!(r.json()["error"].as_str().unwrap().contains(unknown), "{}", r.body);
+        let r = get(&c, &format!("{route}?limit=lots"));
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert_eq!(r.json()["error"], "limit must be a whole number, got `lots`");
+        // `limit` is clamped, never refused for being large.
+        assert_eq!(get(&c, &format!("{route}?limit=100000")).status, 200);
+    }
+    let history = all_pages(&c, &format!("{P}/agents/pm/history"), 500);
+    assert_eq!(all_pages(&c, &format!("{P}/agents/pm/history"), 2), history);
+    assert_eq!(get(&c, &format!("{P}/agents/pm/history?before=his_nope")).status, 400);
+}
+
 /// Regression: the config view printed the Rust variant (`OpenAiCompatible`) instead of the
 /// config's own spelling.
 #[test]

@@ -137,7 +137,7 @@ impl Fixture {
     }
 
     fn nudges(&self) -> Vec<SignalRecord> {
-        let query = SignalQuery { target_agent: None, status: None, limit: Some(500), kind: None };
+        let query = SignalQuery { target_agent: None, status: None, limit: Some(500), kind: None, before_id: None };
         let mut all = self.host.store.list_signals(&query).expect("signals listed");
         all.retain(|s| s.kind == NUDGE);
         all.reverse(); // oldest first

@@ -53,6 +53,16 @@ pub const DB_FILE: &str = "state.db";
 /// Broadcast buffer: a subscriber that falls further behind gets `Lagged` and should resume from
 /// [`Store::events_after`].
 pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
+/// The lists the API pages through by id.
+#[derive(Clone, Copy, Debug)]
+pub enum Listing {
+    Messages,
+    Signals,
+    ToolCalls,
+    Activations,
+    History,
+}
+
 /// Upper bound for every list query, whatever the caller asks for.
 pub const MAX_LIMIT: usize = 500;
 const DEFAULT_LIMIT: usize = 50;
@@ -204,6 +214,22 @@ impl Store {
             )?;
             let rows = stmt.query_map(params![after_id, limit], event_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// Whether `id` names a row of `listing` (what a paging cursor must do).
+    pub fn has_id(&self, listing: Listing, id: &str) -> Result<bool, StoreError> {
+        let table = match listing {
+            Listing::Messages => "messages",
+            Listing::Signals => "signals",
+            Listing::ToolCalls => "tool_calls",
+            Listing::Activations => "activations",
+            Listing::History => "history",
+        };
+        self.read(|conn| {
+            let found =
+                conn.query_row(&format!("SELECT 1 FROM {table} WHERE id = ?1"), [id], |_| Ok(())).optional()?.is_some();
+            Ok(found)
         })
     }
 

@@ -416,4 +416,6 @@ pub struct SignalQuery {
     pub kind: Option<String>,
     /// Default 50, capped at 500.
     pub limit: Option<usize>,
+    /// Only signals recorded before this one (paging back; the id must exist).
+    pub before_id: Option<String>,
 }

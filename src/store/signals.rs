@@ -173,9 +173,12 @@ impl Store {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {SIGNAL_COLUMNS} FROM signals
                  WHERE (?1 IS NULL OR target_agent = ?1) AND (?2 IS NULL OR status = ?2) AND (?4 IS NULL OR kind = ?4)
+                   AND (?5 IS NULL OR rowid < (SELECT rowid FROM signals WHERE id = ?5))
                  ORDER BY rowid DESC LIMIT ?3"
             ))?;
-            let rows = stmt.query_map(params![target, status, clamp_limit(query.limit), kind], signal_from_row)?;
+            let before = given(&query.before_id);
+            let rows =
+                stmt.query_map(params![target, status, clamp_limit(query.limit), kind, before], signal_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
     }

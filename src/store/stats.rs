@@ -94,6 +94,29 @@ impl Store {
 
     /// The newest `limit` calls of the given tools (all tools when `tools` is empty), newest
     /// first, each with a short `target` summary instead of its input.
+    /// Tool calls newest first, optionally of one tool and one agent, recorded before the call
+    /// `before` (paging back), at most `limit` (capped).
+    pub fn list_tool_calls(
+        &self,
+        tool: Option<&str>,
+        agent: Option<&str>,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ToolCallSummary>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, tool, agent_id, activation_id, status, started_at, finished_at, error, target
+                 FROM tool_calls
+                 WHERE (?1 IS NULL OR tool = ?1) AND (?2 IS NULL OR agent_id = ?2)
+                   AND (?3 IS NULL OR rowid < (SELECT rowid FROM tool_calls WHERE id = ?3))
+                 ORDER BY rowid DESC LIMIT ?4",
+            )?;
+            let rows =
+                stmt.query_map(rusqlite::params![tool, agent, before, clamp_limit(Some(limit))], summary_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
     pub fn recent_tool_calls(&self, tools: &[&str], limit: usize) -> Result<Vec<ToolCallSummary>, StoreError> {
         let mut args: Vec<SqlValue> = tools.iter().map(|t| SqlValue::Text(t.to_string())).collect();
         let filter = if tools.is_empty() {

@@ -151,6 +151,7 @@ fn signals(host: &ToolHost, input: &Value) -> Result<ToolOutput, InvokeError> {
         status,
         limit: Some(limit(input, 25, 100)),
         kind: None,
+        before_id: None,
     })?;
     let mut out = String::new();
     let by = |m: &std::collections::BTreeMap<String, u64>| {

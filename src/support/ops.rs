@@ -166,6 +166,7 @@ impl HostOps for ControllerOps {
                     status,
                     limit: limit(&args),
                     kind: str_arg(&args, "kind"),
+                    before_id: None,
                 }))
             }
             "store.projectStats" => to_json(self.store.project_stats()),

@@ -5,10 +5,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use serde::Deserialize;
 
 use super::body::{self, JsonBody, JsonInput};
 use super::{ApiError, AppState, views};
-use crate::store::{ProjectStatus, SendMessage};
+use crate::store::{Listing, ProjectStatus, SendMessage};
 use crate::support::ToolHost;
 
 pub fn routes() -> Router<AppState> {
@@ -105,14 +106,61 @@ async fn post_message(
 }
 
 /// `?limit=&before=&after=&agent=&status=&tool=` of list routes.
-#[derive(serde::Deserialize, Default)]
+/// The query of every list route, as text: each value is parsed here so that a bad one is a
+/// 400 that names the parameter (an unknown cursor included), not a generic rejection.
+#[derive(Debug, Default, Deserialize)]
 pub struct ListQuery {
-    limit: Option<usize>,
+    limit: Option<String>,
     before: Option<String>,
-    after: Option<i64>,
+    after: Option<String>,
     agent: Option<String>,
     status: Option<String>,
     tool: Option<String>,
+}
+
+impl ListQuery {
+    /// `limit`, defaulting to `default` and clamped to 1..=`max`.
+    fn limit(&self, default: usize, max: usize) -> Result<usize, ApiError> {
+        match self.limit.as_deref().map(str::trim) {
+            None | Some("") => Ok(default),
+            Some(text) => text
+                .parse::<usize>()
+                .map(|n| n.clamp(1, max))
+                .map_err(|_| ApiError::bad_request(format!("limit must be a whole number, got `{text}`"))),
+        }
+    }
+
+    /// `before`, which must be the id of a row of `listing` (the `next` of an earlier page).
+    fn before(&self, host: &ToolHost, listing: Listing) -> Result<Option<String>, ApiError> {
+        let Some(id) = self.before.as_deref().filter(|s| !s.is_empty()) else { return Ok(None) };
+        if !host.store.has_id(listing, id)? {
+            return Err(ApiError::bad_request(format!(
+                "unknown cursor before={id}: use the `next` of an earlier page of this list"
+            )));
+        }
+        Ok(Some(id.to_string()))
+    }
+
+    /// `after`, an event id.
+    fn after(&self) -> Result<Option<i64>, ApiError> {
+        match self.after.as_deref().map(str::trim) {
+            None | Some("") => Ok(None),
+            Some(text) => text
+                .parse::<i64>()
+                .map(Some)
+                .map_err(|_| ApiError::bad_request(format!("unknown cursor after={text}: event ids are numbers"))),
+        }
+    }
+}
+
+/// One page, newest (or, for `after` lists, oldest) first: `fetched` holds up to `limit + 1`
+/// items in page order; the extra one only says that there is more, and `next` is then the id
+/// to pass as the cursor.
+fn page_of<T: serde::Serialize>(mut fetched: Vec<T>, limit: usize, id: impl Fn(&T) -> String) -> Response {
+    let more = fetched.len() > limit;
+    fetched.truncate(limit);
+    let next = fetched.last().filter(|_| more).map(id);
+    page(fetched, next)
 }
 
 fn page<T: serde::Serialize>(items: Vec<T>, next: Option<String>) -> Response {
@@ -137,17 +185,16 @@ async fn list_messages(
     Query(q): Query<ListQuery>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
+    let limit = q.limit(100, 500)?;
     let query = crate::store::MessageQuery {
         participant_a: q.agent.clone(),
-        limit: Some(q.limit.unwrap_or(100).min(500)),
-        before_id: q.before.clone(),
+        limit: Some(limit + 1),
+        before_id: q.before(host, Listing::Messages)?,
         ..Default::default()
     };
     let mut items = host.store.list_messages(&query)?;
     items.reverse();
-    let full = items.len() >= query.limit.unwrap_or(0);
-    let next = items.last().filter(|_| full).map(|m| m.id.clone());
-    Ok(page(items, next))
+    Ok(page_of(items, limit, |m| m.id.clone()))
 }
 
 async fn one_message(
@@ -168,9 +215,14 @@ async fn history(
     if host.project.config.agent(&agent).is_none() {
         return Err(ApiError::NotFound(format!("Unknown agent: {agent}")));
     }
-    let limit = q.limit.unwrap_or(80).clamp(1, 500);
-    let items = host.store.history_page(&agent, q.before.as_deref(), limit)?;
-    let next = items.first().filter(|_| items.len() >= limit).map(|h| h.id.clone());
+    let limit = q.limit(80, 499)?;
+    // Oldest first within the page; paging goes back in time, so the extra row is the oldest.
+    let mut items = host.store.history_page(&agent, q.before(host, Listing::History)?.as_deref(), limit + 1)?;
+    let more = items.len() > limit;
+    if more {
+        items.remove(0);
+    }
+    let next = items.first().filter(|_| more).map(|h| h.id.clone());
     Ok(page(items, next))
 }
 
@@ -180,10 +232,9 @@ async fn events(
     Query(q): Query<ListQuery>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let limit = q.limit.unwrap_or(200).clamp(1, 1000);
-    let items = host.store.events_after(q.after.unwrap_or(0), limit)?;
-    let next = items.last().filter(|_| items.len() >= limit).map(|e| e.id.to_string());
-    Ok(page(items, next))
+    let limit = q.limit(200, 999)?;
+    let items = host.store.events_after(q.after()?.unwrap_or(0), limit + 1)?;
+    Ok(page_of(items, limit, |e| e.id.to_string()))
 }
 
 async fn stream(
@@ -198,7 +249,7 @@ async fn stream(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<i64>().ok())
-        .or(q.after);
+        .or(q.after()?);
     let after = match last {
         Some(id) => id,
         None => host.store.last_event_id()?,
@@ -212,10 +263,10 @@ async fn activations(
     Query(q): Query<ListQuery>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let limit = q.limit.unwrap_or(50).clamp(1, 500);
-    let items = host.store.list_activations(q.agent.as_deref(), q.before.as_deref(), Some(limit))?;
-    let next = items.last().filter(|_| items.len() >= limit).map(|a| a.id.clone());
-    Ok(page(items, next))
+    let limit = q.limit(50, 499)?;
+    let before = q.before(host, Listing::Activations)?;
+    let items = host.store.list_activations(q.agent.as_deref(), before.as_deref(), Some(limit + 1))?;
+    Ok(page_of(items, limit, |a| a.id.clone()))
 }
 
 async fn one_activation(
@@ -235,12 +286,10 @@ async fn tool_calls(
     Query(q): Query<ListQuery>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    let tools: Vec<&str> = q.tool.as_deref().into_iter().collect();
-    let mut items = host.store.recent_tool_calls(&tools, q.limit.unwrap_or(100))?;
-    if let Some(agent) = &q.agent {
-        items.retain(|c| &c.agent_id == agent);
-    }
-    Ok(page(items, None))
+    let limit = q.limit(100, 499)?;
+    let before = q.before(host, Listing::ToolCalls)?;
+    let items = host.store.list_tool_calls(q.tool.as_deref(), q.agent.as_deref(), before.as_deref(), limit + 1)?;
+    Ok(page_of(items, limit, |c| c.id.clone()))
 }
 
 async fn signals(
@@ -253,9 +302,16 @@ async fn signals(
         None => None,
         Some(s) => Some(s.parse::<crate::store::SignalStatus>().map_err(|e| ApiError::bad_request(e.to_string()))?),
     };
-    let query = crate::store::SignalQuery { target_agent: q.agent.clone(), status, limit: q.limit, kind: None };
+    let limit = q.limit(50, 499)?;
+    let query = crate::store::SignalQuery {
+        target_agent: q.agent.clone(),
+        status,
+        limit: Some(limit + 1),
+        kind: None,
+        before_id: q.before(host, Listing::Signals)?,
+    };
     let items = host.store.list_signals(&query)?;
-    Ok(page(items, None))
+    Ok(page_of(items, limit, |s| s.id.clone()))
 }
 
 async fn config(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
