@@ -244,3 +244,23 @@ async fn runner_side_file_tools_respect_their_roots() {
         "a symlink out is refused: {err}"
     );
 }
+
+/// Regression: 200 background sleeps returned at once, and the next four calls failed with
+/// "can't fork" for 20 s (the container's pid limit). They are stopped when the call returns.
+#[tokio::test]
+async fn background_processes_left_by_a_call_do_not_exhaust_the_pid_limit() {
+    let s = setup().await;
+    let out = s
+        .call(
+            "a",
+            "shell.exec",
+            json!({"command": "for i in $(seq 200); do sleep 20 & done 2>/dev/null; echo launched"}),
+        )
+        .await
+        .unwrap();
+    assert!(out.contains("launched") && out.contains("were stopped"), "{out}");
+    for i in 0..4 {
+        let next = s.call("a", "shell.exec", json!({"command": format!("echo next {i}")})).await.unwrap();
+        assert!(next.ends_with(&format!("[stdout]\nnext {i}")), "{next}");
+    }
+}

@@ -582,7 +582,7 @@ async fn shell_reports_a_non_zero_exit_without_failing() {
     assert_eq!(out.output, "$ echo no >&2; exit 3\n[stderr]\nno");
     assert_eq!(
         Value::Object(out.metadata.unwrap()),
-        json!({"exitCode": 3, "signal": null, "cwd": "/workspace", "timedOut": false, "truncated": false})
+        json!({"exitCode": 3, "signal": null, "cwd": "/workspace", "timedOut": false, "truncated": false, "stoppedBackground": false})
     );
     assert_eq!(out.title.as_deref(), Some("exit code 3"));
 }
@@ -727,7 +727,35 @@ async fn shell_returns_when_the_command_exits_even_if_a_background_process_keeps
     let out =
         s.run("shell.exec", json!({"command": "(sleep 5; echo late) & echo now", "timeoutMs": 20000})).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
-    assert_eq!(out.output, "$ (sleep 5; echo late) & echo now\n[stdout]\nnow");
+    assert_eq!(
+        out.output,
+        "$ (sleep 5; echo late) & echo now\n[stdout]\nnow\n[processes it left running in the background were \
+         stopped: shell.exec returns only when nothing it started runs]"
+    );
+    assert_eq!(out.metadata.unwrap()["stoppedBackground"], true);
+}
+
+/// Regression: `for i in $(seq 200); do sleep 20 & done` returned at once and left the sleeps
+/// running, so the next calls failed with "can't fork" until they ended (the container's pid
+/// limit). Nothing a call starts outlives it.
+#[tokio::test]
+async fn background_processes_do_not_outlive_the_call() {
+    let s = Sandbox::new();
+    let out = s
+        .run(
+            "shell.exec",
+            json!({"command": "for i in $(seq 50); do sleep 30 & done; echo $$ > group.pid; echo started"}),
+        )
+        .await
+        .unwrap();
+    assert!(out.output.contains("started"), "{}", out.output);
+    let group = pid_in(&s, "/workspace/group.pid");
+    let listed = std::process::Command::new("pgrep").args(["-g", &group.to_string()]).output().expect("pgrep runs");
+    assert_eq!(String::from_utf8_lossy(&listed.stdout).trim(), "", "the call's process group is gone");
+    let next = s.run("shell.exec", json!({"command": "echo next"})).await.unwrap();
+    assert!(next.output.ends_with("[stdout]\nnext"), "{}", next.output);
+    let quiet = s.run("shell.exec", json!({"command": "echo alone"})).await.unwrap();
+    assert_eq!(quiet.metadata.unwrap()["stoppedBackground"], false);
 }
 
 #[tokio::test]

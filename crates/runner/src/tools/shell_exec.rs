@@ -1,6 +1,8 @@
 //! `shell.exec`: run a command with `bash -lc` (or `sh -c` where there is no bash) in its own
 //! process group, capture stdout and stderr up to a shared byte cap, and stop the whole group on
 //! timeout or cancel: SIGTERM, then SIGKILL 2 s later. A non-zero exit is reported, not an error.
+//! When the command returns, whatever it left running in its group (`sleep 20 &`) is killed:
+//! nothing outlives the call (long-running commands are a separate tool's business).
 //!
 //! The agent token (`SUZUMIO_TOKEN`) is removed from the command's environment.
 
@@ -90,6 +92,13 @@ pub(super) async fn run(
         None => stop_group(group, &mut child).await,
     }
     .map_err(|e| format!("Cannot wait for the command: {e}"))?;
+    // The shell is gone; members of its group still alive were started in the background.
+    // Give them the drain grace to finish writing, then kill the group.
+    let lingering = killpg(group, None).is_ok();
+    if lingering {
+        tokio::time::sleep(DRAIN_GRACE).await;
+    }
+    let stopped_background = lingering && killpg(group, Signal::SIGKILL).is_ok();
 
     for mut reader in readers {
         if tokio::time::timeout(DRAIN_GRACE, &mut reader).await.is_err() {
@@ -117,6 +126,9 @@ pub(super) async fn run(
     if capture.truncated {
         output.push_str("\n[truncated]");
     }
+    if stopped_background {
+        output.push_str("\n[processes it left running in the background were stopped: shell.exec returns only when nothing it started runs]");
+    }
     let title = match (&signal, exit_code) {
         _ if timed_out => format!("timed out after {timeout_ms} ms"),
         (Some(signal), _) => format!("killed by {signal}"),
@@ -132,6 +144,7 @@ pub(super) async fn run(
             "cwd": cwd_shown,
             "timedOut": timed_out,
             "truncated": capture.truncated,
+            "stoppedBackground": stopped_background,
         })
         .as_object()
         .cloned(),
