@@ -1,15 +1,19 @@
 //! Routes of the HTTP API and their handlers.
 
-use axum::extract::{Path, Query, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 
 use super::body::{self, JsonBody, JsonInput};
+use super::stream::Full;
 use super::{ApiError, AppState, views};
-use crate::store::{ProjectStatus, SendMessage};
+use crate::store::{ProjectStatus, SendMessage, ToolCallSummary};
 use crate::support::ToolHost;
+use crate::toolpack::redact::redact_secrets;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -191,8 +195,16 @@ async fn stream(
     Path(name): Path<String>,
     headers: HeaderMap,
     Query(q): Query<ListQuery>,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
+    let slot = state.streams.acquire(client.map(|c| c.0.0.ip())).map_err(|full| {
+        let message = match full {
+            Full::Total(n) => format!("{n} event streams are open, the most this controller serves at once"),
+            Full::Client(n) => format!("{n} event streams are open from this address, the most one client may hold"),
+        };
+        ApiError::Unavailable { message: format!("{message}; close one or try again later"), retry_after: 10 }
+    })?;
     // Resume after Last-Event-ID (set by browsers on reconnect), or `?after=`; else from now.
     let last = headers
         .get("last-event-id")
@@ -203,7 +215,7 @@ async fn stream(
         Some(id) => id,
         None => host.store.last_event_id()?,
     };
-    Ok(super::stream::events(host.store.clone(), after).into_response())
+    Ok(super::stream::events(host.store.clone(), after, slot).into_response())
 }
 
 async fn activations(
@@ -225,7 +237,7 @@ async fn one_activation(
     let host = project(&state, &name)?;
     let activation =
         host.store.activation(&id)?.ok_or_else(|| ApiError::NotFound(format!("Unknown activation: {id}")))?;
-    let tool_calls = host.store.activation_tool_calls(&id)?;
+    let tool_calls = redacted(host.store.activation_tool_calls(&id)?);
     Ok(Json(views::ActivationDetail { activation, tool_calls }).into_response())
 }
 
@@ -236,11 +248,20 @@ async fn tool_calls(
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
     let tools: Vec<&str> = q.tool.as_deref().into_iter().collect();
-    let mut items = host.store.recent_tool_calls(&tools, q.limit.unwrap_or(100))?;
+    let mut items = redacted(host.store.recent_tool_calls(&tools, q.limit.unwrap_or(100))?);
     if let Some(agent) = &q.agent {
         items.retain(|c| &c.agent_id == agent);
     }
     Ok(page(items, None))
+}
+
+/// Targets are masked when recorded; masking again on the way out covers rows recorded before
+/// that (masking is idempotent).
+fn redacted(mut calls: Vec<ToolCallSummary>) -> Vec<ToolCallSummary> {
+    for call in &mut calls {
+        call.target = call.target.as_deref().map(redact_secrets);
+    }
+    calls
 }
 
 async fn signals(
