@@ -23,7 +23,7 @@ use crate::scheduler::Scheduler;
 use crate::store::{StateFiles, Store, StoreError};
 use crate::support::ToolHost;
 use crate::support::runners::AgentRunners;
-use crate::web::{ServeError, ServeOptions};
+use crate::web::{AllowedHost, ServeError, ServeOptions, StreamLimits};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -132,6 +132,8 @@ pub struct RunOptions {
     pub backend: Option<BackendKind>,
     /// A one-time browser login code (printed as a link when a token is required).
     pub login_code: Option<String>,
+    /// Host names the API answers for besides its own (`--allowed-host`, a reverse proxy's).
+    pub allowed_hosts: Vec<AllowedHost>,
     /// Stop once the project is idle: no activation running, nothing pending, nothing due
     /// within a minute.
     pub until_idle: bool,
@@ -215,8 +217,14 @@ pub async fn run(
             recovered.len()
         );
     }
-    let serve_options =
-        ServeOptions { host: options.host, port: options.port, token: options.token, login_code: options.login_code };
+    let serve_options = ServeOptions {
+        host: options.host,
+        port: options.port,
+        token: options.token,
+        login_code: options.login_code,
+        allowed_hosts: options.allowed_hosts,
+        streams: StreamLimits::default(),
+    };
     let listener = crate::web::bind(serve_options).await?;
     let address = listener.local_addr()?;
     let kind = options.backend.unwrap_or(tools.project.config.backend.kind);

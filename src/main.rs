@@ -12,6 +12,7 @@ use suzumio::config::diag::sorted;
 use suzumio::config::{BackendKind, Priority};
 use suzumio::controller::{self, RunOptions};
 use suzumio::store::{ProjectStatus, SignalStatus};
+use suzumio::web::AllowedHost;
 
 #[derive(Parser)]
 #[command(
@@ -55,6 +56,11 @@ enum Command {
         /// API token required as `Authorization: Bearer <token>` on every request.
         #[arg(long, env = "SUZUMIO_API_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// Another host name the API answers for, as NAME or NAME:PORT (e.g. a reverse proxy's;
+        /// repeatable). Without it only localhost, 127.0.0.1 and [::1] on the port are (plus IP
+        /// addresses when listening beyond loopback).
+        #[arg(long = "allowed-host", value_name = "NAME", env = "SUZUMIO_ALLOWED_HOSTS", value_delimiter = ',')]
+        allowed_hosts: Vec<AllowedHost>,
         /// Run the agents' runners as Docker containers (default) or local processes (no isolation).
         #[arg(long, value_enum)]
         backend: Option<BackendArg>,
@@ -240,11 +246,11 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { dir } => finish(commands::check(&dir)),
         Command::Tools { dir, agent, json } => finish(commands::tools(&dir, agent.as_deref(), json)),
-        Command::Run { dir, host, port, token, backend, until_idle } => block_on(async move {
+        Command::Run { dir, host, port, token, allowed_hosts, backend, until_idle } => block_on(async move {
             let login_code = token.as_ref().map(|_| suzumio::store::new_token());
             let link_code = login_code.clone();
-            let options =
-                RunOptions { host, port, token, backend: backend.map(BackendKind::from), until_idle, login_code };
+            let backend = backend.map(BackendKind::from);
+            let options = RunOptions { host, port, token, backend, until_idle, login_code, allowed_hosts };
             let live = terminal.clone();
             let announce = move |tools: &suzumio::support::ToolHost, addr: std::net::SocketAddr| {
                 println!("suzumio: project {} is served at http://{addr} (Ctrl-C to stop)", tools.name());

@@ -1,16 +1,20 @@
 //! Routes of the HTTP API and their handlers.
 
-use axum::extract::{Path, Query, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde::Deserialize;
 
 use super::body::{self, JsonBody, JsonInput};
+use super::stream::Full;
 use super::{ApiError, AppState, views};
-use crate::store::{Listing, ProjectStatus, SendMessage};
+use crate::store::{Listing, ProjectStatus, SendMessage, ToolCallSummary};
 use crate::support::ToolHost;
+use crate::toolpack::redact::redact_secrets;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -242,8 +246,16 @@ async fn stream(
     Path(name): Path<String>,
     headers: HeaderMap,
     Query(q): Query<ListQuery>,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
+    let slot = state.streams.acquire(client.map(|c| c.0.0.ip())).map_err(|full| {
+        let message = match full {
+            Full::Total(n) => format!("{n} event streams are open, the most this controller serves at once"),
+            Full::Client(n) => format!("{n} event streams are open from this address, the most one client may hold"),
+        };
+        ApiError::Unavailable { message: format!("{message}; close one or try again later"), retry_after: 10 }
+    })?;
     // Resume after Last-Event-ID (set by browsers on reconnect), or `?after=`; else from now.
     let last = headers
         .get("last-event-id")
@@ -254,7 +266,7 @@ async fn stream(
         Some(id) => id,
         None => host.store.last_event_id()?,
     };
-    Ok(super::stream::events(host.store.clone(), after).into_response())
+    Ok(super::stream::events(host.store.clone(), after, slot).into_response())
 }
 
 async fn activations(
@@ -276,7 +288,7 @@ async fn one_activation(
     let host = project(&state, &name)?;
     let activation =
         host.store.activation(&id)?.ok_or_else(|| ApiError::NotFound(format!("Unknown activation: {id}")))?;
-    let tool_calls = host.store.activation_tool_calls(&id)?;
+    let tool_calls = redacted(host.store.activation_tool_calls(&id)?);
     Ok(Json(views::ActivationDetail { activation, tool_calls }).into_response())
 }
 
@@ -289,7 +301,16 @@ async fn tool_calls(
     let limit = q.limit(100, 499)?;
     let before = q.before(host, Listing::ToolCalls)?;
     let items = host.store.list_tool_calls(q.tool.as_deref(), q.agent.as_deref(), before.as_deref(), limit + 1)?;
-    Ok(page_of(items, limit, |c| c.id.clone()))
+    Ok(page_of(redacted(items), limit, |c| c.id.clone()))
+}
+
+/// Targets are masked when recorded; masking again on the way out covers rows recorded before
+/// that (masking is idempotent).
+fn redacted(mut calls: Vec<ToolCallSummary>) -> Vec<ToolCallSummary> {
+    for call in &mut calls {
+        call.target = call.target.as_deref().map(redact_secrets);
+    }
+    calls
 }
 
 async fn signals(

@@ -1,6 +1,9 @@
 //! The HTTP API (axum): JSON in and out, one error body `{"error", "details"}`, loopback by
 //! default and a bearer token whenever it listens elsewhere.
 //!
+//! Every request passes the guard first: a `Host` this server answers for (`host.rs`: DNS
+//! rebinding), then the token (when one is set), then an `Origin` of its own.
+//!
 //! Handlers only translate HTTP to calls on [`ToolHost`] and back; no business rule lives here.
 //! Request bodies are typed (`body.rs`), responses are `Serialize` views (`views.rs`), and every
 //! failure is one [`ApiError`]: 4xx with the real message, 5xx hide internals and log the cause.
@@ -8,8 +11,13 @@
 mod api;
 mod assets;
 pub mod body;
+mod host;
 mod stream;
 pub mod views;
+
+use host::HostPolicy;
+pub use host::{AllowedHost, InvalidAllowedHost};
+pub use stream::StreamLimits;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -20,7 +28,7 @@ use crate::store::StoreError;
 use crate::support::{InvokeError, ToolHost, describe_input_errors};
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
@@ -33,6 +41,10 @@ pub struct ServeOptions {
     pub token: Option<String>,
     /// A one-time code for `/login/<code>` (browsers cannot send the bearer token).
     pub login_code: Option<String>,
+    /// Host names (a reverse proxy's) answered besides the controller's own.
+    pub allowed_hosts: Vec<AllowedHost>,
+    /// Concurrent SSE streams.
+    pub streams: StreamLimits,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,22 +70,34 @@ pub struct AppState {
     /// One-time login codes (printed by `suzumio run` as a link) and the sessions they opened.
     login_codes: Arc<Mutex<HashSet<String>>>,
     sessions: Arc<Mutex<HashSet<String>>>,
+    hosts: Arc<HostPolicy>,
+    streams: Arc<stream::StreamSlots>,
 }
 
 const SESSION_COOKIE: &str = "suzumio_session";
 
-/// The router with every route, its auth and origin checks.
+/// The router with every route and its guard, for a caller that bound a loopback socket itself:
+/// loopback host names on any port, default stream limits.
 pub fn router(tools: Arc<ToolHost>, token: Option<String>) -> Router {
-    router_with_login(tools, token, None)
+    app(tools, token, None, HostPolicy::loopback_any_port(), StreamLimits::default())
 }
 
-/// The router, with a one-time login code for browsers (`/login/<code>` sets a session cookie).
-pub fn router_with_login(tools: Arc<ToolHost>, token: Option<String>, login_code: Option<String>) -> Router {
+/// The router answering for `hosts`, with a one-time login code for browsers (`/login/<code>`
+/// sets a session cookie).
+fn app(
+    tools: Arc<ToolHost>,
+    token: Option<String>,
+    login_code: Option<String>,
+    hosts: HostPolicy,
+    streams: StreamLimits,
+) -> Router {
     let state = AppState {
         tools,
         token: token.map(Arc::from),
         login_codes: Arc::new(Mutex::new(login_code.into_iter().collect())),
         sessions: Arc::new(Mutex::new(HashSet::new())),
+        hosts: Arc::new(hosts),
+        streams: stream::StreamSlots::new(streams),
     };
     api::routes()
         .merge(assets::routes())
@@ -137,16 +161,23 @@ impl Listener {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
         let Listener { listener, options } = self;
-        axum::serve(listener, router_with_login(tools, options.token, options.login_code))
+        // The real port (the options may say 0).
+        let hosts = HostPolicy::new(listener.local_addr().map_err(ServeError::Serve)?, options.allowed_hosts);
+        let app = app(tools, options.token, options.login_code, hosts, options.streams);
+        // The peer address is what stream limits count per client.
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(ServeError::Serve)
     }
 }
 
-/// Token check (when configured) and, for state-changing requests, same-origin only: a page
-/// on another site must not be able to drive the API from a user's browser.
+/// Host check, token check (when configured), then same origin only: a page on another site
+/// must not be able to read or drive the API from a user's browser.
 async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if let Err(refusal) = state.hosts.check_host(request.headers(), request.uri()) {
+        return ApiError::from(refusal).into_response();
+    }
     let path = request.uri().path();
     if let Some(token) = &state.token
         && path != "/health"
@@ -163,16 +194,22 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
             return ApiError::Unauthorized.into_response();
         }
     }
-    if request.method() != Method::GET && request.method() != Method::HEAD && !same_origin(request.headers()) {
-        return ApiError::Forbidden("cross-origin requests may not change the project".into()).into_response();
+    // Every method: a read is refused too, so that another site's page cannot even hold a
+    // stream open. The WebUI's own requests are same-origin and carry no `Origin` or its own.
+    if let Err(refusal) = state.hosts.check_origin(request.headers()) {
+        return ApiError::from(refusal).into_response();
     }
     next.run(request).await
 }
 
-fn same_origin(headers: &HeaderMap) -> bool {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else { return true };
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
-    origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host)
+impl From<host::Refusal> for ApiError {
+    fn from(refusal: host::Refusal) -> Self {
+        match refusal {
+            host::Refusal::BadHost(m) => ApiError::bad_request(m),
+            host::Refusal::Misdirected(m) => ApiError::Misdirected(m),
+            host::Refusal::ForeignOrigin(m) => ApiError::Forbidden(m),
+        }
+    }
 }
 
 /// Every error the API returns. 4xx carry the real message; a 5xx logs its cause and tells the
@@ -191,6 +228,13 @@ pub enum ApiError {
     InsufficientStorage(String),
     Unauthorized,
     Forbidden(String),
+    /// 421: a `Host` this server does not answer for.
+    Misdirected(String),
+    /// 503 with `Retry-After` (seconds): a limit is reached; trying later may work.
+    Unavailable {
+        message: String,
+        retry_after: u32,
+    },
     Internal(String),
 }
 
@@ -254,6 +298,10 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let retry_after = match &self {
+            ApiError::Unavailable { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        };
         let (status, error, details) = match self {
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m, Vec::new()),
             ApiError::InsufficientStorage(m) => (StatusCode::INSUFFICIENT_STORAGE, m, Vec::new()),
@@ -271,11 +319,19 @@ impl IntoResponse for ApiError {
                 Vec::new(),
             ),
             ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, m, Vec::new()),
+            ApiError::Misdirected(m) => (StatusCode::MISDIRECTED_REQUEST, m, Vec::new()),
+            ApiError::Unavailable { message, .. } => (StatusCode::SERVICE_UNAVAILABLE, message, Vec::new()),
             ApiError::Internal(cause) => {
                 tracing::error!("internal error serving a request: {cause}");
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal error; see the controller log".into(), Vec::new())
             }
         };
-        (status, axum::Json(ErrorBody { error, details })).into_response()
+        let mut response = (status, axum::Json(ErrorBody { error, details })).into_response();
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            // A refused client keeps nothing open here: hyper closes the connection after this.
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        response
     }
 }

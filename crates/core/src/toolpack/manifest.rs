@@ -8,6 +8,7 @@
 use serde_json::Value as Json;
 
 use crate::text::cap_chars;
+use crate::toolpack::redact::redact_secrets;
 
 use crate::config::diag::Diagnostics;
 use crate::config::node::{Loc, Node, Value};
@@ -71,7 +72,8 @@ pub struct ToolDefinition {
 
 impl ToolDefinition {
     /// What a call touched, from its input and the tool's declared `presentation.target`
-    /// pointers: never contents, capped at [`TARGET_CAP`] characters.
+    /// pointers: never contents, secrets masked ([`redact_secrets`]), capped at [`TARGET_CAP`]
+    /// characters (after masking, so that a cut cannot split a secret from what gives it away).
     pub fn target(&self, input: &Json) -> Option<String> {
         let pointers = self.presentation.as_ref().map(|p| p.target.as_slice()).unwrap_or_default();
         let mut parts = Vec::new();
@@ -81,7 +83,7 @@ impl ToolDefinition {
             let values: Vec<String> = values
                 .into_iter()
                 .filter_map(|v| match v {
-                    Json::String(s) if !s.is_empty() => Some(s.clone()),
+                    Json::String(s) if !s.is_empty() => Some(redact_secrets(s)),
                     Json::Number(n) => Some(n.to_string()),
                     _ => None,
                 })
@@ -490,4 +492,38 @@ fn parse_webui(m: &Obj, d: &mut Diagnostics) -> Vec<WebuiEntry> {
 /// Key path helper re-exported for the registry's messages.
 pub fn tool_path(i: usize, key: &str) -> String {
     join(&index("tools", i), key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool_with_targets(pointers: &[&str]) -> ToolDefinition {
+        ToolDefinition {
+            name: "shell.exec".into(),
+            description: String::new(),
+            input_schema: json!({"type": "object"}),
+            annotations: ToolAnnotations::default(),
+            requires_approval: false,
+            presentation: Some(Presentation {
+                target: pointers.iter().map(|p| p.to_string()).collect(),
+                ..Presentation::default()
+            }),
+            runs_in: RunsIn::Runner,
+            ends_activation: false,
+        }
+    }
+
+    #[test]
+    fn a_target_is_masked_then_capped() {
+        let def = tool_with_targets(&["/command", "/cwd"]);
+        let input = json!({"command": "PGPASSWORD=s3cret psql -h db", "cwd": "/workspace"});
+        assert_eq!(def.target(&input).as_deref(), Some("PGPASSWORD=*** psql -h db · /workspace"));
+        let long = format!("curl https://bob:pw@x.example/{}", "a".repeat(400));
+        let target = def.target(&json!({"command": long})).unwrap();
+        assert!(target.starts_with("curl https://***@x.example/"), "{target}");
+        assert_eq!(target.chars().count(), TARGET_CAP);
+        assert_eq!(tool_with_targets(&["/url"]).target(&json!({"command": "x"})), None);
+    }
 }
