@@ -1,0 +1,139 @@
+//! The symlink race against the runner's file tools, as an attacker ran it: code in another
+//! agent's container swaps a directory and a link to `/proc/...` with
+//! `renameat2(RENAME_EXCHANGE)` in a tight loop while the tools open paths through it. Before
+//! the tools resolved paths from directory fds, 24 of 150 `file.read`s returned the reader's
+//! own `/proc/1/environ`. Here the tools run in-process (the runner is pid 1 in its container,
+//! so `/proc/self` here is what `/proc/1` is there); every call must either read the real file
+//! or be refused, never reach the link's target.
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use nix::fcntl::{RenameFlags, renameat2};
+use serde_json::json;
+use suzumio_runner::{BuiltinTools, Roots};
+
+const READS: usize = 10_000;
+const WRITES: usize = 2_000;
+const DECOY: &str = "harmless";
+
+struct Sandbox {
+    base: PathBuf,
+    roots: Roots,
+    _tmp: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let tmp = tempfile::Builder::new().prefix("suzumio-race-").tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let roots = Roots { workspace: base.join("ws"), artifacts: base.join("artifacts"), mnt: base.join("mnt") };
+        for dir in [&roots.workspace, &roots.artifacts.join("pm"), &roots.artifacts.join("bob"), &roots.mnt] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::create_dir_all(base.join("outside")).unwrap();
+        Sandbox { base, roots, _tmp: tmp }
+    }
+}
+
+/// Exchanges `dir/d` (a directory) and `dir/l` (a link to `target`) until stopped; counts swaps.
+struct Swapper {
+    stop: Arc<AtomicBool>,
+    swaps: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Swapper {
+    fn start(dir: &Path, target: &Path) -> Swapper {
+        std::os::unix::fs::symlink(target, dir.join("l")).unwrap();
+        let (stop, swaps) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+        let handle = std::fs::File::open(dir).unwrap();
+        let thread = std::thread::spawn({
+            let (stop, swaps) = (stop.clone(), swaps.clone());
+            move || {
+                while !stop.load(Ordering::Relaxed) {
+                    renameat2(handle.as_fd(), "d", handle.as_fd(), "l", RenameFlags::RENAME_EXCHANGE).unwrap();
+                    swaps.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        Swapper { stop, swaps, thread: Some(thread) }
+    }
+
+    fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+        self.swaps.load(Ordering::Relaxed)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_through_a_swapped_link_to_proc_never_leaks() {
+    let s = Sandbox::new();
+    let bob = s.roots.artifacts.join("bob");
+    std::fs::create_dir(bob.join("d")).unwrap();
+    std::fs::write(bob.join("d/environ"), DECOY).unwrap();
+    let tools = BuiltinTools::new(s.roots.clone(), "pm");
+    let swapper = Swapper::start(&bob, Path::new("/proc/self"));
+    let (mut read, mut refused, mut leaks) = (0, 0, Vec::new());
+    for _ in 0..READS {
+        match tools.invoke("file.read", json!({"path": "/artifacts/bob/d/environ"})).await {
+            Ok(out) if out.output == format!("1: {DECOY}") => read += 1,
+            Ok(out) => leaks.push(out.output),
+            Err(e) if e == "Read path must be under /workspace, /artifacts, or /mnt: /artifacts/bob/d/environ" => {
+                refused += 1
+            }
+            Err(e) if e.starts_with("No such file or directory") => refused += 1,
+            Err(e) => leaks.push(format!("unexpected error: {e}")),
+        }
+    }
+    let swaps = swapper.finish();
+    assert!(leaks.is_empty(), "{} of {READS} reads leaked, e.g. {:.200}", leaks.len(), leaks[0]);
+    // The race really ran: the swapper kept swapping, and both sides of it were seen.
+    assert!(swaps > READS as u64, "only {swaps} swaps");
+    assert!(read > 0 && refused > 0, "read {read}, refused {refused}: the race did not interleave");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_through_a_swapped_link_to_proc_never_leaks() {
+    let s = Sandbox::new();
+    let bob = s.roots.artifacts.join("bob");
+    std::fs::create_dir(bob.join("d")).unwrap();
+    std::fs::write(bob.join("d/environ"), DECOY).unwrap();
+    let tools = BuiltinTools::new(s.roots.clone(), "pm");
+    let swapper = Swapper::start(&bob, Path::new("/proc/self"));
+    let mut leaks = Vec::new();
+    for _ in 0..READS / 5 {
+        for (tool, path) in [("file.list", "/artifacts/bob/d"), ("file.read", "/artifacts/bob/d")] {
+            if let Ok(out) = tools.invoke(tool, json!({"path": path})).await
+                && out.output != "environ"
+            {
+                leaks.push(format!("{tool}: {}", out.output));
+            }
+        }
+    }
+    swapper.finish();
+    assert!(leaks.is_empty(), "{} listings leaked, e.g. {:.200}", leaks.len(), leaks[0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_through_a_swapped_link_never_lands_outside() {
+    let s = Sandbox::new();
+    let outside = s.base.join("outside");
+    std::fs::create_dir(s.roots.workspace.join("d")).unwrap();
+    let tools = BuiltinTools::new(s.roots.clone(), "pm");
+    let swapper = Swapper::start(&s.roots.workspace, &outside);
+    for i in 0..WRITES {
+        let input = json!({"path": format!("/workspace/d/sub/f{i}"), "content": "x", "createDirs": true});
+        let _ = tools.invoke("file.write", input).await;
+        let patch = json!({"operations": [{"op": "add", "path": format!("/workspace/d/p{i}"), "content": "x"}]});
+        let _ = tools.invoke("file.patch", patch).await;
+    }
+    swapper.finish();
+    let planted: Vec<_> = std::fs::read_dir(&outside).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(planted.is_empty(), "written outside the roots: {planted:?}");
+}
