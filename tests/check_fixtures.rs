@@ -96,6 +96,8 @@ mod invalid {
         scheduler_kind,
         runner_mode,
         backend_kind_docker_chat,
+        disk_quota_not_a_size,
+        disk_quota_too_small,
     );
 }
 
