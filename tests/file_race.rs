@@ -4,7 +4,8 @@
 //! the tools resolved paths from directory fds, 24 of 150 `file.read`s returned the reader's
 //! own `/proc/1/environ`. Here the tools run in-process (the runner is pid 1 in its container,
 //! so `/proc/self` here is what `/proc/1` is there); every call must either read the real file
-//! or be refused, never reach the link's target.
+//! or be refused, never reach the link's target. The last test runs the attack across two real
+//! containers (Docker and the static runner, as in tests/containers.rs).
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -12,8 +13,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use nix::fcntl::{RenameFlags, renameat2};
-use serde_json::json;
+use serde_json::{Value, json};
+use suzumio::activation::run::execute_tool;
+use suzumio::config::BackendKind;
 use suzumio_runner::{BuiltinTools, Roots};
+
+mod support;
 
 const READS: usize = 10_000;
 const WRITES: usize = 2_000;
@@ -136,4 +141,59 @@ async fn write_through_a_swapped_link_never_lands_outside() {
     swapper.finish();
     let planted: Vec<_> = std::fs::read_dir(&outside).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(planted.is_empty(), "written outside the roots: {planted:?}");
+}
+
+/// Agent `b` swaps `/artifacts/b/d` and a link to `/proc/1` in a shell loop in its container
+/// (busybox has no `RENAME_EXCHANGE`, so four renames) while agent `a` reads through it: in
+/// `a`'s container `/proc/1` is `a`'s own runner.
+#[tokio::test]
+async fn across_containers_a_swapped_link_to_proc_1_never_leaks() {
+    if std::env::var_os("SUZUMIO_SKIP_DOCKER_TESTS").is_some() {
+        panic!("SUZUMIO_SKIP_DOCKER_TESTS is set, but this test needs Docker; unset it");
+    }
+    let project = support::TempProject::copy_of("containers");
+    let unique = project.dir.file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_string();
+    let name = format!("race-{unique}");
+    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
+    std::fs::write(project.dir.join("suzumio.yaml"), yaml.replace("name: containers", &format!("name: {name}")))
+        .unwrap();
+    let _containers = RemoveOnDrop(vec![format!("suzumio-{name}-a"), format!("suzumio-{name}-b")]);
+    let tools = suzumio::controller::open(&project.dir).unwrap_or_else(|e| panic!("{e}"));
+    let runners = suzumio::controller::runners_with(&tools, BackendKind::Docker, support::static_runner())
+        .await
+        .unwrap_or_else(|e| panic!("Docker backend (start it with scripts/setup.sh): {e}"));
+    let call = |agent: &'static str, tool: &'static str, input: Value| {
+        let (tools, runners) = (tools.clone(), runners.clone());
+        async move {
+            let activation = tools.store.start_activation(agent, "test", &[]).unwrap();
+            let result = execute_tool(&tools, runners.as_ref(), agent, &activation.id, tool, input).await;
+            tools
+                .store
+                .finish_activation(&activation.id, suzumio::store::ActivationOutcome::Completed, None, None)
+                .unwrap();
+            result.map(|o| o.output).map_err(|e| e.to_string())
+        }
+    };
+    let swap = "cd /artifacts/b && mkdir d && echo harmless > d/environ && ln -s /proc/1 l && \
+                (while :; do mv d t; mv l d; mv d l; mv t d; done) >/dev/null 2>&1 &";
+    call("b", "shell.exec", json!({"command": swap})).await.unwrap();
+    let (mut read, mut leaks) = (0, Vec::new());
+    for _ in 0..2_000 {
+        match call("a", "file.read", json!({"path": "/artifacts/b/d/environ"})).await {
+            Ok(out) if out == format!("1: {DECOY}") => read += 1,
+            Ok(out) => leaks.push(out),
+            Err(_) => {}
+        }
+    }
+    runners.shutdown().await;
+    assert!(leaks.is_empty(), "{} reads leaked, e.g. {:.200}", leaks.len(), leaks[0]);
+    assert!(read > 0, "the real file was never read: the swap loop did not run as planned");
+}
+
+struct RemoveOnDrop(Vec<String>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("docker").arg("rm").arg("-f").args(&self.0).output();
+    }
 }
