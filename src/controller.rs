@@ -22,6 +22,7 @@ use crate::project::Project;
 use crate::scheduler::Scheduler;
 use crate::store::{StateFiles, Store, StoreError};
 use crate::support::ToolHost;
+use crate::support::quota::DiskQuotas;
 use crate::support::runners::AgentRunners;
 use crate::web::{AllowedHost, ServeError, ServeOptions, StreamLimits};
 
@@ -102,7 +103,7 @@ pub async fn backend(tools: &ToolHost, kind: BackendKind) -> Result<Arc<dyn Runn
 pub async fn runners(tools: &Arc<ToolHost>, kind: BackendKind) -> Result<Arc<AgentRunners>, RunError> {
     let backend = backend(tools, kind).await?;
     let binary = backend.runner_binary()?;
-    listening(tools, backend, binary)
+    listening(tools, kind, backend, binary)
 }
 
 /// [`runners`] with a given runner binary.
@@ -111,15 +112,20 @@ pub async fn runners_with(
     kind: BackendKind,
     binary: std::path::PathBuf,
 ) -> Result<Arc<AgentRunners>, RunError> {
-    listening(tools, backend(tools, kind).await?, binary)
+    listening(tools, kind, backend(tools, kind).await?, binary)
 }
 
 fn listening(
     tools: &Arc<ToolHost>,
+    kind: BackendKind,
     backend: Arc<dyn RunnerBackend>,
     binary: std::path::PathBuf,
 ) -> Result<Arc<AgentRunners>, RunError> {
     let runners = AgentRunners::new(tools.clone(), backend, binary);
+    // `diskQuota` is the Docker section's; local processes are not confined to begin with.
+    if kind == BackendKind::Docker {
+        runners.enforce_disk_quotas(DiskQuotas::new(&tools.project.config));
+    }
     runners.listen().map_err(|e| RunError::Runner(format!("cannot create the agents' control sockets: {e}")))?;
     Ok(runners)
 }

@@ -30,7 +30,8 @@ use crate::backend::{
 use crate::config::ProjectConfig;
 use crate::toolpack::{PackSource, ToolpackRegistry};
 
-/// Size of the container's `/tmp` (tmpfs, counted against the memory limit).
+/// Size of the container's `/tmp` (tmpfs: its pages count against the memory limit, and a
+/// write beyond the size fails with ENOSPC, so `/tmp` never reaches the host's disk).
 pub const TMP_SIZE: &str = "64m";
 
 /// One bind mount.
@@ -110,6 +111,16 @@ pub fn container_name(project: &str, agent: &str) -> String {
     format!("suzumio-{}-{}", clean(project), clean(agent))
 }
 
+/// The host directory mounted at `/workspace` for `agent`.
+pub fn workspace_dir(root: &Path, agent: &str) -> PathBuf {
+    root.join("workspaces").join(agent)
+}
+
+/// The host directory mounted at `/artifacts/<agent>`.
+pub fn artifacts_dir(root: &Path, agent: &str) -> PathBuf {
+    root.join("artifacts").join(agent)
+}
+
 /// Where a container sees the root of the local toolpack `id`.
 pub fn pack_target(id: &str) -> String {
     format!("{TOOLPACKS_DIR}/{id}")
@@ -130,14 +141,14 @@ impl ContainerSpec {
             .ok_or_else(|| BackendError::UnknownAgent { project: config.name.clone(), agent: agent_id.to_string() })?;
         let root = config.root.clone();
         let run_dir = root.join(".suzumio").join("run").join(&agent.id);
-        let workspace = root.join("workspaces").join(&agent.id);
+        let workspace = workspace_dir(&root, &agent.id);
 
         let mut table = MountTable::new(&agent.id);
         table.push(runner_binary.to_path_buf(), RUNNER_PATH, true)?;
         table.push(workspace.clone(), WORKSPACE_DIR, false)?;
         let mut host_dirs = vec![HostDir { path: workspace, runner_writable: true }];
         for other in &config.agents {
-            let dir = root.join("artifacts").join(&other.id);
+            let dir = artifacts_dir(&root, &other.id);
             let own = other.id == agent.id;
             table.push(dir.clone(), &format!("{ARTIFACTS_DIR}/{}", other.id), !own)?;
             // Every agent's artifacts directory is created writable for its owner, so the mount

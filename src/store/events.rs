@@ -79,6 +79,13 @@ pub enum Event {
     /// A failed-agent monitor sent its message.
     #[serde(rename = "scheduler.failed_agent_monitor.message_sent")]
     FailedAgentMonitorSent(MonitorSent),
+    /// A measurement found the agent's `/workspace` and own `/artifacts` over its disk quota:
+    /// its runner-side tool calls fail until space is freed.
+    #[serde(rename = "agent.quota_exceeded", rename_all = "camelCase")]
+    AgentQuotaExceeded { agent_id: String, used_bytes: u64, limit_bytes: u64 },
+    /// A later measurement found the agent under its quota again.
+    #[serde(rename = "agent.quota_ok", rename_all = "camelCase")]
+    AgentQuotaOk { agent_id: String, used_bytes: u64, limit_bytes: u64 },
     /// A type this build does not know (read back from a database a newer build wrote).
     #[serde(skip)]
     Unrecognized { kind: String, data: Value },
@@ -141,7 +148,9 @@ impl Event {
             | Event::ToolCallStarted { agent_id, .. }
             | Event::ToolCallFinished { agent_id, .. }
             | Event::SignalsDelivered { agent_id, .. }
-            | Event::HistoryAppended { agent_id, .. } => Some(agent_id),
+            | Event::HistoryAppended { agent_id, .. }
+            | Event::AgentQuotaExceeded { agent_id, .. }
+            | Event::AgentQuotaOk { agent_id, .. } => Some(agent_id),
             Event::ActivationCompleted(e) | Event::ActivationFailed(e) | Event::ActivationCancelled(e) => {
                 Some(&e.agent_id)
             }

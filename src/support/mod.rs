@@ -11,6 +11,7 @@ pub mod builtin_tools;
 pub mod builtin_webui;
 pub mod ops;
 pub mod packs;
+pub mod quota;
 pub mod runners;
 pub mod web_fetch;
 

@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::quota::DiskQuotas;
 use super::{ToolHost, ToolOutput, broker};
 use crate::activation::run::{RunnerFuture, RunnerTools};
 use crate::backend::{ContainerSpec, RunnerBackend};
@@ -47,6 +48,8 @@ pub struct AgentRunners {
     tasks: TaskTracker,
     /// Cancelled by [`AgentRunners::shutdown`]: the accept loops stop.
     stopping: CancellationToken,
+    /// The agents' disk quotas, when the backend enforces them (see `support::quota`).
+    quotas: OnceLock<Arc<DiskQuotas>>,
 }
 
 struct Slot {
@@ -91,7 +94,16 @@ impl AgentRunners {
             slots,
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
+            quotas: OnceLock::new(),
         })
+    }
+
+    /// Enforce `quotas` on runner-side calls from now on, and measure them until shutdown.
+    pub fn enforce_disk_quotas(&self, quotas: DiskQuotas) {
+        let quotas = Arc::new(quotas);
+        if self.quotas.set(quotas.clone()).is_ok() {
+            self.tasks.spawn(quotas.watch(self.tools.store.clone(), self.stopping.clone()));
+        }
     }
 
     /// Create every agent's socket and accept its runner's connections.
@@ -215,6 +227,9 @@ impl AgentRunners {
         tool: &str,
         input: Value,
     ) -> Result<ToolOutput, ToolError> {
+        if let Some(quotas) = self.quotas.get() {
+            quotas.admit(agent, tool, &input)?;
+        }
         let mut attempts = 0;
         loop {
             attempts += 1;

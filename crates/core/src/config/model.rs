@@ -303,6 +303,9 @@ pub struct DockerConfig {
     pub memory_bytes: u64,
     pub cpus: f64,
     pub pids_limit: u64,
+    /// `diskQuota`: what an agent's `/workspace` and own `/artifacts` may hold together
+    /// (enforced by the controller, see `support::quota`).
+    pub disk_quota_bytes: u64,
 }
 
 pub const DEFAULT_IMAGE: &str = "suzumio-runner:minimal";

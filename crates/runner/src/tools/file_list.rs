@@ -3,11 +3,14 @@
 //! in `/`; symbolic links are shown as `name -> target` and never followed (so a link cannot
 //! lead the walk outside the roots or into a loop).
 
-use std::path::Path;
+use std::ffi::CString;
+use std::os::fd::{AsFd, BorrowedFd};
 
+use rustix::fs::{AtFlags, FileType};
 use serde_json::{Map, Value, json};
 
 use super::{ToolContext, io_error, positive};
+use crate::paths::open_child_dir;
 use crate::rpc::ToolOutput;
 
 const DEFAULT_DEPTH: u64 = 1;
@@ -25,13 +28,12 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
     };
     let depth = positive(input, "depth", DEFAULT_DEPTH, MAX_DEPTH)?;
     let limit = positive(input, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
-    let dir = ctx.read_path(path)?;
-    let meta = std::fs::metadata(&dir.real).map_err(|e| io_error("list", &dir.shown, &e))?;
-    if !meta.is_dir() {
+    let dir = ctx.open_read(path)?;
+    if !dir.meta.is_dir() {
         return Err(format!("Not a directory: {} (use file.read for files)", dir.shown));
     }
     let mut walk = Walk { limit, lines: Vec::new(), seen: 0, unreadable: 0 };
-    walk.visit(&dir.real, "", depth).map_err(|e| io_error("list", &dir.shown, &e))?;
+    walk.visit(dir.file.as_fd(), "", depth).map_err(|e| io_error("list", &dir.shown, &e))?;
     let shown = walk.lines.len() as u64;
     let left_out = walk.seen - shown;
     let mut output = if walk.lines.is_empty() { "(empty directory)".to_string() } else { walk.lines.join("\n") };
@@ -61,32 +63,45 @@ struct Walk {
 }
 
 impl Walk {
-    fn visit(&mut self, dir: &Path, prefix: &str, levels: u64) -> std::io::Result<()> {
-        let mut entries: Vec<(String, std::fs::DirEntry)> = std::fs::read_dir(dir)?
-            .filter_map(Result::ok)
-            .map(|e| (e.file_name().to_string_lossy().into_owned(), e))
-            .collect();
+    /// List `dir` (an opened directory); subdirectories are opened from it, never through a link.
+    fn visit(&mut self, dir: BorrowedFd<'_>, prefix: &str, levels: u64) -> std::io::Result<()> {
+        let mut entries: Vec<(String, CString, FileType)> = Vec::new();
+        for entry in rustix::fs::Dir::read_from(dir)?.filter_map(Result::ok) {
+            let raw = entry.file_name();
+            if raw.to_bytes() == b"." || raw.to_bytes() == b".." {
+                continue;
+            }
+            let kind = match entry.file_type() {
+                FileType::Unknown => rustix::fs::statat(dir, raw, AtFlags::SYMLINK_NOFOLLOW)
+                    .map_or(FileType::Unknown, |s| FileType::from_raw_mode(s.st_mode)),
+                kind => kind,
+            };
+            entries.push((String::from_utf8_lossy(raw.to_bytes()).into_owned(), raw.to_owned(), kind));
+        }
         entries.sort_by(|a, b| a.0.cmp(&b.0));
-        for (name, entry) in entries {
+        for (name, raw, kind) in entries {
             if self.seen >= COUNT_CAP {
                 return Ok(());
             }
             self.seen += 1;
-            // `file_type` does not follow symbolic links.
-            let kind = entry.file_type()?;
             let relative = format!("{prefix}{name}");
             if self.lines.len() as u64 >= self.limit {
                 // Only counting now.
-            } else if kind.is_symlink() {
-                let target = std::fs::read_link(entry.path()).map(|t| t.to_string_lossy().into_owned());
+            } else if kind == FileType::Symlink {
+                let target = rustix::fs::readlinkat(dir, raw.as_c_str(), Vec::new())
+                    .map(|t| String::from_utf8_lossy(t.as_bytes()).into_owned());
                 self.lines.push(format!("{relative} -> {}", target.unwrap_or_else(|_| "?".into())));
-            } else if kind.is_dir() {
+            } else if kind == FileType::Directory {
                 self.lines.push(format!("{relative}/"));
             } else {
                 self.lines.push(relative.clone());
             }
-            if kind.is_dir() && levels > 1 && self.visit(&entry.path(), &format!("{relative}/"), levels - 1).is_err() {
-                self.unreadable += 1;
+            if kind == FileType::Directory && levels > 1 {
+                let listed = open_child_dir(dir, raw.as_c_str())
+                    .and_then(|child| self.visit(child.as_fd(), &format!("{relative}/"), levels - 1));
+                if listed.is_err() {
+                    self.unreadable += 1;
+                }
             }
         }
         Ok(())

@@ -5,28 +5,32 @@
 //! If any operation fails, no file changes.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::os::fd::OwnedFd;
 
+use rustix::fs::{AtFlags, FileType};
 use serde_json::{Map, Value, json};
 
-use super::{ToolContext, bool_field, io_error, string_field, write_temp};
-use crate::paths::{Roots, ToolPath};
+use super::{ToolContext, bool_field, io_error, rename_into_place, string_field, write_temp};
+use crate::paths::{Location, Roots};
 use crate::rpc::ToolOutput;
 
 /// The planned state of one file.
 struct Planned {
     shown: String,
+    location: Location,
     /// `None`: deleted.
     content: Option<String>,
     existed: bool,
 }
 
+/// Files by their resolved tool path (two names for one file are one entry), in first-use order.
 #[derive(Default)]
 struct Plan {
-    files: HashMap<PathBuf, Planned>,
-    order: Vec<PathBuf>,
-    /// Directories to create, on disk.
-    dirs: BTreeSet<PathBuf>,
+    files: HashMap<String, Planned>,
+    order: Vec<String>,
+    /// Directories to create, as resolved tool paths.
+    dirs: BTreeSet<String>,
 }
 
 pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
@@ -48,11 +52,12 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
         if !matches!(op, "add" | "update" | "delete") {
             return Err(format!("Unsupported patch op: {op}"));
         }
-        let path = ctx.write_path(string_field(operation, "path")?)?;
+        let path = string_field(operation, "path")?;
+        let location = ctx.locate_write(path)?;
         let line = match op {
-            "add" => plan.add(&path, operation)?,
-            "update" => plan.update(&path, operation)?,
-            _ => plan.delete(&path)?,
+            "add" => plan.add(location, operation)?,
+            "update" => plan.update(ctx, path, location, operation)?,
+            _ => plan.delete(location)?,
         };
         lines.push(line);
     }
@@ -66,38 +71,45 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
 }
 
 impl Plan {
-    fn add(&mut self, path: &ToolPath, operation: &Map<String, Value>) -> Result<String, String> {
+    fn add(&mut self, location: Location, operation: &Map<String, Value>) -> Result<String, String> {
         let content = string_field(operation, "content")?;
         let create_dirs = bool_field(operation, "createDirs", false)?;
-        if path.real.is_dir() {
-            return Err(format!("Cannot write {}: it is a directory", path.shown));
+        let shown = location.shown.clone();
+        if self.kind(&location) == Some(FileType::Directory) {
+            return Err(format!("Cannot write {shown}: it is a directory"));
         }
-        let parent = path.real.parent().ok_or_else(|| format!("Cannot write {}", path.shown))?;
-        if !parent.is_dir() && !self.dirs.contains(parent) {
-            if !create_dirs {
-                return Err(format!(
-                    "Parent directory does not exist: {} (set createDirs: true to create it)",
-                    Roots::normalize(&format!("{}/..", path.shown))
-                ));
-            }
-            let mut missing = parent;
-            while !missing.is_dir() {
-                self.dirs.insert(missing.to_path_buf());
-                match missing.parent() {
-                    Some(up) => missing = up,
-                    None => break,
+        if location.name().is_none() {
+            let resolved = location.resolved();
+            let parents: Vec<String> = (1..location.rest.len())
+                .map(|n| resolved.rsplitn(n + 1, '/').last().unwrap_or_default().to_string())
+                .collect();
+            // `parents[0]` is the parent itself; another `add` may already have planned it.
+            if !self.dirs.contains(&parents[0]) {
+                if !create_dirs {
+                    return Err(format!(
+                        "Parent directory does not exist: {} (set createDirs: true to create it)",
+                        Roots::normalize(&format!("{shown}/.."))
+                    ));
                 }
+                self.dirs.extend(parents);
             }
         }
         let chars = content.chars().count();
-        self.set(path, Some(content.to_string()));
-        Ok(format!("Added {} ({chars} chars)", path.shown))
+        self.set(location, Some(content.to_string()));
+        Ok(format!("Added {shown} ({chars} chars)"))
     }
 
-    fn update(&mut self, path: &ToolPath, operation: &Map<String, Value>) -> Result<String, String> {
+    fn update(
+        &mut self,
+        ctx: &ToolContext,
+        path: &str,
+        location: Location,
+        operation: &Map<String, Value>,
+    ) -> Result<String, String> {
+        let shown = location.shown.clone();
         let search = match operation.get("search") {
             Some(Value::String(s)) if !s.is_empty() => s.as_str(),
-            _ => return Err(format!("Patch search text is required for update: {}", path.shown)),
+            _ => return Err(format!("Patch search text is required for update: {shown}")),
         };
         let replace = match operation.get("replace") {
             None | Some(Value::Null) => "",
@@ -105,62 +117,72 @@ impl Plan {
             Some(_) => return Err("replace must be a string".into()),
         };
         let replace_all = bool_field(operation, "replaceAll", false)?;
-        let current = self.current(path)?;
+        let current = self.current(ctx, path, &location)?;
         let matches = current.matches(search).count();
         if matches == 0 {
-            return Err(format!("Patch search text not found in {}", path.shown));
+            return Err(format!("Patch search text not found in {shown}"));
         }
         if matches > 1 && !replace_all {
             return Err(format!(
-                "Patch search text matched {matches} times in {}; set replaceAll:true or make search text unique",
-                path.shown
+                "Patch search text matched {matches} times in {shown}; set replaceAll:true or make search text unique"
             ));
         }
         let updated = current.replace(search, replace);
-        self.set(path, Some(updated));
+        self.set(location, Some(updated));
         let plural = if matches == 1 { "replacement" } else { "replacements" };
-        Ok(format!("Updated {} ({matches} {plural})", path.shown))
+        Ok(format!("Updated {shown} ({matches} {plural})"))
     }
 
-    fn delete(&mut self, path: &ToolPath) -> Result<String, String> {
-        let exists = match self.files.get(&path.real) {
+    fn delete(&mut self, location: Location) -> Result<String, String> {
+        let shown = location.shown.clone();
+        let exists = match self.files.get(&location.resolved()) {
             Some(planned) => planned.content.is_some(),
-            None => {
-                if path.real.is_dir() {
-                    return Err(format!("Cannot delete {}: it is a directory", path.shown));
-                }
-                path.real.exists()
-            }
+            None => match location.file_type() {
+                Some(FileType::Directory) => return Err(format!("Cannot delete {shown}: it is a directory")),
+                kind => kind.is_some(),
+            },
         };
         if !exists {
-            return Err(format!("No such file or directory: {}", path.shown));
+            return Err(format!("No such file or directory: {shown}"));
         }
-        self.set(path, None);
-        Ok(format!("Deleted {}", path.shown))
+        self.set(location, None);
+        Ok(format!("Deleted {shown}"))
+    }
+
+    /// What the path is at this point of the plan (not following a final link: there is none).
+    fn kind(&self, location: &Location) -> Option<FileType> {
+        match self.files.get(&location.resolved()) {
+            Some(planned) => planned.content.as_ref().map(|_| FileType::RegularFile),
+            None => location.file_type(),
+        }
     }
 
     /// The content a file has at this point of the plan.
-    fn current(&self, path: &ToolPath) -> Result<String, String> {
-        match self.files.get(&path.real) {
+    fn current(&self, ctx: &ToolContext, path: &str, location: &Location) -> Result<String, String> {
+        let shown = &location.shown;
+        match self.files.get(&location.resolved()) {
             Some(Planned { content: Some(content), .. }) => Ok(content.clone()),
-            Some(Planned { content: None, .. }) => Err(format!("No such file or directory: {}", path.shown)),
+            Some(Planned { content: None, .. }) => Err(format!("No such file or directory: {shown}")),
             None => {
-                if path.real.is_dir() {
-                    return Err(format!("Cannot update {}: it is a directory", path.shown));
+                if location.file_type() == Some(FileType::Directory) {
+                    return Err(format!("Cannot update {shown}: it is a directory"));
                 }
-                let bytes = std::fs::read(&path.real).map_err(|e| io_error("read", &path.shown, &e))?;
-                String::from_utf8(bytes).map_err(|_| format!("Cannot update {}: it is not UTF-8 text", path.shown))
+                let mut opened = ctx.open_write(path)?;
+                let mut bytes = Vec::new();
+                opened.file.read_to_end(&mut bytes).map_err(|e| io_error("read", shown, &e))?;
+                String::from_utf8(bytes).map_err(|_| format!("Cannot update {shown}: it is not UTF-8 text"))
             }
         }
     }
 
-    fn set(&mut self, path: &ToolPath, content: Option<String>) {
-        match self.files.get_mut(&path.real) {
+    fn set(&mut self, location: Location, content: Option<String>) {
+        let key = location.resolved();
+        match self.files.get_mut(&key) {
             Some(planned) => planned.content = content,
             None => {
-                let existed = path.real.exists();
-                self.order.push(path.real.clone());
-                self.files.insert(path.real.clone(), Planned { shown: path.shown.clone(), content, existed });
+                let existed = location.file_type().is_some();
+                self.order.push(key.clone());
+                self.files.insert(key, Planned { shown: location.shown.clone(), location, content, existed });
             }
         }
     }
@@ -168,31 +190,34 @@ impl Plan {
     /// Write everything to temporary files first; only then rename and delete. A failure before
     /// the renames removes what was created and changes nothing.
     fn commit(self) -> Result<(), String> {
-        let mut created_dirs: Vec<PathBuf> = Vec::new();
-        let mut temps: Vec<(PathBuf, &Path, &str)> = Vec::new();
-        let undo = |temps: &[(PathBuf, &Path, &str)], dirs: &[PathBuf]| {
-            for (temp, _, _) in temps {
-                let _ = std::fs::remove_file(temp);
+        let mut created_dirs: Vec<(OwnedFd, String)> = Vec::new();
+        let mut temps: Vec<(OwnedFd, String, &str, &str)> = Vec::new();
+        let undo = |temps: &[(OwnedFd, String, &str, &str)], dirs: &[(OwnedFd, String)]| {
+            for (dir, temp, _, _) in temps {
+                let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
             }
-            for dir in dirs.iter().rev() {
-                let _ = std::fs::remove_dir(dir);
+            for (dir, name) in dirs.iter().rev() {
+                let _ = rustix::fs::unlinkat(dir, name.as_str(), AtFlags::REMOVEDIR);
             }
         };
-        for dir in &self.dirs {
-            if dir.is_dir() {
-                continue;
-            }
-            if let Err(e) = std::fs::create_dir(dir) {
-                undo(&temps, &created_dirs);
-                return Err(format!("Cannot create directory {}: {e}", dir.display()));
-            }
-            created_dirs.push(dir.clone());
-        }
-        for real in &self.order {
-            let planned = &self.files[real];
+        for key in &self.order {
+            let planned = &self.files[key];
             let Some(content) = &planned.content else { continue };
-            match write_temp(real, content) {
-                Ok(temp) => temps.push((temp, real, &planned.shown)),
+            let Some(name) = planned.location.rest.last() else { continue };
+            let parent = if planned.location.name().is_some() {
+                planned.location.dir.try_clone()
+            } else {
+                planned.location.create_parents(&mut created_dirs)
+            };
+            let parent = match parent {
+                Ok(parent) => parent,
+                Err(e) => {
+                    undo(&temps, &created_dirs);
+                    return Err(io_error("create the directory of", &planned.shown, &e));
+                }
+            };
+            match write_temp(&parent, name, content) {
+                Ok(temp) => temps.push((parent, temp, name, &planned.shown)),
                 Err(e) => {
                     undo(&temps, &created_dirs);
                     return Err(io_error("write", &planned.shown, &e));
@@ -201,19 +226,19 @@ impl Plan {
         }
         // Renames within one directory and unlinks: nothing left that is likely to fail.
         let mut failures = Vec::new();
-        for (temp, real, shown) in &temps {
-            if let Err(e) = std::fs::rename(temp, real) {
-                let _ = std::fs::remove_file(temp);
+        for (dir, temp, name, shown) in &temps {
+            if let Err(e) = rename_into_place(dir, temp, name) {
                 failures.push(io_error("write", shown, &e));
             }
         }
-        for real in &self.order {
-            let planned = &self.files[real];
+        for key in &self.order {
+            let planned = &self.files[key];
             if planned.content.is_none()
                 && planned.existed
-                && let Err(e) = std::fs::remove_file(real)
+                && let Some(name) = planned.location.name()
+                && let Err(e) = rustix::fs::unlinkat(&planned.location.dir, name, AtFlags::empty())
             {
-                failures.push(io_error("delete", &planned.shown, &e));
+                failures.push(io_error("delete", &planned.shown, &e.into()));
             }
         }
         if failures.is_empty() { Ok(()) } else { Err(failures.join("\n")) }

@@ -8,7 +8,9 @@ use std::io::{BufRead, BufReader};
 
 use serde_json::{Map, Value, json};
 
-use super::{ToolContext, cut_to_bytes, io_error, positive, string_field};
+use rustix::fs::{AtFlags, FileType};
+
+use super::{Opened, ToolContext, cut_to_bytes, io_error, positive, string_field};
 use crate::rpc::ToolOutput;
 
 const DEFAULT_LIMIT: u64 = 200;
@@ -22,15 +24,14 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
     let offset = positive(input, "offset", 1, u64::MAX)?;
     let limit = positive(input, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
     let max_bytes = positive(input, "maxBytes", DEFAULT_MAX_BYTES, MAX_MAX_BYTES)? as usize;
-    let path = ctx.read_path(path)?;
-    let meta = std::fs::metadata(&path.real).map_err(|e| io_error("read", &path.shown, &e))?;
-    let page = if meta.is_dir() {
-        read_directory(&path.real, offset, limit).map_err(|e| io_error("list", &path.shown, &e))?
-    } else if !meta.is_file() {
-        // Opening a FIFO would wait for a writer forever.
+    let path = ctx.open_read(path)?;
+    let page = if path.meta.is_dir() {
+        read_directory(ctx, &path, offset, limit).map_err(|e| io_error("list", &path.shown, &e))?
+    } else if !path.meta.is_file() {
+        // A FIFO is opened without waiting for a writer, but reading it could still wait.
         return Err(format!("Cannot read {}: it is not a regular file or a directory", path.shown));
     } else {
-        read_file(&path.real, offset, limit).map_err(|e| io_error("read", &path.shown, &e))?
+        read_file(&path.file, offset, limit).map_err(|e| io_error("read", &path.shown, &e))?
     };
     let mut output = page.text;
     let cut = cut_to_bytes(&mut output, max_bytes);
@@ -60,8 +61,8 @@ struct Page {
     more: bool,
 }
 
-fn read_file(path: &std::path::Path, offset: u64, limit: u64) -> std::io::Result<Page> {
-    let mut reader = BufReader::with_capacity(64 << 10, std::fs::File::open(path)?);
+fn read_file(file: &std::fs::File, offset: u64, limit: u64) -> std::io::Result<Page> {
+    let mut reader = BufReader::with_capacity(64 << 10, file);
     let mut lines = Vec::new();
     let mut line = Vec::new();
     let mut number = 0u64;
@@ -124,13 +125,28 @@ fn read_line(reader: &mut impl BufRead, keep: usize, out: &mut Vec<u8>) -> std::
     }
 }
 
-fn read_directory(path: &std::path::Path, offset: u64, limit: u64) -> std::io::Result<Page> {
+fn read_directory(ctx: &ToolContext, dir: &Opened, offset: u64, limit: u64) -> std::io::Result<Page> {
     let mut entries = Vec::new();
-    for entry in std::fs::read_dir(path)? {
+    for entry in rustix::fs::Dir::read_from(&dir.file)? {
         let entry = entry?;
-        let mut name = entry.file_name().to_string_lossy().into_owned();
-        // Follow links so a link to a directory is shown as one.
-        if std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
+        let bytes = entry.file_name().to_bytes();
+        if bytes == b"." || bytes == b".." {
+            continue;
+        }
+        let mut name = String::from_utf8_lossy(bytes).into_owned();
+        let kind = match entry.file_type() {
+            FileType::Unknown => rustix::fs::statat(&dir.file, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW)
+                .map_or(FileType::Unknown, |s| FileType::from_raw_mode(s.st_mode)),
+            kind => kind,
+        };
+        // A link to a directory is shown as one, when it leads to one inside the read roots
+        // (resolved as `file.read` of it would be).
+        let is_dir = match kind {
+            FileType::Directory => true,
+            FileType::Symlink => ctx.open_read(&format!("{}/{name}", dir.shown)).is_ok_and(|o| o.meta.is_dir()),
+            _ => false,
+        };
+        if is_dir {
             name.push('/');
         }
         entries.push(name);

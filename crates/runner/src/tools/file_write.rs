@@ -1,10 +1,11 @@
 //! `file.write`: create or replace a whole file under `/workspace` or the agent's own artifacts
-//! directory. The content goes to a temporary file that is renamed into place, so a reader
-//! never sees half a file.
+//! directory. The content goes to a temporary file in the opened parent directory that is
+//! renamed into place there, so a reader never sees half a file and no link can redirect it.
 
+use rustix::fs::FileType;
 use serde_json::{Map, Value, json};
 
-use super::{ToolContext, bool_field, io_error, string_field, write_temp};
+use super::{ToolContext, bool_field, io_error, rename_into_place, string_field, write_temp};
 use crate::paths::Roots;
 use crate::rpc::ToolOutput;
 
@@ -12,29 +13,29 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
     let path = string_field(input, "path")?;
     let content = string_field(input, "content")?;
     let create_dirs = bool_field(input, "createDirs", false)?;
-    let path = ctx.write_path(path)?;
-    if path.real.is_dir() {
-        return Err(format!("Cannot write {}: it is a directory", path.shown));
+    let location = ctx.locate_write(path)?;
+    let shown = location.shown.clone();
+    if location.file_type() == Some(FileType::Directory) {
+        return Err(format!("Cannot write {shown}: it is a directory"));
     }
-    let parent = path.real.parent().ok_or_else(|| format!("Cannot write {}", path.shown))?;
-    if !parent.is_dir() {
+    let Some(name) = location.rest.last() else { return Err(format!("Cannot write {shown}")) };
+    let parent = if location.name().is_some() {
+        location.dir.try_clone().map_err(|e| io_error("write", &shown, &e))?
+    } else {
         if !create_dirs {
             return Err(format!(
                 "Parent directory does not exist: {} (set createDirs: true to create it)",
-                Roots::normalize(&format!("{}/..", path.shown))
+                Roots::normalize(&format!("{shown}/.."))
             ));
         }
-        std::fs::create_dir_all(parent).map_err(|e| io_error("create the directory of", &path.shown, &e))?;
-    }
-    let temp = write_temp(&path.real, content).map_err(|e| io_error("write", &path.shown, &e))?;
-    if let Err(e) = std::fs::rename(&temp, &path.real) {
-        let _ = std::fs::remove_file(&temp);
-        return Err(io_error("write", &path.shown, &e));
-    }
+        location.create_parents(&mut Vec::new()).map_err(|e| io_error("create the directory of", &shown, &e))?
+    };
+    let temp = write_temp(&parent, name, content).map_err(|e| io_error("write", &shown, &e))?;
+    rename_into_place(&parent, &temp, name).map_err(|e| io_error("write", &shown, &e))?;
     let chars = content.chars().count();
     Ok(ToolOutput {
-        title: Some(path.shown.clone()),
-        output: format!("Wrote {chars} chars to {}", path.shown),
-        metadata: json!({"path": path.shown, "chars": chars, "bytes": content.len()}).as_object().cloned(),
+        title: Some(shown.clone()),
+        output: format!("Wrote {chars} chars to {shown}"),
+        metadata: json!({"path": shown, "chars": chars, "bytes": content.len()}).as_object().cloned(),
     })
 }

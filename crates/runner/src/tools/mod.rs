@@ -3,8 +3,10 @@
 //! (shell pack), with the reference's inputs, defaults, caps, output formats and error texts
 //! (reference §4.5–§4.8). Which built-ins run here is declared in their manifests
 //! (`runsIn: runner`); a unit test checks that every one of them has an implementation here and
-//! nothing here lacks a manifest entry. Beyond the reference: symlinks are resolved before the
-//! root check, and `file.patch` is all-or-nothing.
+//! nothing here lacks a manifest entry. Beyond the reference: every path is opened beneath its
+//! root from a directory fd, each link checked as it is followed, so no link or concurrent
+//! rename can lead a tool outside its roots ([`crate::paths`]); and `file.patch` is
+//! all-or-nothing.
 //!
 //! Errors are plain strings on purpose: each is the exact text the model sees, and it crosses
 //! the wire unchanged as a `-32000` message.
@@ -15,13 +17,13 @@ mod file_read;
 mod file_write;
 mod shell_exec;
 
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tokio::sync::Notify;
 
-use super::paths::{ARTIFACTS, MNT, PathRefusal, Roots, ToolPath, WORKSPACE};
+use super::paths::{ARTIFACTS, Location, MNT, Opened, PathRefusal, Roots, WORKSPACE};
 use crate::rpc::ToolOutput;
 
 /// How a built-in runs: filesystem tools block (they run on the blocking pool, off the threads
@@ -121,22 +123,43 @@ impl BuiltinTools {
 }
 
 impl ToolContext {
-    fn read_path(&self, input: &str) -> Result<ToolPath, String> {
-        self.roots.resolve(input, &[WORKSPACE, ARTIFACTS, MNT]).map_err(|refusal| match refusal {
+    /// Open an existing file or directory under the read roots.
+    fn open_read(&self, input: &str) -> Result<Opened, String> {
+        self.roots.open(input, &[WORKSPACE, ARTIFACTS, MNT]).map_err(|refusal| self.read_refusal(input, refusal))
+    }
+
+    /// Open an existing file under the write roots (the current content of a file to patch).
+    fn open_write(&self, input: &str) -> Result<Opened, String> {
+        self.roots.open(input, &self.write_roots()).map_err(|refusal| self.write_refusal(input, "read", refusal))
+    }
+
+    /// Locate a path to create, replace or delete under the write roots.
+    fn locate_write(&self, input: &str) -> Result<Location, String> {
+        self.roots.locate(input, &self.write_roots()).map_err(|refusal| self.write_refusal(input, "write", refusal))
+    }
+
+    fn write_roots(&self) -> [&str; 2] {
+        [WORKSPACE, &self.own_artifacts]
+    }
+
+    fn read_refusal(&self, input: &str, refusal: PathRefusal) -> String {
+        match refusal {
             PathRefusal::OutsideRoots(shown) => {
                 format!("Read path must be under /workspace, /artifacts, or /mnt: {shown}")
             }
             PathRefusal::Unresolvable(why) => why,
-        })
+            PathRefusal::Io(e) => io_error("read", &Roots::normalize(input), &e),
+        }
     }
 
-    fn write_path(&self, input: &str) -> Result<ToolPath, String> {
-        self.roots.resolve(input, &[WORKSPACE, &self.own_artifacts]).map_err(|refusal| match refusal {
+    fn write_refusal(&self, input: &str, action: &str, refusal: PathRefusal) -> String {
+        match refusal {
             PathRefusal::OutsideRoots(shown) => {
                 format!("Write path must be under /workspace or {}: {shown}", self.own_artifacts)
             }
             PathRefusal::Unresolvable(why) => why,
-        })
+            PathRefusal::Io(e) => io_error(action, &Roots::normalize(input), &e),
+        }
     }
 }
 
@@ -178,32 +201,38 @@ fn io_error(action: &str, shown: &str, error: &std::io::Error) -> String {
     }
 }
 
-/// A temporary file next to `target`, for write-then-rename.
-fn temp_path_for(target: &Path) -> PathBuf {
-    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    target.with_file_name(format!(".{name}.suzumio-{}.tmp", uuid::Uuid::new_v4().simple()))
-}
-
-/// Write `content` to a temporary file next to `target` (keeping the permissions of the file
-/// it will replace) and return its path; the caller renames it into place.
-fn write_temp(target: &Path, content: &str) -> std::io::Result<PathBuf> {
+/// Write `content` to a new temporary file in `dir` next to `name` (keeping the permissions of
+/// the file it will replace) and return the temporary name; the caller renames it into place
+/// with [`rename_into_place`]. Both stay inside the opened directory, so neither can be
+/// redirected by a link.
+fn write_temp(dir: &OwnedFd, name: &str, content: &str) -> std::io::Result<String> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
     use std::io::Write;
-    let temp = temp_path_for(target);
+    let temp = format!(".{name}.suzumio-{}.tmp", uuid::Uuid::new_v4().simple());
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut file = std::fs::File::from(rustix::fs::openat(dir, temp.as_str(), flags, Mode::from_raw_mode(0o666))?);
     let written = (|| {
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&temp)?;
         file.write_all(content.as_bytes())?;
-        if let Ok(meta) = std::fs::metadata(target) {
-            file.set_permissions(meta.permissions())?;
+        if let Ok(old) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(old.st_mode & 0o7777))?;
         }
         file.sync_all()
     })();
     match written {
         Ok(()) => Ok(temp),
         Err(e) => {
-            let _ = std::fs::remove_file(&temp);
+            let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
             Err(e)
         }
     }
+}
+
+/// Rename the temporary file `temp` in `dir` to `name` (removing it if that fails).
+fn rename_into_place(dir: &OwnedFd, temp: &str, name: &str) -> std::io::Result<()> {
+    rustix::fs::renameat(dir, temp, dir, name).map_err(|e| {
+        let _ = rustix::fs::unlinkat(dir, temp, rustix::fs::AtFlags::empty());
+        e.into()
+    })
 }
 
 /// Output cut to at most `max` bytes (on a character boundary); the number of bytes cut.

@@ -11,7 +11,7 @@ use crate::config::read::{Obj, Retired};
 const BACKEND_KEYS: &[&str] = &["kind", "image", "docker", "runner"];
 const BACKEND_RETIRED: Retired =
     &[("controllerUrl", "runners reach the controller over a Unix socket; no URL is needed")];
-const DOCKER_KEYS: &[&str] = &["network", "mounts", "memory", "cpus", "pidsLimit"];
+const DOCKER_KEYS: &[&str] = &["network", "mounts", "memory", "cpus", "pidsLimit", "diskQuota"];
 const DOCKER_RETIRED: Retired =
     &[("proxy", "containers have no network by default; set backend.docker.network to give them one")];
 const RUNNER_KEYS: &[&str] = &["model", "maxIterations", "maxToolCalls", "models"];
@@ -25,6 +25,7 @@ const DEFAULT_NETWORK: &str = "none";
 const DEFAULT_MEMORY: u64 = 1024 * 1024 * 1024;
 const DEFAULT_CPUS: f64 = 1.0;
 const DEFAULT_PIDS_LIMIT: u64 = 256;
+const DEFAULT_DISK_QUOTA: u64 = 5 * 1024 * 1024 * 1024;
 
 /// The backend (`None` when `backend` is not a mapping), the activation limits and the models,
 /// which live under `backend.runner` in the file.
@@ -74,13 +75,14 @@ fn read_docker(b: &Obj, node: &Node, d: &mut Diagnostics) -> DockerConfig {
             memory_bytes: DEFAULT_MEMORY,
             cpus: DEFAULT_CPUS,
             pids_limit: DEFAULT_PIDS_LIMIT,
+            disk_quota_bytes: DEFAULT_DISK_QUOTA,
         };
     };
     DockerConfig {
         image,
         network: k.string("network", d).unwrap_or_else(|| DEFAULT_NETWORK.to_string()),
         mounts: k.get("mounts").map(|n| mounts::read(n, "backend.docker.mounts", d)).unwrap_or_default(),
-        memory_bytes: read_memory(&k, d),
+        memory_bytes: read_size(&k, "memory", DEFAULT_MEMORY, 6 << 20, "6m", d),
         cpus: match k.number("cpus", d) {
             Some(c) if c <= 0.0 => {
                 d.error(Some(&k.key_loc("cpus")), "backend.docker.cpus", format!("must be greater than 0, got {c}"));
@@ -90,13 +92,14 @@ fn read_docker(b: &Obj, node: &Node, d: &mut Diagnostics) -> DockerConfig {
             None => DEFAULT_CPUS,
         },
         pids_limit: k.int_at_least("pidsLimit", 1, d).map_or(DEFAULT_PIDS_LIMIT, |v| v as u64),
+        disk_quota_bytes: read_size(&k, "diskQuota", DEFAULT_DISK_QUOTA, 1 << 20, "1m", d),
     }
 }
 
-/// `memory: 512m` / `2g` / `1048576`.
-fn read_memory(k: &Obj, d: &mut Diagnostics) -> u64 {
-    let Some(node) = k.get("memory") else {
-        return DEFAULT_MEMORY;
+/// A size such as `memory: 512m` / `2g` / `1048576`, at least `min` (written `min_text`).
+fn read_size(k: &Obj, key: &str, default: u64, min: u64, min_text: &str, d: &mut Diagnostics) -> u64 {
+    let Some(node) = k.get(key) else {
+        return default;
     };
     let parsed = match &node.value {
         Value::Int(i) if *i > 0 => Some(*i as u64),
@@ -104,14 +107,14 @@ fn read_memory(k: &Obj, d: &mut Diagnostics) -> u64 {
         _ => None,
     };
     match parsed {
-        Some(bytes) if bytes >= 6 * 1024 * 1024 => bytes,
+        Some(bytes) if bytes >= min => bytes,
         _ => {
             d.error(
                 Some(&node.loc),
-                "backend.docker.memory",
-                "must be a size of at least 6m, such as 512m or 2g (or a number of bytes)",
+                format!("backend.docker.{key}"),
+                format!("must be a size of at least {min_text}, such as 512m or 2g (or a number of bytes)"),
             );
-            DEFAULT_MEMORY
+            default
         }
     }
 }
