@@ -79,6 +79,17 @@ pub enum Event {
     /// A failed-agent monitor sent its message.
     #[serde(rename = "scheduler.failed_agent_monitor.message_sent")]
     FailedAgentMonitorSent(MonitorSent),
+    /// A connection to an agent's control socket, or its hello, was refused: wrong peer uid, too
+    /// many connections waiting for a hello, a second runner while one is connected, a token not
+    /// (or no longer) valid. `suppressed` counts refusals not recorded since the previous one.
+    #[serde(rename = "security.session_refused", rename_all = "camelCase")]
+    SecuritySessionRefused {
+        agent_id: String,
+        reason: String,
+        peer_uid: Option<u32>,
+        peer_pid: Option<i32>,
+        suppressed: u64,
+    },
     /// A type this build does not know (read back from a database a newer build wrote).
     #[serde(skip)]
     Unrecognized { kind: String, data: Value },
@@ -141,7 +152,8 @@ impl Event {
             | Event::ToolCallStarted { agent_id, .. }
             | Event::ToolCallFinished { agent_id, .. }
             | Event::SignalsDelivered { agent_id, .. }
-            | Event::HistoryAppended { agent_id, .. } => Some(agent_id),
+            | Event::HistoryAppended { agent_id, .. }
+            | Event::SecuritySessionRefused { agent_id, .. } => Some(agent_id),
             Event::ActivationCompleted(e) | Event::ActivationFailed(e) | Event::ActivationCancelled(e) => {
                 Some(&e.agent_id)
             }

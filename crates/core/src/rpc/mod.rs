@@ -70,7 +70,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use connection::{Connection, HandlerFuture, RequestHandler};
+pub use connection::{Connection, HandlerFuture, IncomingRequest, RequestHandler, read_first_request, response_line};
 pub use messages::*;
 
 /// Version of this protocol; both ends announce it in the hello and refuse another.
@@ -78,6 +78,10 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Longest frame accepted or sent, without its newline.
 pub const MAX_FRAME_BYTES: usize = 8 << 20;
+
+/// Longest frame the controller reads before a `hello` succeeded: a hello is a few hundred
+/// bytes, and a peer not yet known must not make it buffer more.
+pub const MAX_HELLO_FRAME_BYTES: usize = 64 << 10;
 
 /// JSON-RPC error codes used on the wire (and one local code).
 pub mod codes {
