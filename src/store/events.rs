@@ -239,6 +239,26 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_session_names_its_agent_and_peer() {
+        let e = Event::SecuritySessionRefused {
+            agent_id: "a".into(),
+            reason: "a runner for a is already connected".into(),
+            peer_uid: Some(65534),
+            peer_pid: Some(4242),
+            suppressed: 0,
+        };
+        let (kind, data) = e.to_parts();
+        assert_eq!(kind, "security.session_refused");
+        assert_eq!(
+            data,
+            json!({"agentId": "a", "reason": "a runner for a is already connected", "peerUid": 65534,
+                   "peerPid": 4242, "suppressed": 0})
+        );
+        assert_eq!((e.agent_id(), e.wakes_scheduler()), (Some("a"), false));
+        assert_eq!(Event::from_parts(&kind, data), e);
+    }
+
+    #[test]
     fn monitor_events_flatten_their_key() {
         let mut key = Map::new();
         key.insert("agentId".into(), json!("w"));

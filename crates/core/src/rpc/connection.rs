@@ -562,6 +562,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_first_request_is_read_under_its_own_limit_and_leaves_the_rest() {
+        use tokio::io::AsyncReadExt;
+        let long = vec![b'x'; 100 << 10];
+        let err = read_first_request(&mut BufReader::new(&long[..]), 64 << 10).await.unwrap_err();
+        assert_eq!((err.code, err.message.as_str()), (codes::INVALID_REQUEST, "frame longer than 65536 bytes"));
+
+        let text = b"\n{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"hello\",\"params\":{}}\nrest";
+        let mut reader = BufReader::new(&text[..]);
+        let request = read_first_request(&mut reader, 1024).await.unwrap();
+        assert_eq!(request, IncomingRequest { method: "hello".into(), params: json!({}), id: Some(json!(7)) });
+        let mut rest = String::new();
+        reader.read_to_string(&mut rest).await.unwrap();
+        assert_eq!(rest, "rest", "what follows the frame stays for the connection");
+
+        let response = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+        let err = read_first_request(&mut BufReader::new(&response[..]), 1024).await.unwrap_err();
+        assert_eq!(err.message, "the first frame must be a request");
+        let err = read_first_request(&mut BufReader::new(&b""[..]), 1024).await.unwrap_err();
+        assert!(err.is_connection_closed());
+    }
+
+    #[tokio::test]
     async fn an_oversized_frame_is_refused_both_ways_over_a_duplex_stream() {
         let (a, raw) = tokio::io::duplex(64 << 10);
         let (conn, driver) = Connection::spawn_stream(a, Arc::new(Echo("a")));
