@@ -18,6 +18,8 @@ command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 dpkg -s busybox-static >/dev/null 2>&1 || need_pkgs+=(busybox-static)
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_pkgs+=(chromium-driver)
+# tests/socket_flood.rs holds half of its 20 000 connections in a Python client.
+command -v python3 >/dev/null 2>&1 || need_pkgs+=(python3)
 # Tool icons in the WebUI are emoji; without this font screenshots show empty boxes.
 dpkg -s fonts-noto-color-emoji >/dev/null 2>&1 || need_pkgs+=(fonts-noto-color-emoji)
 

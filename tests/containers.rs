@@ -194,15 +194,34 @@ impl suzumio::rpc::RequestHandler for AnswerLoad {
 }
 
 impl RawRunner {
+    /// Agent a's session, taken over the only way left: its runner is gone (its container is
+    /// killed) and the controller admitted a runner started by hand.
     async fn connect(s: &Setup) -> RawRunner {
         let socket = s.tools.project.config.root.join(".suzumio/run/a/control.sock");
         let stream = tokio::net::UnixStream::connect(&socket).await.unwrap();
         let (conn, _) = suzumio::rpc::Connection::spawn(stream, Arc::new(AnswerLoad));
-        let token = s.tools.store.agent("a").unwrap().unwrap().token;
         let wrong = conn.request("callSupport", json!({})).await.unwrap_err();
-        assert_eq!(wrong.message, "say hello with the agent token first");
-        conn.request("hello", json!({"version": "test", "protocol": 1, "token": token})).await.unwrap();
-        RawRunner { conn }
+        assert_eq!(wrong.message, "the first request must be hello, not callSupport");
+        tokio::time::timeout(std::time::Duration::from_secs(5), conn.closed()).await.expect("closed after it");
+
+        let name = format!("suzumio-{}-a", s.tools.project.config.name);
+        let killed = std::process::Command::new("docker").args(["kill", &name]).output().unwrap();
+        assert!(killed.status.success(), "{}", String::from_utf8_lossy(&killed.stderr));
+        let token = s.runners.admit_runner("a").unwrap();
+        let started = std::time::Instant::now();
+        loop {
+            let stream = tokio::net::UnixStream::connect(&socket).await.unwrap();
+            let (conn, _) = suzumio::rpc::Connection::spawn(stream, Arc::new(AnswerLoad));
+            match conn.request("hello", json!({"version": "test", "protocol": 1, "token": token})).await {
+                Ok(_) => return RawRunner { conn },
+                // The killed runner's connection may not have closed yet.
+                Err(e) if e.message == "a runner for a is already connected" => {
+                    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("hello refused: {e}"),
+            }
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use suzumio::backend::{
     AGENT_LABEL, BackendError, ContainerSpec, DockerBackend, IMAGE_KIND_LABEL, MountSpec, PROJECT_LABEL, ROOT_LABEL,
-    RunnerBackend, SPEC_LABEL, TOKEN_ENV, ensure_minimal_image, rebuild_minimal_image,
+    RunnerBackend, SPEC_LABEL, ensure_minimal_image, rebuild_minimal_image,
 };
 use suzumio::config::DEFAULT_IMAGE;
 use suzumio::config::load::ProcessEnv;
@@ -138,9 +138,9 @@ backend:
     /// mounted where the runner goes (so that mount is exercised), and the image's busybox runs
     /// `script` (busybox picks its applet from argv[0], so it cannot run under the runner's name).
     fn spec(&self, project: &Project, agent: &str, script: &str) -> ContainerSpec {
-        let mut spec =
-            ContainerSpec::for_agent(&project.config, &project.registry, agent, Path::new("/bin/busybox"), TOKEN)
-                .expect("spec builds");
+        let mut spec = ContainerSpec::for_agent(&project.config, &project.registry, agent, Path::new("/bin/busybox"))
+            .expect("spec builds");
+        spec.runner_token = TOKEN.into();
         spec.entrypoint = vec!["/bin/busybox".into()];
         spec.cmd = vec!["sh".into(), "-c".into(), script.into()];
         spec
@@ -241,8 +241,9 @@ async fn an_unreachable_engine_says_where_and_what_to_do() {
 fn mount_table_follows_the_design() {
     let p = TestProject::new("mounts", "");
     let project = p.load();
-    let spec = ContainerSpec::for_agent(&project.config, &project.registry, "pm", Path::new("/opt/runner"), TOKEN)
+    let mut spec = ContainerSpec::for_agent(&project.config, &project.registry, "pm", Path::new("/opt/runner"))
         .expect("spec builds");
+    spec.runner_token = TOKEN.into();
     let r = &p.root;
     let m = |source: PathBuf, target: &str, readonly: bool| MountSpec { source, target: target.into(), readonly };
     assert_eq!(
@@ -263,14 +264,14 @@ fn mount_table_follows_the_design() {
     let env: Vec<(&str, &str)> = spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     assert_eq!(
         env,
-        [("GREETING", "hello"), ("SUZUMIO_AGENT", "pm"), ("SUZUMIO_PROJECT", p.name.as_str()), (TOKEN_ENV, TOKEN)]
+        [("GREETING", "hello"), ("SUZUMIO_AGENT", "pm"), ("SUZUMIO_PROJECT", p.name.as_str())],
+        "no token in the environment: every process of the container's user could read it there"
     );
     assert_eq!(spec.limits.network, "none");
     assert!(!format!("{spec:?}").contains(TOKEN), "Debug output hides the token");
 
-    let worker =
-        ContainerSpec::for_agent(&project.config, &project.registry, "worker", Path::new("/opt/runner"), TOKEN)
-            .expect("spec builds");
+    let worker = ContainerSpec::for_agent(&project.config, &project.registry, "worker", Path::new("/opt/runner"))
+        .expect("spec builds");
     let targets: Vec<(&str, bool)> = worker.mounts.iter().map(|m| (m.target.as_str(), m.readonly)).collect();
     assert_eq!(
         targets,
@@ -285,7 +286,7 @@ fn mount_table_follows_the_design() {
         ]
     );
 
-    let err = ContainerSpec::for_agent(&project.config, &project.registry, "ghost", Path::new("/opt/runner"), TOKEN)
+    let err = ContainerSpec::for_agent(&project.config, &project.registry, "ghost", Path::new("/opt/runner"))
         .unwrap_err()
         .to_string();
     assert_eq!(err, format!("Agent ghost is not defined in project {}", p.name));
@@ -313,7 +314,7 @@ fn a_symlinked_workspace_is_refused_before_anything_is_chowned() {
     std::fs::create_dir_all(&target).unwrap();
     std::fs::create_dir_all(p.root.join("workspaces")).unwrap();
     std::os::unix::fs::symlink(&target, p.root.join("workspaces/pm")).unwrap();
-    let spec = ContainerSpec::for_agent(&project.config, &project.registry, "pm", Path::new("/bin/busybox"), TOKEN)
+    let spec = ContainerSpec::for_agent(&project.config, &project.registry, "pm", Path::new("/bin/busybox"))
         .expect("spec builds");
     let err = spec.prepare_host().unwrap_err().to_string();
     assert!(err.contains("workspaces/pm is a symlink"), "{err}");
@@ -356,7 +357,8 @@ r capeff "$(grep CapEff /proc/self/status | awk '{{print $2}}')"
 r capprm "$(grep CapPrm /proc/self/status | awk '{{print $2}}')"
 r nnp "$(grep NoNewPrivs /proc/self/status | awk '{{print $2}}')"
 r env_keys "$(env | cut -d= -f1 | sort | tr '\n' ' ')"
-r token "$SUZUMIO_TOKEN"
+r token_env "${{SUZUMIO_TOKEN:-none}}"
+r token_file "$(cat /run/suzumio/token)"
 r secret_in_env "$(env | grep -c {SECRET})"
 mv $out /workspace/probe.out
 {SLEEP}
@@ -414,7 +416,8 @@ fn check_probe(report: &BTreeMap<String, String>, agent: &str) {
     assert_eq!(get("capeff"), "0000000000000000", "{agent}: no effective capabilities");
     assert_eq!(get("capprm"), "0000000000000000", "{agent}: no permitted capabilities");
     assert_eq!(get("nnp"), "1", "{agent}: no_new_privs");
-    assert_eq!(get("token"), TOKEN, "{agent}");
+    assert_eq!(get("token_env"), "none", "{agent}: the token is not in the environment");
+    assert_eq!(get("token_file"), TOKEN, "{agent}: the token file is written before the start, for its user");
     assert_eq!(get("secret_in_env"), "0", "{agent}: the model key never enters a container");
     let keys = get("env_keys");
     assert!(!keys.to_ascii_uppercase().contains("API_KEY"), "{agent}: env names: {keys}");
@@ -609,14 +612,9 @@ async fn a_missing_image_or_runner_is_reported_before_anything_starts() {
     assert!(matches!(err, BackendError::ImageNotFound { .. }), "{err:?}");
     assert!(err.to_string().contains("suzumio image build"), "{err}");
 
-    let spec = ContainerSpec::for_agent(
-        &project.config,
-        &project.registry,
-        "pm",
-        Path::new("/nonexistent/suzumio-runner"),
-        TOKEN,
-    )
-    .unwrap();
+    let spec =
+        ContainerSpec::for_agent(&project.config, &project.registry, "pm", Path::new("/nonexistent/suzumio-runner"))
+            .unwrap();
     let err = backend.ensure_running(&spec).await.unwrap_err();
     assert!(matches!(err, BackendError::RunnerBinaryMissing { .. }), "{err:?}");
     assert!(!backend.is_running(&spec.name).await.unwrap());

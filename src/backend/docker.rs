@@ -32,7 +32,7 @@ use crate::backend::runner_binary::{self, RunnerBuild};
 use crate::backend::spec::{TMP_SIZE, pack_target};
 use crate::backend::{
     AGENT_LABEL, BackendError, ContainerSpec, PROJECT_LABEL, ROOT_LABEL, RUNNER_GID, RUNNER_UID, RunnerBackend,
-    SPEC_LABEL, WORKSPACE_DIR,
+    SPEC_LABEL, TokenReader, WORKSPACE_DIR,
 };
 use crate::config::DEFAULT_IMAGE;
 
@@ -69,6 +69,9 @@ pub struct DockerBackend {
     address: String,
     /// Agents started together must not each import the missing default image.
     image_build: Arc<tokio::sync::Mutex<()>>,
+    /// The uid the controller sees for a container's user: [`RUNNER_UID`], unless the engine maps
+    /// uids (user namespaces, rootless), when it is not known.
+    runner_uid: Option<u32>,
 }
 
 impl DockerBackend {
@@ -91,7 +94,15 @@ impl DockerBackend {
             Ok(Err(e)) => return Err(unreachable(describe_transport(&e))),
             Err(_) => return Err(unreachable(format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()))),
         };
-        Ok(DockerBackend { docker, address, image_build: Arc::default() })
+        let runner_uid = match docker.info().await {
+            Ok(info) => {
+                let options = info.security_options.unwrap_or_default();
+                let maps_uids = options.iter().any(|o| o.contains("name=userns") || o.contains("name=rootless"));
+                (!maps_uids).then_some(RUNNER_UID)
+            }
+            Err(e) => return Err(unreachable(describe_transport(&e))),
+        };
+        Ok(DockerBackend { docker, address, image_build: Arc::default(), runner_uid })
     }
 
     /// The bollard client, for what this backend does not wrap.
@@ -144,6 +155,9 @@ impl DockerBackend {
             tracing::info!(container = %spec.name, running, "replacing container (stopped, or made from another spec)");
             self.remove(&spec.name).await?;
         }
+        // After the old container (and every process it had) is gone: nothing but the new
+        // runner can read it before its hello.
+        spec.write_token_file(self.runner_uid.map_or(TokenReader::Unknown, TokenReader::Uid))?;
         let id = self.create(spec, &fingerprint).await?;
         if let Err(e) = self.docker.start_container(&spec.name, None).await {
             // A container that cannot start would only be found and replaced next time.
@@ -385,6 +399,10 @@ impl RunnerBackend for DockerBackend {
 
     fn pack_root_in_runner(&self, id: &str, _host_root: &Path) -> PathBuf {
         PathBuf::from(pack_target(id))
+    }
+
+    fn runner_uid(&self) -> Option<u32> {
+        self.runner_uid
     }
 
     fn logs_hint(&self, spec: &ContainerSpec) -> String {

@@ -35,7 +35,7 @@ pub use error::BackendError;
 pub use image::{ImageInfo, build_minimal_image, ensure_minimal_image, rebuild_minimal_image};
 pub use process::ProcessBackend;
 pub use runner_binary::RunnerBuild;
-pub use spec::{ContainerSpec, HostDir, Limits, MountSpec, container_name};
+pub use spec::{ContainerSpec, HostDir, Limits, MountSpec, TokenReader, container_name};
 
 /// Uid and gid every runner container runs as (`runner` in `runner-image/minimal/etc/passwd`).
 pub const RUNNER_UID: u32 = 65534;
@@ -49,8 +49,12 @@ pub const WORKSPACE_DIR: &str = "/workspace";
 pub const ARTIFACTS_DIR: &str = "/artifacts";
 pub const TOOLPACKS_DIR: &str = "/toolpacks";
 
-/// Environment variable carrying the agent's private token into its container.
+/// Environment variable a runner started by hand may take its one-time token from (backends
+/// never set it: an environment is readable by every process of the container's user).
 pub const TOKEN_ENV: &str = "SUZUMIO_TOKEN";
+/// The file in the agent's control directory holding the one-time token of the runner being
+/// started (`/run/suzumio/token` in a container); the controller deletes it at the hello.
+pub const TOKEN_FILE: &str = "token";
 
 /// Container labels. `root` tells apart two projects that share a name; `spec` is a fingerprint
 /// of everything the container was created from, so a changed spec means a new container.
@@ -72,10 +76,16 @@ pub trait RunnerBackend: Send + Sync {
     /// Where the runner sees the root of the local toolpack `id`, whose files are at `host_root`.
     fn pack_root_in_runner(&self, id: &str, host_root: &Path) -> PathBuf;
 
+    /// The uid the controller sees (`SO_PEERCRED`) on the connections of this backend's runners,
+    /// when it knows it; `None` when it cannot (then no uid is checked).
+    fn runner_uid(&self) -> Option<u32>;
+
     /// What to look at when a started runner never connected, e.g. "check `docker logs <name>`".
     fn logs_hint(&self, spec: &ContainerSpec) -> String;
 
     /// Start the runner if it is not running (or was created from another spec), and return it.
+    /// A runner it starts gets `spec.runner_token` in the [`TOKEN_FILE`] of its control
+    /// directory, written just before it starts (never for a runner kept running).
     fn ensure_running<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<ContainerHandle, BackendError>>;
 
     fn is_running<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<bool, BackendError>>;

@@ -4,7 +4,8 @@
 //! `<root>/artifacts`, `/mnt` → an empty per-agent directory; configured mounts are not mapped;
 //! toolpacks are read at their host paths).
 //! It does NOT isolate anything: the runner runs as the controller's user with its network and
-//! file system. Chosen explicitly (`backend.kind: process`); the controller warns when it is used.
+//! file system (its one-time token is in `<root>/.suzumio/run/<agent>/token`, next to the socket,
+//! as in a container; any process of this user could read it, and far more). Chosen explicitly (`backend.kind: process`); the controller warns when it is used.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,9 @@ use futures_util::future::BoxFuture;
 use tokio::process::{Child, Command};
 
 use super::runner_binary::{self, RunnerBuild};
-use super::{BackendError, ContainerHandle, ContainerSpec, ExitInfo, RUNNER_PATH, RunnerBackend, WORKSPACE_DIR};
+use super::{
+    BackendError, ContainerHandle, ContainerSpec, ExitInfo, RUNNER_PATH, RunnerBackend, TokenReader, WORKSPACE_DIR,
+};
 
 #[derive(Default)]
 pub struct ProcessBackend {
@@ -55,6 +58,9 @@ fn spawn(spec: &ContainerSpec) -> Result<Child, BackendError> {
     for dir in [&workspace, &root.join("artifacts").join(&spec.agent), &mnt] {
         std::fs::create_dir_all(dir).map_err(|source| BackendError::HostDir { path: dir.clone(), source })?;
     }
+    let run_dir = socket_path(root, &spec.agent).parent().map(Path::to_path_buf).unwrap_or_default();
+    std::fs::create_dir_all(&run_dir).map_err(|source| BackendError::HostDir { path: run_dir.clone(), source })?;
+    spec.write_token_file(TokenReader::Uid(nix::unistd::geteuid().as_raw()))?;
     let mut command = Command::new(&binary);
     command
         .env_clear()
@@ -81,6 +87,11 @@ impl RunnerBackend for ProcessBackend {
     /// The runner reads packs where they are: nothing is mounted.
     fn pack_root_in_runner(&self, _id: &str, host_root: &Path) -> PathBuf {
         host_root.to_path_buf()
+    }
+
+    /// The runner runs as the controller's user.
+    fn runner_uid(&self) -> Option<u32> {
+        Some(nix::unistd::geteuid().as_raw())
     }
 
     /// The child inherits the controller's stdout and stderr.

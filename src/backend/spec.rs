@@ -18,13 +18,18 @@
 //! controller creates there (connecting needs write permission on the socket, not on the
 //! directory), and a read-only mount means a container can never remove or replace the socket
 //! that is its identity.
+//!
+//! The runner's one-time token is not in the environment (every process of the container's user
+//! can read the init's and the runner's environ): [`ContainerSpec::write_token_file`] puts it in
+//! the control directory just before the runner starts, and the controller deletes it at the
+//! runner's hello, before any tool can run.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::backend::{
-    ARTIFACTS_DIR, BackendError, CONTROL_DIR, RUNNER_GID, RUNNER_PATH, RUNNER_UID, TOKEN_ENV, TOOLPACKS_DIR,
+    ARTIFACTS_DIR, BackendError, CONTROL_DIR, RUNNER_GID, RUNNER_PATH, RUNNER_UID, TOKEN_FILE, TOOLPACKS_DIR,
     WORKSPACE_DIR,
 };
 use crate::config::ProjectConfig;
@@ -33,6 +38,14 @@ use crate::toolpack::{PackSource, ToolpackRegistry};
 /// Size of the container's `/tmp` (tmpfs: its pages count against the memory limit, and a
 /// write beyond the size fails with ENOSPC, so `/tmp` never reaches the host's disk).
 pub const TMP_SIZE: &str = "64m";
+
+/// Who reads the token file: the runner's uid on the host, or unknown (e.g. Docker with user
+/// namespaces).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenReader {
+    Uid(u32),
+    Unknown,
+}
 
 /// One bind mount.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,21 +85,20 @@ pub struct ContainerSpec {
     pub image: String,
     pub entrypoint: Vec<String>,
     pub cmd: Vec<String>,
-    /// The container's whole environment (the token included).
+    /// The container's whole environment (no secret of Suzumio's: see the module header).
     pub env: BTreeMap<String, String>,
     pub mounts: Vec<MountSpec>,
     pub host_dirs: Vec<HostDir>,
     pub limits: Limits,
+    /// The one-time token of the runner about to start (empty until the controller sets it). Not
+    /// part of the fingerprint: a new token never means a new container.
+    pub runner_token: String,
 }
 
 impl fmt::Debug for ContainerSpec {
     /// The token never reaches a log line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let env: BTreeMap<&str, &str> = self
-            .env
-            .iter()
-            .map(|(k, v)| (k.as_str(), if k == TOKEN_ENV { "<redacted>" } else { v.as_str() }))
-            .collect();
+        let env: BTreeMap<&str, &str> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         f.debug_struct("ContainerSpec")
             .field("name", &self.name)
             .field("project", &self.project)
@@ -99,6 +111,7 @@ impl fmt::Debug for ContainerSpec {
             .field("mounts", &self.mounts)
             .field("host_dirs", &self.host_dirs)
             .field("limits", &self.limits)
+            .field("runner_token", &"<redacted>")
             .finish()
     }
 }
@@ -127,14 +140,14 @@ pub fn pack_target(id: &str) -> String {
 }
 
 impl ContainerSpec {
-    /// The container of `agent_id`: the runner at `runner_binary` as entrypoint, `token` and the
-    /// agent's configured `env` as environment (nothing else: no model keys, no host variables).
+    /// The container of `agent_id`: the runner at `runner_binary` as entrypoint, the agent's
+    /// configured `env` plus `SUZUMIO_PROJECT`/`SUZUMIO_AGENT` as environment (nothing else: no
+    /// model keys, no host variables, no token).
     pub fn for_agent(
         config: &ProjectConfig,
         registry: &ToolpackRegistry,
         agent_id: &str,
         runner_binary: &Path,
-        token: &str,
     ) -> Result<ContainerSpec, BackendError> {
         let agent = config
             .agent(agent_id)
@@ -184,7 +197,6 @@ impl ContainerSpec {
         let mut env: BTreeMap<String, String> = agent.env.clone();
         env.insert("SUZUMIO_PROJECT".into(), config.name.clone());
         env.insert("SUZUMIO_AGENT".into(), agent.id.clone());
-        env.insert(TOKEN_ENV.into(), token.to_string());
 
         Ok(ContainerSpec {
             name: container_name(&config.name, &agent.id),
@@ -203,7 +215,45 @@ impl ContainerSpec {
                 cpus: config.backend.docker.cpus,
                 pids_limit: config.backend.docker.pids_limit,
             },
+            runner_token: String::new(),
         })
+    }
+
+    /// Where the runner's one-time token is written on the host, if the spec has a control
+    /// directory.
+    pub fn token_file(&self) -> Option<PathBuf> {
+        self.source_of(CONTROL_DIR).map(|dir| dir.join(TOKEN_FILE))
+    }
+
+    /// Write `runner_token` to [`ContainerSpec::token_file`] for a runner about to start as
+    /// `reader`. Mode 0400, owned by the runner when the controller can chown (it runs as root);
+    /// a runner the file cannot be given to gets it world-readable (0444) in the controller's
+    /// 0755 directory. A stale file is replaced, never written through.
+    pub fn write_token_file(&self, reader: TokenReader) -> Result<(), BackendError> {
+        use std::io::Write;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let Some(path) = self.token_file() else { return Ok(()) };
+        let fail = |source: std::io::Error| BackendError::HostDir { path: path.clone(), source };
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(fail(e)),
+            _ => {}
+        }
+        let me = nix::unistd::geteuid();
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o400).open(&path).map_err(fail)?;
+        file.write_all(self.runner_token.as_bytes()).map_err(fail)?;
+        match reader {
+            TokenReader::Uid(uid) if uid == me.as_raw() => {}
+            TokenReader::Uid(uid) if me.is_root() => {
+                let owner = nix::unistd::Uid::from_raw(uid);
+                let group = nix::unistd::Gid::from_raw(if uid == RUNNER_UID { RUNNER_GID } else { uid });
+                nix::unistd::fchown(&file, Some(owner), Some(group)).map_err(|e| fail(e.into()))?;
+            }
+            TokenReader::Uid(_) | TokenReader::Unknown => {
+                file.set_permissions(std::fs::Permissions::from_mode(0o444)).map_err(fail)?
+            }
+        }
+        Ok(())
     }
 
     /// The host path mounted as the runner binary, if any.

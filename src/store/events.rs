@@ -86,6 +86,17 @@ pub enum Event {
     /// A later measurement found the agent under its quota again.
     #[serde(rename = "agent.quota_ok", rename_all = "camelCase")]
     AgentQuotaOk { agent_id: String, used_bytes: u64, limit_bytes: u64 },
+    /// A connection to an agent's control socket, or its hello, was refused: wrong peer uid, too
+    /// many connections waiting for a hello, a second runner while one is connected, a token not
+    /// (or no longer) valid. `suppressed` counts refusals not recorded since the previous one.
+    #[serde(rename = "security.session_refused", rename_all = "camelCase")]
+    SecuritySessionRefused {
+        agent_id: String,
+        reason: String,
+        peer_uid: Option<u32>,
+        peer_pid: Option<i32>,
+        suppressed: u64,
+    },
     /// A type this build does not know (read back from a database a newer build wrote).
     #[serde(skip)]
     Unrecognized { kind: String, data: Value },
@@ -150,7 +161,8 @@ impl Event {
             | Event::SignalsDelivered { agent_id, .. }
             | Event::HistoryAppended { agent_id, .. }
             | Event::AgentQuotaExceeded { agent_id, .. }
-            | Event::AgentQuotaOk { agent_id, .. } => Some(agent_id),
+            | Event::AgentQuotaOk { agent_id, .. }
+            | Event::SecuritySessionRefused { agent_id, .. } => Some(agent_id),
             Event::ActivationCompleted(e) | Event::ActivationFailed(e) | Event::ActivationCancelled(e) => {
                 Some(&e.agent_id)
             }
@@ -232,6 +244,26 @@ mod tests {
             json!({"toolCallId": "tc_1", "activationId": "act_1", "agentId": "pm", "tool": "file.read",
                    "status": "failed", "error": "No such file", "errorKind": "failed"})
         );
+        assert_eq!(Event::from_parts(&kind, data), e);
+    }
+
+    #[test]
+    fn a_refused_session_names_its_agent_and_peer() {
+        let e = Event::SecuritySessionRefused {
+            agent_id: "a".into(),
+            reason: "a runner for a is already connected".into(),
+            peer_uid: Some(65534),
+            peer_pid: Some(4242),
+            suppressed: 0,
+        };
+        let (kind, data) = e.to_parts();
+        assert_eq!(kind, "security.session_refused");
+        assert_eq!(
+            data,
+            json!({"agentId": "a", "reason": "a runner for a is already connected", "peerUid": 65534,
+                   "peerPid": 4242, "suppressed": 0})
+        );
+        assert_eq!((e.agent_id(), e.wakes_scheduler()), (Some("a"), false));
         assert_eq!(Event::from_parts(&kind, data), e);
     }
 

@@ -2,41 +2,62 @@
 //! runner itself (a hardened container, or a local process), and the session over the socket.
 //!
 //! - At start every agent gets `.suzumio/run/<agent>/control.sock` (mode 0666 so the container's
-//!   unprivileged user can connect; the directory is mounted read-only into the container).
-//! - The first frame on a connection must be `hello` with the agent's token; then the controller
-//!   sends `load` (the packs exposing at least one tool allowed for the agent, and its allowed
-//!   built-in runner tools) and the session is ready. The socket *is* the identity: requests on
-//!   it act as that agent only.
+//!   unprivileged user can connect; the directory is mounted read-only into the container). It is
+//!   bound through `/proc/self/fd/<dir>/control.sock`, so the path the kernel records (and shows
+//!   in the container's `/proc/net/unix`) names no host directory.
+//! - Before a connection is trusted (ARCHITECTURE.md "Threat model"): the peer's uid
+//!   (`SO_PEERCRED`) must be the runner's as the backend knows it, or the controller's own; at
+//!   most [`MAX_PENDING_HELLOS`] connections per socket may be waiting for their hello; the first
+//!   frame must be `hello`, at most [`rpc::MAX_HELLO_FRAME_BYTES`], within [`HELLO_DEADLINE`].
+//! - The hello carries a one-time token: each runner start gets a fresh one in
+//!   `.suzumio/run/<agent>/token` (written by the backend just before it starts the runner), and
+//!   the first successful hello consumes it and deletes the file. While a session is live (or
+//!   loading) every other hello is refused ("a runner for <agent> is already connected") and the
+//!   live session is untouched. Refusals are `security.session_refused` events.
+//! - After the hello the controller sends `load` (the packs exposing at least one tool allowed
+//!   for the agent, and its allowed built-in runner tools) and the session is ready. The socket
+//!   *is* the identity: requests on it act as that agent only.
 //! - A tool call (`invoke`) starts the runner when needed (lazily, kept warm), waits for its
 //!   session, and restarts it when it died. `callSupport`/`recordSignal` from the runner go
 //!   through the broker's verification chain.
 
 use std::collections::HashMap;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
-use tokio::net::UnixListener;
-use tokio::sync::watch;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::quota::DiskQuotas;
 use super::{ToolHost, ToolOutput, broker};
 use crate::activation::run::{RunnerFuture, RunnerTools};
-use crate::backend::{ContainerSpec, RunnerBackend};
+use crate::backend::{ContainerSpec, RunnerBackend, TOKEN_FILE};
 use crate::rpc::{
-    self, CallSupportParams, Connection, HandlerFuture, HelloParams, HelloResult, InvokeParams, LoadParams, LoadResult,
-    PackSpec, RecordSignalParams, RequestHandler, RpcError,
+    self, CallSupportParams, Connection, HandlerFuture, HelloParams, HelloResult, IncomingRequest, InvokeParams,
+    LoadParams, LoadResult, PackSpec, RecordSignalParams, RequestHandler, RpcError,
 };
+use crate::store::Event;
 use crate::toolpack::{PackSource, RunsIn, ToolError};
 
 /// How long a started runner has to connect and load.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Upper bound of one tool call over the socket (shell.exec may run 5 minutes).
 const INVOKE_TIMEOUT: Duration = Duration::from_secs(330);
+/// How long a new connection has to complete its hello before it is closed.
+pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
+/// Connections of one agent's socket that may be waiting for their hello at once; more are
+/// closed as soon as they are accepted. The live session does not count.
+pub const MAX_PENDING_HELLOS: usize = 8;
+/// Security events recorded per agent per window; more are counted into the next one.
+const SECURITY_EVENTS_PER_WINDOW: u32 = 20;
+const SECURITY_EVENT_WINDOW: Duration = Duration::from_secs(60);
 
 pub struct AgentRunners {
     me: Weak<AgentRunners>,
@@ -50,12 +71,51 @@ pub struct AgentRunners {
     stopping: CancellationToken,
     /// The agents' disk quotas, when the backend enforces them (see `support::quota`).
     quotas: OnceLock<Arc<DiskQuotas>>,
+    /// The peer uids accepted on the sockets; `None` when the backend cannot say which uid its
+    /// runners have (e.g. Docker with user namespaces), and nothing is checked.
+    peer_uids: Option<Vec<u32>>,
+}
+
+/// An agent's session: from a successful hello until the connection closes.
+enum SessionState {
+    /// The hello was accepted and is being answered.
+    Claimed,
+    /// `load` is in flight.
+    Loading(Connection),
+    Ready(Connection),
+}
+
+impl SessionState {
+    fn connection(&self) -> Option<&Connection> {
+        match self {
+            SessionState::Claimed => None,
+            SessionState::Loading(c) | SessionState::Ready(c) => Some(c),
+        }
+    }
+
+    /// Whether it still holds the agent's one session.
+    fn is_open(&self) -> bool {
+        self.connection().is_none_or(|c| !c.is_closed())
+    }
+
+    fn is(&self, conn: &Connection) -> bool {
+        self.connection().is_some_and(|c| c.same_as(conn))
+    }
 }
 
 struct Slot {
     agent: String,
-    /// The loaded session, when the runner is connected.
-    session: Mutex<Option<Connection>>,
+    /// The agent's control directory on the host (socket and one-time token file).
+    run_dir: PathBuf,
+    /// The one session, from its hello on; a closed one counts as none.
+    session: Mutex<Option<SessionState>>,
+    /// One-time tokens handed to runners being started and not used yet; the first successful
+    /// hello empties it.
+    admissions: Mutex<Vec<String>>,
+    /// Connections waiting for their hello.
+    pending_hellos: Arc<Semaphore>,
+    /// Rate limit of the agent's security events.
+    refusals: Mutex<RefusalLog>,
     /// Bumped when a session becomes ready, or when loading one failed.
     ready: watch::Sender<u64>,
     /// Why the last runner could not load its toolpacks (reported to waiting calls).
@@ -68,6 +128,7 @@ struct Slot {
 
 impl AgentRunners {
     pub fn new(tools: Arc<ToolHost>, backend: Arc<dyn RunnerBackend>, runner_binary: PathBuf) -> Arc<AgentRunners> {
+        let root = tools.project.config.root.clone();
         let slots = tools
             .project
             .config
@@ -77,7 +138,11 @@ impl AgentRunners {
                 let (ready, _) = watch::channel(0);
                 let slot = Slot {
                     agent: a.id.clone(),
+                    run_dir: root.join(".suzumio").join("run").join(&a.id),
                     session: Mutex::new(None),
+                    admissions: Mutex::new(Vec::new()),
+                    pending_hellos: Arc::new(Semaphore::new(MAX_PENDING_HELLOS)),
+                    refusals: Mutex::new(RefusalLog::default()),
                     ready,
                     load_error: Mutex::new(None),
                     starting: tokio::sync::Mutex::new(()),
@@ -86,6 +151,10 @@ impl AgentRunners {
                 (a.id.clone(), Arc::new(slot))
             })
             .collect();
+        // The controller's own uid may connect too: a process with it can read the controller's
+        // memory and files anyway, so refusing it would protect nothing.
+        let me = nix::unistd::geteuid().as_raw();
+        let peer_uids = backend.runner_uid().map(|uid| if uid == me { vec![uid] } else { vec![uid, me] });
         Arc::new_cyclic(|me| AgentRunners {
             me: me.clone(),
             tools,
@@ -95,6 +164,7 @@ impl AgentRunners {
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
             quotas: OnceLock::new(),
+            peer_uids,
         })
     }
 
@@ -109,17 +179,28 @@ impl AgentRunners {
     /// Create every agent's socket and accept its runner's connections.
     pub fn listen(&self) -> std::io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
+        if self.peer_uids.is_none() {
+            tracing::warn!("the backend cannot say which uid its runners have: peer credentials are not checked");
+        }
         for slot in self.slots.values() {
-            let dir = self.tools.project.config.root.join(".suzumio").join("run").join(&slot.agent);
-            std::fs::create_dir_all(&dir)?;
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+            let dir = &slot.run_dir;
+            std::fs::create_dir_all(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+            let _ = std::fs::remove_file(dir.join(TOKEN_FILE));
             let path = dir.join("control.sock");
             let _ = std::fs::remove_file(&path);
-            let listener = UnixListener::bind(&path)?;
+            // Bound through the directory's descriptor: the kernel keeps the path as given, and
+            // an accepted connection shows it in the peer's `/proc/net/unix` (in the container's
+            // network namespace), so it must not be the host path.
+            let dir_handle = std::fs::File::open(dir)?;
+            let listener = UnixListener::bind(format!("/proc/self/fd/{}/control.sock", dir_handle.as_raw_fd()))?;
+            drop(dir_handle);
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
             let me = self.me.clone();
             let slot = slot.clone();
             let stopping = self.stopping.clone();
+            let tasks = self.tasks.clone();
+            let peer_uids = self.peer_uids.clone();
             self.tasks.spawn(async move {
                 loop {
                     let accepted = tokio::select! {
@@ -128,8 +209,8 @@ impl AgentRunners {
                     };
                     let stream = match accepted {
                         Ok((stream, _)) => stream,
-                        // Out of file descriptors and the like: wait and go on; one bad moment
-                        // must not leave the agent without its socket.
+                        // Out of file descriptors (EMFILE) and the like: wait and go on; one bad
+                        // moment must not leave the agent without its socket.
                         Err(e) => {
                             tracing::warn!(agent = %slot.agent, "accepting a runner connection: {e}");
                             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -137,19 +218,178 @@ impl AgentRunners {
                         }
                     };
                     let Some(runners) = me.upgrade() else { return };
-                    let handler = Arc::new(SessionHandler {
-                        runners: me.clone(),
-                        slot: slot.clone(),
-                        conn: OnceLock::new(),
-                        authenticated: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                    let peer = stream.peer_cred().ok();
+                    let (uid, pid) = (peer.map(|p| p.uid()), peer.and_then(|p| p.pid()));
+                    if let Some(allowed) = &peer_uids
+                        && !uid.is_some_and(|uid| allowed.contains(&uid))
+                    {
+                        let shown = uid.map_or("unknown".to_string(), |u| u.to_string());
+                        let expected = allowed.iter().map(u32::to_string).collect::<Vec<_>>().join(" or ");
+                        runners.refused(&slot, format!("peer uid {shown} is not the runner's ({expected})"), uid, pid);
+                        continue;
+                    }
+                    let Ok(permit) = slot.pending_hellos.clone().try_acquire_owned() else {
+                        let reason = format!("more than {MAX_PENDING_HELLOS} connections waiting for their hello");
+                        runners.refused(&slot, reason, uid, pid);
+                        continue;
+                    };
+                    let (slot, stopping) = (slot.clone(), stopping.clone());
+                    tasks.spawn(async move {
+                        let _permit = permit;
+                        tokio::select! {
+                            _ = stopping.cancelled() => {}
+                            _ = runners.handshake(&slot, stream, uid, pid) => {}
+                        }
                     });
-                    let (conn, _task) = Connection::spawn(stream, handler.clone());
-                    let _ = handler.conn.set(conn);
-                    drop(runners);
                 }
             });
         }
         Ok(())
+    }
+
+    /// The hello of a new connection: read it (bounded, with a deadline), check it, answer, and
+    /// on success hand the stream to a [`Connection`] and load the session.
+    async fn handshake(&self, slot: &Arc<Slot>, stream: UnixStream, uid: Option<u32>, pid: Option<i32>) {
+        let (read, mut write) = stream.into_split();
+        let mut reader = BufReader::with_capacity(4 << 10, read);
+        let first =
+            tokio::time::timeout(HELLO_DEADLINE, rpc::read_first_request(&mut reader, rpc::MAX_HELLO_FRAME_BYTES))
+                .await;
+        let request = match first {
+            Err(_) => {
+                tracing::info!(agent = %slot.agent, "closing a connection that sent no hello within {HELLO_DEADLINE:?}");
+                return;
+            }
+            Ok(Err(e)) if e.is_connection_closed() => return,
+            Ok(Err(e)) => {
+                tracing::info!(agent = %slot.agent, "closing a connection before its hello: {}", e.message);
+                let _ = write.write_all(rpc::response_line(Value::Null, Err(e)).as_bytes()).await;
+                return;
+            }
+            Ok(Ok(request)) => request,
+        };
+        let id = request.id.clone().unwrap_or(Value::Null);
+        let answer = match self.check_hello(slot, request) {
+            Ok(answer) => answer,
+            Err(refusal) => {
+                if let Some(reason) = refusal.security {
+                    self.refused(slot, reason, uid, pid);
+                }
+                let reply = rpc::response_line(id, Err(RpcError::application(refusal.message)));
+                let _ = tokio::time::timeout(Duration::from_secs(1), write.write_all(reply.as_bytes())).await;
+                return;
+            }
+        };
+        let reply = rpc::response_line(id, Ok(answer));
+        let sent = tokio::time::timeout(Duration::from_secs(1), write.write_all(reply.as_bytes())).await;
+        if !matches!(sent, Ok(Ok(()))) {
+            *slot.session.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            return;
+        }
+        let handler = Arc::new(SessionHandler { runners: self.me.clone(), slot: slot.clone() });
+        let (conn, _driver) = Connection::spawn_halves(reader, write, handler);
+        *slot.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(SessionState::Loading(conn.clone()));
+        tracing::info!(agent = %slot.agent, ?pid, "runner said hello");
+        self.load_session(slot, conn).await;
+    }
+
+    /// Whether `request` is a hello this agent's socket accepts now; on success the one-time
+    /// token is used up (and its file deleted) and the session is claimed for this connection,
+    /// so that a hello racing it is refused.
+    fn check_hello(&self, slot: &Slot, request: IncomingRequest) -> Result<Value, Refusal> {
+        if request.method != rpc::method::HELLO {
+            return Err(Refusal::quiet(format!("the first request must be hello, not {}", request.method)));
+        }
+        let hello: HelloParams =
+            rpc::parse_params(&request.method, request.params).map_err(|e| Refusal::quiet(e.message))?;
+        if hello.protocol != rpc::PROTOCOL_VERSION {
+            return Err(Refusal::quiet(format!(
+                "protocol {} is not supported (the controller speaks {})",
+                hello.protocol,
+                rpc::PROTOCOL_VERSION
+            )));
+        }
+        let mut session = slot.session.lock().unwrap_or_else(|e| e.into_inner());
+        if session.as_ref().is_some_and(SessionState::is_open) {
+            return Err(Refusal::security(format!("a runner for {} is already connected", slot.agent)));
+        }
+        let mut admissions = slot.admissions.lock().unwrap_or_else(|e| e.into_inner());
+        let known =
+            admissions.iter().fold(false, |found, t| found | bool::from(t.as_bytes().ct_eq(hello.token.as_bytes())));
+        if !known {
+            return Err(Refusal::security_as("Invalid agent token", "a hello with a token not (or no longer) valid"));
+        }
+        admissions.clear();
+        // Claimed until the connection exists, so that no second hello gets in between.
+        *session = Some(SessionState::Claimed);
+        drop(admissions);
+        drop(session);
+        let token_file = slot.run_dir.join(TOKEN_FILE);
+        if let Err(e) = std::fs::remove_file(&token_file)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(agent = %slot.agent, "cannot delete the used token file {}: {e}", token_file.display());
+        }
+        let config = &self.tools.project.config;
+        Ok(serde_json::to_value(HelloResult {
+            project: config.name.clone(),
+            agent_id: slot.agent.clone(),
+            protocol: rpc::PROTOCOL_VERSION,
+        })
+        .unwrap_or(Value::Null))
+    }
+
+    /// Send `load`; the session is ready when it succeeds.
+    async fn load_session(&self, slot: &Slot, conn: Connection) {
+        let agent = &slot.agent;
+        let outcome = match self.load_params(agent) {
+            Ok(load) => conn.call::<_, LoadResult>(rpc::method::LOAD, &load).await.map_err(|e| e.message),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(_) => {
+                let mut session = slot.session.lock().unwrap_or_else(|e| e.into_inner());
+                if session.as_ref().is_some_and(|s| s.is(&conn)) {
+                    *session = Some(SessionState::Ready(conn));
+                }
+                drop(session);
+                slot.ready.send_modify(|n| *n += 1);
+                tracing::info!(agent = %agent, "runner connected and loaded");
+            }
+            Err(message) => {
+                tracing::warn!(agent = %agent, "runner failed to load its toolpacks: {message}");
+                *slot.load_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
+                slot.ready.send_modify(|n| *n += 1);
+                conn.close().await;
+            }
+        }
+    }
+
+    /// Log a refused connection or hello and record it as a security event (at most
+    /// [`SECURITY_EVENTS_PER_WINDOW`] per agent a minute; the rest are counted into the next).
+    fn refused(&self, slot: &Slot, reason: String, peer_uid: Option<u32>, peer_pid: Option<i32>) {
+        let suppressed = {
+            let mut log = slot.refusals.lock().unwrap_or_else(|e| e.into_inner());
+            match log.admit(Instant::now()) {
+                Some(suppressed) => suppressed,
+                None => return,
+            }
+        };
+        tracing::warn!(agent = %slot.agent, ?peer_uid, ?peer_pid, "refused a connection to the control socket: {reason}");
+        let event =
+            Event::SecuritySessionRefused { agent_id: slot.agent.clone(), reason, peer_uid, peer_pid, suppressed };
+        if let Err(e) = self.tools.store.append_event(event) {
+            tracing::warn!(agent = %slot.agent, "cannot record a security event: {e}");
+        }
+    }
+
+    /// A one-time token for a runner of `agent` started outside the backend (by hand, or by a
+    /// test speaking the protocol): accepted by one hello, and only while no session is live.
+    pub fn admit_runner(&self, agent: &str) -> Result<String, ToolError> {
+        let slot = self.slot(agent)?;
+        let token = crate::store::new_token();
+        slot.admissions.lock().unwrap_or_else(|e| e.into_inner()).push(token.clone());
+        Ok(token)
     }
 
     fn slot(&self, agent: &str) -> Result<&Arc<Slot>, ToolError> {
@@ -157,10 +397,8 @@ impl AgentRunners {
     }
 
     fn spec(&self, agent: &str) -> Result<ContainerSpec, ToolError> {
-        let record =
-            self.tools.store.agent(agent)?.ok_or_else(|| ToolError::Rejected(format!("Unknown agent: {agent}")))?;
         let p = &self.tools.project;
-        ContainerSpec::for_agent(&p.config, &p.registry, agent, &self.runner_binary, &record.token)
+        ContainerSpec::for_agent(&p.config, &p.registry, agent, &self.runner_binary)
             .map_err(|e| ToolError::Internal(e.to_string()))
     }
 
@@ -175,13 +413,25 @@ impl AgentRunners {
         if let Some(conn) = live(slot) {
             return Ok(conn);
         }
-        let spec = self.spec(agent)?;
+        let mut spec = self.spec(agent)?;
         *slot.load_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let mut ready = slot.ready.subscribe();
-        self.backend
-            .ensure_running(&spec)
-            .await
-            .map_err(|e| ToolError::RunnerLost(format!("the runner of {agent} could not be started: {e}")))?;
+        // Admitted before the start (the new runner may say hello at once); kept only when the
+        // backend really started a runner with it, which then holds the only copy.
+        let token = crate::store::new_token();
+        slot.admissions.lock().unwrap_or_else(|e| e.into_inner()).push(token.clone());
+        spec.runner_token = token.clone();
+        let started = self.backend.ensure_running(&spec).await;
+        {
+            let mut admissions = slot.admissions.lock().unwrap_or_else(|e| e.into_inner());
+            match &started {
+                // Older tokens went with the runners that were replaced.
+                Ok(handle) if handle.created => admissions.retain(|t| *t == token),
+                // A runner already running (and starting up) keeps the token it was given.
+                _ => admissions.retain(|t| *t != token),
+            }
+        }
+        started.map_err(|e| ToolError::RunnerLost(format!("the runner of {agent} could not be started: {e}")))?;
         let waited = tokio::time::timeout(READY_TIMEOUT, async {
             loop {
                 if let Some(conn) = live(slot) {
@@ -345,89 +595,81 @@ impl AgentRunners {
     }
 }
 
+/// The agent's loaded session, if it is still open.
 fn live(slot: &Slot) -> Option<Connection> {
-    slot.session.lock().unwrap_or_else(|e| e.into_inner()).as_ref().filter(|c| !c.is_closed()).cloned()
+    match slot.session.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        Some(SessionState::Ready(c)) if !c.is_closed() => Some(c.clone()),
+        _ => None,
+    }
 }
 
+/// Forget `conn` as the agent's session (only that one: a newer session stays).
 fn clear(slot: &Slot, conn: &Connection) {
     let mut session = slot.session.lock().unwrap_or_else(|e| e.into_inner());
-    if session.as_ref().is_some_and(|c| c.same_as(conn)) {
+    if session.as_ref().is_some_and(|s| s.is(conn)) {
         *session = None;
     }
 }
 
-/// Handles what one runner connection asks.
+/// Why a hello was refused: the message the peer gets, and the reason recorded as a security
+/// event (none for what a confused but honest runner does: a wrong protocol, a malformed hello).
+struct Refusal {
+    message: String,
+    security: Option<String>,
+}
+
+impl Refusal {
+    fn quiet(message: String) -> Refusal {
+        Refusal { message, security: None }
+    }
+
+    fn security(message: String) -> Refusal {
+        Refusal { security: Some(message.clone()), message }
+    }
+
+    fn security_as(message: &str, reason: &str) -> Refusal {
+        Refusal { message: message.to_string(), security: Some(reason.to_string()) }
+    }
+}
+
+/// Counts refusals in fixed windows, so that a flood cannot flood the timeline.
+#[derive(Default)]
+struct RefusalLog {
+    window_start: Option<Instant>,
+    recorded: u32,
+    suppressed: u64,
+}
+
+impl RefusalLog {
+    /// `Some(suppressed since the last recorded one)` when this refusal is to be recorded.
+    fn admit(&mut self, now: Instant) -> Option<u64> {
+        if self.window_start.is_none_or(|start| now.duration_since(start) >= SECURITY_EVENT_WINDOW) {
+            self.window_start = Some(now);
+            self.recorded = 0;
+        }
+        if self.recorded >= SECURITY_EVENTS_PER_WINDOW {
+            self.suppressed += 1;
+            return None;
+        }
+        self.recorded += 1;
+        Some(std::mem::take(&mut self.suppressed))
+    }
+}
+
+/// Handles what one runner connection asks, after its hello.
 struct SessionHandler {
     runners: Weak<AgentRunners>,
     slot: Arc<Slot>,
-    conn: OnceLock<Connection>,
-    /// Set once `hello` carried the agent's token: only then are other requests served.
-    authenticated: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RequestHandler for SessionHandler {
     fn handle(&self, method: String, params: Value) -> HandlerFuture {
         let runners = self.runners.clone();
         let slot = self.slot.clone();
-        let conn = self.conn.get().cloned();
-        let auth = self.authenticated.clone();
         Box::pin(async move {
             let runners = runners.upgrade().ok_or_else(|| RpcError::application("the controller is shutting down"))?;
-            let authenticated = auth.load(std::sync::atomic::Ordering::SeqCst);
             match method.as_str() {
-                rpc::method::HELLO => {
-                    let hello: HelloParams = rpc::parse_params(&method, params)?;
-                    let record = runners
-                        .tools
-                        .store
-                        .agent(&slot.agent)
-                        .map_err(|e| RpcError::internal(e.to_string()))?
-                        .ok_or_else(|| RpcError::application(format!("Unknown agent: {}", slot.agent)))?;
-                    let conn = conn.ok_or_else(|| RpcError::internal("connection not ready"))?;
-                    if !bool::from(hello.token.as_bytes().ct_eq(record.token.as_bytes())) {
-                        tracing::warn!(agent = %slot.agent, "runner hello with a wrong token; closing");
-                        let closing = conn.clone();
-                        tokio::spawn(async move { closing.close().await });
-                        return Err(RpcError::application("Invalid agent token"));
-                    }
-                    if hello.protocol != rpc::PROTOCOL_VERSION {
-                        let closing = conn.clone();
-                        tokio::spawn(async move { closing.close().await });
-                        return Err(RpcError::application(format!(
-                            "protocol {} is not supported (the controller speaks {})",
-                            hello.protocol,
-                            rpc::PROTOCOL_VERSION
-                        )));
-                    }
-                    auth.store(true, std::sync::atomic::Ordering::SeqCst);
-                    let load = runners.load_params(&slot.agent).map_err(RpcError::application)?;
-                    let agent = slot.agent.clone();
-                    let loading = slot.clone();
-                    tokio::spawn(async move {
-                        let slot = loading;
-                        match conn.call::<_, LoadResult>(rpc::method::LOAD, &load).await {
-                            Ok(_) => {
-                                *slot.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn);
-                                slot.ready.send_modify(|n| *n += 1);
-                                tracing::info!(agent = %agent, "runner connected and loaded");
-                            }
-                            Err(e) => {
-                                tracing::warn!(agent = %agent, "runner failed to load its toolpacks: {}", e.message);
-                                *slot.load_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.message);
-                                slot.ready.send_modify(|n| *n += 1);
-                                conn.close().await;
-                            }
-                        }
-                    });
-                    let config = &runners.tools.project.config;
-                    Ok(serde_json::to_value(HelloResult {
-                        project: config.name.clone(),
-                        agent_id: slot.agent.clone(),
-                        protocol: rpc::PROTOCOL_VERSION,
-                    })
-                    .unwrap_or(Value::Null))
-                }
-                _ if !authenticated => Err(RpcError::application("say hello with the agent token first")),
+                rpc::method::HELLO => Err(RpcError::application("hello was already said on this connection")),
                 rpc::method::CALL_SUPPORT => {
                     let p: CallSupportParams = rpc::parse_params(&method, params)?;
                     let out = broker::call_support(&runners.tools, &slot.agent, p).await.map_err(tool_error_reply)?;

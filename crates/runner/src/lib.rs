@@ -2,6 +2,12 @@
 //! `load`, `invoke`, `cancel`, `ping` and `shutdown` (see [`crate::rpc`]). It runs the built-in
 //! runner tools ([`tools`]) and hosts the `runner.mjs` of local packs ([`packs`]).
 //!
+//! Its identity is a one-time token: read from `token` next to the socket (the controller writes
+//! it there just before the runner starts and deletes it at the hello), or from `SUZUMIO_TOKEN`
+//! for a runner started by hand. The binary turns off `PR_SET_DUMPABLE` first ([`harden`]), so
+//! processes its tools start, which run as the same user, cannot read its memory, environment or
+//! descriptors through `/proc`, nor ptrace it.
+//!
 //! It must not reach the controller's modules (store, web, support, scheduler): this crate
 //! depends only on `suzumio-core` (`rpc`, `js`, the toolpack output types), so the build keeps
 //! them out. Everything it knows about the project comes from the hello and `load`.
@@ -26,6 +32,8 @@ pub(crate) use suzumio_core::{VERSION, js, rpc, toolpack};
 pub use tools::{BuiltinTool, BuiltinTools};
 
 pub const DEFAULT_SOCKET: &str = "/run/suzumio/control.sock";
+/// The token file's name, in the socket's directory.
+pub const TOKEN_FILE: &str = "token";
 
 /// How long to keep trying to connect: the container may start before the socket exists.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -53,15 +61,25 @@ impl RunnerConfig {
         }
     }
 
-    /// From `SUZUMIO_TOKEN` (required), and the optional `SUZUMIO_SOCKET`, `SUZUMIO_WORKSPACE`,
-    /// `SUZUMIO_ARTIFACTS` and `SUZUMIO_MNT`; `env` looks a variable up.
+    /// From the optional `SUZUMIO_SOCKET`, `SUZUMIO_WORKSPACE`, `SUZUMIO_ARTIFACTS` and
+    /// `SUZUMIO_MNT`; the token from `SUZUMIO_TOKEN`, else from the [`TOKEN_FILE`] next to the
+    /// socket. `env` looks a variable up.
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<Self, RunnerError> {
         let set = |name: &str| env(name).filter(|v| !v.is_empty());
-        let token = set("SUZUMIO_TOKEN").ok_or(RunnerError::MissingToken)?;
+        let socket: PathBuf = set("SUZUMIO_SOCKET").map_or_else(|| DEFAULT_SOCKET.into(), PathBuf::from);
+        let token = match set("SUZUMIO_TOKEN") {
+            Some(token) => token,
+            None => {
+                let file = socket.parent().unwrap_or(std::path::Path::new("/")).join(TOKEN_FILE);
+                let token = std::fs::read_to_string(&file).unwrap_or_default().trim().to_string();
+                if token.is_empty() {
+                    return Err(RunnerError::MissingToken { file: file.display().to_string() });
+                }
+                token
+            }
+        };
         let mut config = RunnerConfig::new(token);
-        if let Some(socket) = set("SUZUMIO_SOCKET") {
-            config.socket = socket.into();
-        }
+        config.socket = socket;
         if let Some(dir) = set("SUZUMIO_WORKSPACE") {
             config.roots.workspace = dir.into();
         }
@@ -77,8 +95,10 @@ impl RunnerConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
-    #[error("SUZUMIO_TOKEN is not set; the controller passes the agent's token to the runner in it")]
-    MissingToken,
+    #[error(
+        "no agent token: {file} is missing or empty and SUZUMIO_TOKEN is not set (the controller writes a one-time token to that file just before it starts the runner)"
+    )]
+    MissingToken { file: String },
     #[error(
         "cannot connect to the controller at {socket} (tried for {waited:?}): {source}; is the controller running and the socket directory mounted?"
     )]
@@ -97,6 +117,14 @@ pub enum RunnerError {
     ProtocolMismatch { ours: u32, theirs: u32 },
     #[error("the connection to the controller closed unexpectedly")]
     Disconnected,
+}
+
+/// Make this process non-dumpable (`PR_SET_DUMPABLE` 0): its `/proc/<pid>/{mem,environ,fd,…}`
+/// then belong to root, and processes of the same uid without `CAP_SYS_PTRACE` (everything a
+/// tool starts) can neither read them nor ptrace it. A process started through `execve` is
+/// dumpable again, so tools are unaffected.
+pub fn harden() -> Result<(), std::io::Error> {
+    nix::sys::prctl::set_dumpable(false).map_err(std::io::Error::from)
 }
 
 /// Serve until the controller says `shutdown` or closes the connection.

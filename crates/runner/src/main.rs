@@ -1,7 +1,9 @@
-//! `suzumio-runner`: the process inside each agent's container. It reads its settings from the
-//! environment (`SUZUMIO_TOKEN`; optional `SUZUMIO_SOCKET`, `SUZUMIO_WORKSPACE`,
-//! `SUZUMIO_ARTIFACTS`, `SUZUMIO_MNT`, and `SUZUMIO_LOG` for the log filter), logs to stderr and
-//! serves the controller until it says `shutdown`, closes the socket, or SIGTERM/SIGINT arrives.
+//! `suzumio-runner`: the process inside each agent's container. It first makes itself
+//! non-dumpable ([`runner::harden`]), reads its settings from the environment (optional
+//! `SUZUMIO_SOCKET`, `SUZUMIO_WORKSPACE`, `SUZUMIO_ARTIFACTS`, `SUZUMIO_MNT`, `SUZUMIO_LOG` for
+//! the log filter, and `SUZUMIO_TOKEN` when there is no token file next to the socket), logs to
+//! stderr and serves the controller until it says `shutdown`, closes the socket, or
+//! SIGTERM/SIGINT arrives.
 //!
 //! Exit codes: 0 stopped cleanly, 1 failure at run time (no socket, refused hello, lost
 //! connection), 2 bad arguments or environment.
@@ -16,14 +18,20 @@ usage: suzumio-runner [--version]
 
 Runs inside an agent's container and serves the suzumio controller over its Unix socket.
 Environment:
-  SUZUMIO_TOKEN      the agent's token (required)
-  SUZUMIO_SOCKET     control socket (default /run/suzumio/control.sock)
+  SUZUMIO_SOCKET     control socket (default /run/suzumio/control.sock); the one-time token is
+                     read from `token` in the same directory
+  SUZUMIO_TOKEN      the token, for a runner started by hand (instead of the file)
   SUZUMIO_WORKSPACE  directory behind /workspace (default /workspace)
   SUZUMIO_ARTIFACTS  directory behind /artifacts (default /artifacts)
   SUZUMIO_MNT        directory behind /mnt (default /mnt)
   SUZUMIO_LOG        log filter (default info)";
 
 fn main() -> ExitCode {
+    // Before anything reads the token: tools run as the same user and must not read it back.
+    if let Err(e) = runner::harden() {
+        eprintln!("suzumio-runner: cannot make the process non-dumpable (PR_SET_DUMPABLE): {e}");
+        return ExitCode::FAILURE;
+    }
     match std::env::args().nth(1).as_deref() {
         None => {}
         Some("--version" | "-V") => {

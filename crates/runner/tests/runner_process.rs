@@ -300,6 +300,30 @@ async fn the_runner_waits_for_a_socket_that_appears_later() {
     let _ = child.wait();
 }
 
+/// How the controller hands the one-time token over: a file next to the socket, no variable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_is_read_from_the_file_next_to_the_socket() {
+    let tmp = tempfile::Builder::new().prefix("suzumio-runner-file-").tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("run")).unwrap();
+    std::fs::write(dir.join("run/token"), format!("{TOKEN}\n")).unwrap();
+    let listener = UnixListener::bind(dir.join("run/control.sock")).unwrap();
+    let mut child = Command::new(runner_bin())
+        .env_remove("SUZUMIO_TOKEN")
+        .env("SUZUMIO_SOCKET", dir.join("run/control.sock"))
+        .env("SUZUMIO_WORKSPACE", dir)
+        .env("SUZUMIO_LOG", "warn")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (stream, _) = within("accept", listener.accept()).await.unwrap();
+    let controller = Arc::new(ControllerEnd { token: TOKEN.into(), seen: Mutex::default(), me: OnceLock::new() });
+    let (conn, _) = Connection::spawn(stream, controller);
+    within("ping after the hello", conn.request(method::PING, Value::Null)).await.unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_token_makes_the_controller_close_and_the_runner_exit() {
     let harness = Harness::start_with("wrong").await;

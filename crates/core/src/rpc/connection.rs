@@ -2,6 +2,9 @@
 //! remote backend): a reader task that parses frames, matches responses to pending requests and
 //! starts a task per incoming request, and a writer task that owns the write half, so frames from
 //! concurrent tasks never interleave. The [`Connection`] handle does not carry the stream's type.
+//!
+//! [`read_first_request`] reads the one request a listener wants before it trusts a peer (the
+//! hello), under a smaller frame limit, before a [`Connection`] takes the stream over.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -21,6 +24,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::{MAX_FRAME_BYTES, RpcError, codes};
+
+/// A frame buffer grown past this by one large frame is given back after it (one session must
+/// not keep its largest frame's memory for its whole life).
+const KEEP_FRAME_CAPACITY: usize = 1 << 20;
 
 /// Frames waiting for the writer; senders wait when it is full (back-pressure from a slow peer).
 const OUTGOING_QUEUE: usize = 1024;
@@ -196,8 +203,11 @@ impl Connection {
         let mut reader = BufReader::with_capacity(64 << 10, read);
         let mut frame = Vec::new();
         loop {
+            if frame.capacity() > KEEP_FRAME_CAPACITY {
+                frame = Vec::new();
+            }
             let got = tokio::select! {
-                got = read_frame(&mut reader, &mut frame) => got,
+                got = read_frame(&mut reader, &mut frame, MAX_FRAME_BYTES) => got,
                 _ = self.closed() => return,
             };
             match got {
@@ -240,29 +250,10 @@ impl Connection {
         if text.trim().is_empty() {
             return Ok(());
         }
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| RpcError::new(codes::PARSE_ERROR, format!("frame is not valid JSON: {e}")))?;
-        let Value::Object(mut object) = value else {
-            return Err(RpcError::new(codes::INVALID_REQUEST, "frame is not a JSON-RPC 2.0 object"));
-        };
-        if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-            return Err(RpcError::new(codes::INVALID_REQUEST, "frame is not JSON-RPC 2.0 (jsonrpc must be \"2.0\")"));
-        }
-        if let Some(method) = object.remove("method") {
-            let Value::String(method) = method else {
-                return Err(RpcError::new(codes::INVALID_REQUEST, "method must be a string"));
-            };
-            let params = match object.remove("params") {
-                None => Value::Null,
-                Some(params @ (Value::Object(_) | Value::Array(_))) => params,
-                Some(_) => return Err(RpcError::new(codes::INVALID_REQUEST, "params must be an object or an array")),
-            };
-            let id = match object.remove("id") {
-                None => None,
-                Some(id @ (Value::Number(_) | Value::String(_))) => Some(id),
-                Some(_) => return Err(RpcError::new(codes::INVALID_REQUEST, "id must be a number or a string")),
-            };
-            self.start_handler(handler.clone(), method, params, id);
+        let mut object = parse_object(text)?;
+        if object.contains_key("method") {
+            let request = take_request(&mut object)?;
+            self.start_handler(handler.clone(), request.method, request.params, request.id);
             return Ok(());
         }
         let result = object.remove("result");
@@ -371,14 +362,95 @@ impl Drop for InFlightGuard<'_> {
     }
 }
 
+/// A request as it came off the wire.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IncomingRequest {
+    pub method: String,
+    /// `null` when absent, else an object or an array.
+    pub params: Value,
+    /// `None` for a notification.
+    pub id: Option<Value>,
+}
+
+/// Read the first frame of a stream, which must be a request, before a [`Connection`] takes the
+/// stream over (pass the same buffered reader on to [`Connection::spawn_halves`]: nothing it
+/// read past the frame is lost). At most `limit` bytes are buffered, however long the line is.
+/// The end of the stream is [`RpcError::connection_closed`]; a too long, malformed or non-request
+/// frame is the error a [`Connection`] would send before closing.
+pub async fn read_first_request<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    limit: usize,
+) -> Result<IncomingRequest, RpcError> {
+    let mut frame = Vec::new();
+    loop {
+        match read_frame(reader, &mut frame, limit).await {
+            Ok(true) if frame.iter().all(u8::is_ascii_whitespace) => continue,
+            Ok(true) => break,
+            Ok(false) => return Err(RpcError::connection_closed()),
+            Err(FrameError::TooLong) => {
+                return Err(RpcError::new(codes::INVALID_REQUEST, format!("frame longer than {limit} bytes")));
+            }
+            Err(FrameError::Io(e)) => return Err(RpcError::new(codes::CONNECTION_CLOSED, format!("read failed: {e}"))),
+        }
+    }
+    let text =
+        std::str::from_utf8(&frame).map_err(|_| RpcError::new(codes::PARSE_ERROR, "frame is not valid UTF-8"))?;
+    let mut object = parse_object(text)?;
+    if !object.contains_key("method") {
+        return Err(RpcError::new(codes::INVALID_REQUEST, "the first frame must be a request"));
+    }
+    take_request(&mut object)
+}
+
+/// One encoded response frame (with its newline), for a peer not (yet) behind a [`Connection`].
+pub fn response_line(id: Value, result: Result<Value, RpcError>) -> String {
+    response_frame(id, result)
+}
+
+/// A frame's JSON-RPC 2.0 object.
+fn parse_object(text: &str) -> Result<Map<String, Value>, RpcError> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| RpcError::new(codes::PARSE_ERROR, format!("frame is not valid JSON: {e}")))?;
+    let Value::Object(object) = value else {
+        return Err(RpcError::new(codes::INVALID_REQUEST, "frame is not a JSON-RPC 2.0 object"));
+    };
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(RpcError::new(codes::INVALID_REQUEST, "frame is not JSON-RPC 2.0 (jsonrpc must be \"2.0\")"));
+    }
+    Ok(object)
+}
+
+/// The request in an object that has a `method`.
+fn take_request(object: &mut Map<String, Value>) -> Result<IncomingRequest, RpcError> {
+    let Some(Value::String(method)) = object.remove("method") else {
+        return Err(RpcError::new(codes::INVALID_REQUEST, "method must be a string"));
+    };
+    let params = match object.remove("params") {
+        None => Value::Null,
+        Some(params @ (Value::Object(_) | Value::Array(_))) => params,
+        Some(_) => return Err(RpcError::new(codes::INVALID_REQUEST, "params must be an object or an array")),
+    };
+    let id = match object.remove("id") {
+        None => None,
+        Some(id @ (Value::Number(_) | Value::String(_))) => Some(id),
+        Some(_) => return Err(RpcError::new(codes::INVALID_REQUEST, "id must be a number or a string")),
+    };
+    Ok(IncomingRequest { method, params, id })
+}
+
 enum FrameError {
     TooLong,
     Io(std::io::Error),
 }
 
-/// Read one line into `frame` (without the newline). `Ok(false)` at a clean end of stream; a
-/// partial last line without its newline is dropped.
-async fn read_frame<R: AsyncBufRead + Unpin>(reader: &mut R, frame: &mut Vec<u8>) -> Result<bool, FrameError> {
+/// Read one line into `frame` (without the newline), refusing one longer than `limit` as soon as
+/// it is (so a peer that never sends a newline costs at most `limit` bytes). `Ok(false)` at a
+/// clean end of stream; a partial last line without its newline is dropped.
+async fn read_frame<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    frame: &mut Vec<u8>,
+    limit: usize,
+) -> Result<bool, FrameError> {
     frame.clear();
     loop {
         let available = reader.fill_buf().await.map_err(FrameError::Io)?;
@@ -392,7 +464,7 @@ async fn read_frame<R: AsyncBufRead + Unpin>(reader: &mut R, frame: &mut Vec<u8>
             Some(end) => (end, true),
             None => (available.len(), false),
         };
-        if frame.len() + chunk > MAX_FRAME_BYTES {
+        if frame.len() + chunk > limit {
             return Err(FrameError::TooLong);
         }
         frame.extend_from_slice(&available[..chunk]);
@@ -487,6 +559,28 @@ mod tests {
         }
         let unknown = within(ca.request("nope", Value::Null)).await;
         assert_eq!(unknown, Err(RpcError::method_not_found("nope")));
+    }
+
+    #[tokio::test]
+    async fn the_first_request_is_read_under_its_own_limit_and_leaves_the_rest() {
+        use tokio::io::AsyncReadExt;
+        let long = vec![b'x'; 100 << 10];
+        let err = read_first_request(&mut BufReader::new(&long[..]), 64 << 10).await.unwrap_err();
+        assert_eq!((err.code, err.message.as_str()), (codes::INVALID_REQUEST, "frame longer than 65536 bytes"));
+
+        let text = b"\n{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"hello\",\"params\":{}}\nrest";
+        let mut reader = BufReader::new(&text[..]);
+        let request = read_first_request(&mut reader, 1024).await.unwrap();
+        assert_eq!(request, IncomingRequest { method: "hello".into(), params: json!({}), id: Some(json!(7)) });
+        let mut rest = String::new();
+        reader.read_to_string(&mut rest).await.unwrap();
+        assert_eq!(rest, "rest", "what follows the frame stays for the connection");
+
+        let response = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+        let err = read_first_request(&mut BufReader::new(&response[..]), 1024).await.unwrap_err();
+        assert_eq!(err.message, "the first frame must be a request");
+        let err = read_first_request(&mut BufReader::new(&b""[..]), 1024).await.unwrap_err();
+        assert!(err.is_connection_closed());
     }
 
     #[tokio::test]

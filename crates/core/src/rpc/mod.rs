@@ -29,13 +29,14 @@
 //!
 //! # Handshake
 //!
-//! The runner connects to `/run/suzumio/control.sock` (the controller created it; the container
-//! may start before it exists, so the runner retries for about 10 s) and its first frame is the
-//! request `hello {version, protocol, token}`. The controller compares the token with the agent
-//! the socket belongs to (the socket *is* the identity; the token is defence in depth) and the
-//! protocol with [`PROTOCOL_VERSION`]; on a mismatch it answers with an error (`Invalid agent
-//! token`, or a protocol message) and closes the connection. Otherwise it answers
-//! `{project, agentId, protocol}` and the runner starts serving. The controller sends nothing
+//! The runner connects to `/run/suzumio/control.sock` (the controller created it; the runner
+//! retries for about 10 s) and its first frame is the request `hello {version, protocol, token}`.
+//! The controller reads that frame with [`read_first_request`] under [`MAX_HELLO_FRAME_BYTES`]
+//! (64 KiB) and a deadline, before a [`Connection`] takes the stream over; it answers
+//! `{project, agentId, protocol}`, or an error (`Invalid agent token`, `a runner for <agent> is
+//! already connected`, a protocol message, "the first request must be hello") and closes the
+//! connection. The token is the one-time token of the runner the controller started (the socket
+//! *is* the identity; the token says which process may hold it). The controller sends nothing
 //! before the hello.
 //!
 //! # Methods
@@ -70,7 +71,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use connection::{Connection, HandlerFuture, RequestHandler};
+pub use connection::{Connection, HandlerFuture, IncomingRequest, RequestHandler, read_first_request, response_line};
 pub use messages::*;
 
 /// Version of this protocol; both ends announce it in the hello and refuse another.
@@ -78,6 +79,10 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Longest frame accepted or sent, without its newline.
 pub const MAX_FRAME_BYTES: usize = 8 << 20;
+
+/// Longest frame the controller reads before a `hello` succeeded: a hello is a few hundred
+/// bytes, and a peer not yet known must not make it buffer more.
+pub const MAX_HELLO_FRAME_BYTES: usize = 64 << 10;
 
 /// JSON-RPC error codes used on the wire (and one local code).
 pub mod codes {
