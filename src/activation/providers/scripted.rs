@@ -190,6 +190,7 @@ impl ScriptedProvider {
             usage: Usage {
                 input_tokens: estimate_tokens(input_chars(request)),
                 output_tokens: estimate_tokens(output_chars),
+                cached_input_tokens: 0,
             },
             text,
             tool_calls,
