@@ -247,7 +247,7 @@ pub mod compaction {
 
     /// At most this many recent messages are kept verbatim, within the tail budget (at most
     /// `TAIL_BUDGET` characters).
-    const TAIL_MESSAGES: usize = 12;
+    pub const TAIL_MESSAGES: usize = 12;
     pub const TAIL_BUDGET: usize = 80_000;
     /// The summary request's input and the summary itself are capped.
     pub const INPUT_CAP: usize = 80_000;

@@ -30,8 +30,8 @@ use tokio_util::task::TaskTracker;
 use super::context::{self, Conversation, TokenRate, TokenRates, compaction};
 use super::prompt::{self, SystemInput};
 use super::providers::{
-    ChatMessage, ModelProvider, ModelRequest, ModelTool, ProviderPool, ResolvedModel, RetryPolicy, resolve_presets,
-    safe_tool_names,
+    ChatMessage, ModelProvider, ModelRequest, ModelTool, ProviderPool, ResolvedModel, RetryPolicy, Usage,
+    resolve_presets, safe_tool_names,
 };
 use crate::config::AgentConfig;
 use crate::scheduler::{ActivationLauncher, nudges};
@@ -337,24 +337,43 @@ impl Attempt<'_> {
 
     /// Compact before sending when the request's estimated tokens pass `compactAt` of the
     /// preset's context window. Returns the request to send.
-    async fn fit(&self, conversation: &mut Conversation, blocked: &mut bool) -> (ModelRequest, usize) {
+    /// `retry_at`: when a compaction could not bring the request under the threshold, the
+    /// conversation length from which trying again can help (a tail's worth of new messages).
+    async fn fit(&self, conversation: &mut Conversation, retry_at: &mut usize) -> (ModelRequest, usize) {
         let request = self.request(conversation);
         let chars = context::request_chars(&request.messages, &request.tools);
         let rate = self.owner.token_rates.get(self.model.preset_id());
-        let preset = &self.model.preset;
-        let threshold = (preset.context_window as f64 * preset.compact_at) as u64;
-        if *blocked || rate.tokens(chars) <= threshold {
+        let threshold = self.threshold();
+        if conversation.messages.len() < *retry_at || rate.tokens(chars) <= threshold {
             return (request, chars);
         }
-        if !self.compact(conversation, "context_window_threshold", threshold, rate).await {
-            *blocked = true;
-            return (request, chars);
-        }
-        let request = self.request(conversation);
+        let compacted = self.compact(conversation, "context_window_threshold", threshold, rate).await;
+        let request = if compacted { self.request(conversation) } else { request };
         let chars = context::request_chars(&request.messages, &request.tools);
-        // Still over (a large system prompt or last message): compacting again would not help.
-        *blocked = rate.tokens(chars) > threshold;
+        if rate.tokens(chars) > threshold {
+            // A large system prompt, summary or last message: compacting at once again would
+            // only summarize the summary.
+            *retry_at = conversation.messages.len() + compaction::TAIL_MESSAGES;
+        }
         (request, chars)
+    }
+
+    /// The estimated request size at which history is compacted: `compactAt` of `contextWindow`.
+    fn threshold(&self) -> u64 {
+        let preset = &self.model.preset;
+        (preset.context_window as f64 * preset.compact_at) as u64
+    }
+
+    fn add_usage(&self, usage: &Usage) {
+        let mut totals = self.usage.lock().unwrap_or_else(|e| e.into_inner());
+        totals.calls += 1;
+        totals.input_tokens += usage.input_tokens;
+        totals.output_tokens += usage.output_tokens;
+        totals.cached_input_tokens += usage.cached_input_tokens;
+        let model = format!("{} ({})", self.model.preset_id(), self.model.api_model());
+        if !totals.models.contains(&model) {
+            totals.models.push(model);
+        }
     }
 
     async fn run(self, conversation: &mut Conversation, progress: &mut Progress) -> AttemptEnd {
@@ -363,9 +382,9 @@ impl Attempt<'_> {
         let max_iterations = config.activation.max_iterations.unwrap_or(1_000_000);
         let max_tool_calls = config.activation.max_tool_calls;
         let mut compacted = false;
-        let mut compaction_blocked = false;
+        let mut retry_compaction_at = 0;
         while progress.model_steps < max_iterations {
-            let (request, chars) = self.fit(conversation, &mut compaction_blocked).await;
+            let (request, chars) = self.fit(conversation, &mut retry_compaction_at).await;
             let response = tokio::select! {
                 r = self.provider.complete(request) => r,
                 _ = cancel.changed() => return AttemptEnd::Done(Ending::Cancelled),
@@ -376,25 +395,17 @@ impl Attempt<'_> {
                 // and try again (reference §6.6).
                 Err(e) if e.is_context_overflow() && !compacted => {
                     compacted = true;
+                    // The window is smaller than this request, whatever the preset says.
                     let rate = self.owner.token_rates.get(self.model.preset_id());
-                    self.compact(conversation, "provider_context_overflow", u64::MAX, rate).await;
+                    let fits = self.threshold().min(rate.tokens(chars));
+                    self.compact(conversation, "provider_context_overflow", fits, rate).await;
                     continue;
                 }
                 Err(e) => return AttemptEnd::ModelFailed(e.to_string()),
             };
             progress.model_steps += 1;
             self.owner.token_rates.learn(self.model.preset_id(), chars, response.usage.input_tokens);
-            {
-                let mut totals = self.usage.lock().unwrap_or_else(|e| e.into_inner());
-                totals.calls += 1;
-                totals.input_tokens += response.usage.input_tokens;
-                totals.output_tokens += response.usage.output_tokens;
-                totals.cached_input_tokens += response.usage.cached_input_tokens;
-                let model = format!("{} ({})", self.model.preset_id(), self.model.api_model());
-                if !totals.models.contains(&model) {
-                    totals.models.push(model);
-                }
-            }
+            self.add_usage(&response.usage);
             let output = HistoryEntry::AssistantOutput {
                 text: response.text.clone(),
                 tool_calls: response
@@ -509,7 +520,11 @@ impl Attempt<'_> {
             vec![ChatMessage::System(compaction::INSTRUCTIONS.to_string()), ChatMessage::User(input)],
             Vec::new(),
         );
-        let (summary, fallback) = match self.provider.complete(request).await {
+        let answer = self.provider.complete(request).await;
+        if let Ok(r) = &answer {
+            self.add_usage(&r.usage);
+        }
+        let (summary, fallback) = match answer {
             Ok(r) if !r.text.trim().is_empty() => (compaction::cap(&r.text), None),
             Ok(_) => (compaction::fallback(older), Some("the model returned an empty summary".to_string())),
             Err(e) => (compaction::fallback(older), Some(e.to_string())),
