@@ -149,9 +149,10 @@ async fn a_project_runs_from_a_user_message_to_a_submitted_report() {
     assert_eq!((send["callCount"].clone(), send["failedCount"].clone()), (json!(3), json!(1)), "{send}");
     let submit = status.iter().find(|t| t["tool"] == "completion.submit").unwrap();
     assert_eq!(submit["completedCount"], 1);
-    // Every activation completed, and the first prompt of the pm is the full first-activation prompt.
+    // The first prompt of the worker is its signals only: the task travels in the system prompt.
     let first_prompt = &history.iter().find(|h| h.kind() == "activation_prompt").unwrap().content()["text"];
-    assert!(first_prompt.as_str().unwrap().starts_with("# Project Task"));
+    assert!(first_prompt.as_str().unwrap().starts_with("# New Signals"), "{first_prompt}");
+    assert!(!first_prompt.as_str().unwrap().contains("# Project Task"), "{first_prompt}");
 }
 
 #[tokio::test]

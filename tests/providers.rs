@@ -132,7 +132,8 @@ fn preset(id: &str, provider: &str, model: &str) -> PresetConfig {
         top_p: None,
         top_k: None,
         max_output_tokens: None,
-        context_limit: 260_000,
+        context_window: 260_000,
+        compact_at: 0.8,
         tool_choice: None,
         provider_options: json!({}),
         headers: BTreeMap::new(),
@@ -340,7 +341,7 @@ async fn openai_response_gives_text_tool_calls_and_usage() {
     let response = build(&model).complete(request(&model, conversation(), vec![tool("messages_send")])).await.unwrap();
     assert_eq!(response.text, "Working on it.");
     assert_eq!(response.stop, StopReason::ToolUse);
-    assert_eq!(response.usage, Usage { input_tokens: 120, output_tokens: 30 });
+    assert_eq!(response.usage, Usage { input_tokens: 120, output_tokens: 30, cached_input_tokens: 0 });
     let calls: Vec<(&str, &str, Value)> =
         response.tool_calls.iter().map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.clone())).collect();
     assert_eq!(
@@ -387,7 +388,11 @@ async fn anthropic_request_uses_blocks_top_level_system_and_required_headers() {
     assert_eq!(sent.headers["anthropic-version"], "2023-06-01");
     assert!(!sent.headers.contains_key("authorization"));
     let body = sent.body;
-    assert_eq!(body["system"], "You are pm.");
+    assert_eq!(
+        body["system"],
+        json!([{"type": "text", "text": "You are pm.", "cache_control": {"type": "ephemeral"}}]),
+        "a block, so it carries the first cache breakpoint"
+    );
     assert_eq!(body["max_tokens"], 4096, "required by the API; 4096 without maxOutputTokens");
     assert_eq!(
         body["messages"],
@@ -401,8 +406,9 @@ async fn anthropic_request_uses_blocks_top_level_system_and_required_headers() {
                 {"type": "tool_use", "id": "call_2", "name": "file_read", "input": {"__invalid_json": "{bad"}}]},
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "call_2", "content": "arguments are not valid JSON", "is_error": true},
-                {"type": "text", "text": "A P1 signal arrived."}]},
-        ])
+                {"type": "text", "text": "A P1 signal arrived.", "cache_control": {"type": "ephemeral"}}]},
+        ]),
+        "the last block carries a cache breakpoint"
     );
     assert_eq!(
         body["tools"],
@@ -449,7 +455,7 @@ async fn anthropic_response_gives_text_tool_uses_usage_and_stop_reason() {
     let response = provider.complete(request(&model, conversation(), vec![tool("messages_send")])).await.unwrap();
     assert_eq!(response.text, "Let me send that.");
     assert_eq!(response.stop, StopReason::ToolUse);
-    assert_eq!(response.usage, Usage { input_tokens: 50, output_tokens: 12 });
+    assert_eq!(response.usage, Usage { input_tokens: 50, output_tokens: 12, cached_input_tokens: 0 });
     assert_eq!(
         response.tool_calls,
         vec![ToolCall {
@@ -460,6 +466,55 @@ async fn anthropic_response_gives_text_tool_uses_usage_and_stop_reason() {
     );
     let truncated = provider.complete(request(&model, conversation(), Vec::new())).await.unwrap();
     assert_eq!((truncated.text.as_str(), truncated.stop), ("", StopReason::MaxTokens));
+}
+
+/// The end of the replayed history (`cache_prefix`) and the end of the request are the two
+/// message breakpoints; the system block is the third.
+#[tokio::test]
+async fn anthropic_marks_cache_breakpoints_after_the_history_and_at_the_end() {
+    let server = FakeServer::start(vec![ok(anthropic_text("ok"))]).await;
+    let model = resolved(provider("an", ProviderKind::Anthropic, Some(&server.url)), preset("c", "an", "claude"));
+    let mut messages = conversation();
+    messages.push(ChatMessage::User("# New Signals\n\nnext".into()));
+    let mut req = request(&model, messages, Vec::new());
+    req.cache_prefix = 4; // system, user, assistant, tool result: the history
+    build(&model).complete(req).await.unwrap();
+    let body = server.only_request().body;
+    let marked: Vec<Value> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().unwrap().clone())
+        .filter(|b| b.get("cache_control").is_some())
+        .collect();
+    assert_eq!(marked.len(), 2, "{body:#}");
+    assert_eq!(marked[0]["tool_use_id"], "call_1");
+    assert_eq!(marked[1]["text"], "# New Signals\n\nnext");
+    assert_eq!(body["system"][0]["cache_control"], json!({"type": "ephemeral"}));
+}
+
+#[tokio::test]
+async fn cached_input_tokens_are_read_from_both_formats() {
+    let usage =
+        json!({"prompt_tokens": 2000, "completion_tokens": 10, "prompt_tokens_details": {"cached_tokens": 1536}});
+    let server = FakeServer::start(vec![ok(json!({"choices": [{"message": {"role": "assistant", "content": "hi"},
+        "finish_reason": "stop"}], "usage": usage}))])
+    .await;
+    let model =
+        resolved(provider("local", ProviderKind::OpenAiCompatible, Some(&server.url)), preset("m", "local", "x"));
+    let response = build(&model).complete(request(&model, conversation(), Vec::new())).await.unwrap();
+    assert_eq!(response.usage, Usage { input_tokens: 2000, output_tokens: 10, cached_input_tokens: 1536 });
+
+    let answer = json!({"type": "message", "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 20, "cache_read_input_tokens": 1800, "cache_creation_input_tokens": 200, "output_tokens": 5}});
+    let server = FakeServer::start(vec![ok(answer)]).await;
+    let model = resolved(provider("an", ProviderKind::Anthropic, Some(&server.url)), preset("c", "an", "claude"));
+    let response = build(&model).complete(request(&model, conversation(), Vec::new())).await.unwrap();
+    assert_eq!(
+        response.usage,
+        Usage { input_tokens: 2020, output_tokens: 5, cached_input_tokens: 1800 },
+        "input counts uncached, cache-read and cache-written tokens"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -862,6 +917,7 @@ fn scripted_request(agent: &str, activation: &str, prompt: &str) -> ModelRequest
         model: "scripted".into(),
         agent_id: agent.into(),
         activation_id: activation.into(),
+        cache_prefix: 0,
     }
 }
 

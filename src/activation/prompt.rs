@@ -1,5 +1,9 @@
-//! The activation prompt (reference §1.6): sections in a fixed order, built from the project
-//! config, the agent, whether it has been activated before, and the signals it is given.
+//! The prompt (reference §1.6), in two parts. The system part (task, identity, instructions,
+//! mounts, agents, artifacts, the tool and reporting contract, the activation rule) depends only
+//! on the project config and the agent's tools, so it is byte-identical across an agent's
+//! activations and goes first in every request (the provider's system prompt, a stable prefix
+//! for prompt caching). The activation part is what is new: the signals this activation is
+//! given, after a "continue" note on later activations; it follows the replayed history.
 //! Pure text in, text out: no store, no I/O, so every rendering rule is unit-tested.
 
 use std::fmt::Write as _;
@@ -12,27 +16,17 @@ use crate::store::SignalRecord;
 /// Signal kinds whose payload carries a ready-made `message` to show as it is.
 const MESSAGE_KINDS: [&str; 3] = ["scheduler.no_effect_nudge", "scheduler.failed_nudge", "scheduler.all_quiet_nudge"];
 
-pub struct PromptInput<'a> {
+pub struct SystemInput<'a> {
     pub config: &'a ProjectConfig,
     pub agent: &'a AgentConfig,
     /// Model-facing tool names the agent may call.
     pub tools: &'a [String],
-    /// True when the agent has no earlier activation.
-    pub first: bool,
-    pub signals: &'a [SignalRecord],
 }
 
-pub fn build(input: &PromptInput<'_>) -> String {
+/// The system part: the same text for every activation of the agent while the config holds.
+pub fn system(input: &SystemInput<'_>) -> String {
     let mut out = String::new();
-    if input.first {
-        first_sections(&mut out, input);
-    } else {
-        out.push_str(
-            "# Continue Existing Context\n\nYou have worked on this project before; your earlier activations are in \
-             the conversation above. Continue from where you left off.\n\n",
-        );
-    }
-    signals_section(&mut out, input.signals);
+    first_sections(&mut out, input);
     contract_section(&mut out, input);
     out.push_str(
         "# Activation Rule\n\nCalling `coordination.wait_for_signal` or `completion.submit` ends this activation.\n",
@@ -40,7 +34,21 @@ pub fn build(input: &PromptInput<'_>) -> String {
     out
 }
 
-fn first_sections(out: &mut String, input: &PromptInput<'_>) {
+/// The activation part: the signals, after a note that the history above is the agent's own
+/// on every activation but the first.
+pub fn build(first: bool, signals: &[SignalRecord]) -> String {
+    let mut out = String::new();
+    if !first {
+        out.push_str(
+            "# Continue Existing Context\n\nYou have worked on this project before; your earlier activations are in \
+             the conversation above. Continue from where you left off.\n\n",
+        );
+    }
+    signals_section(&mut out, signals);
+    out.trim_end().to_string()
+}
+
+fn first_sections(out: &mut String, input: &SystemInput<'_>) {
     let c = input.config;
     let a = input.agent;
     let _ = write!(out, "# Project Task\n\n{}\n\n", c.task.trim());
@@ -115,7 +123,7 @@ fn render_each(out: &mut String, signals: &[SignalRecord]) {
     }
 }
 
-fn contract_section(out: &mut String, input: &PromptInput<'_>) {
+fn contract_section(out: &mut String, input: &SystemInput<'_>) {
     let c = input.config;
     let coordinator = &c.communication.coordinator_agent;
     let is_coordinator = input.agent.id == *coordinator;
@@ -195,17 +203,12 @@ mod tests {
     }
 
     #[test]
-    fn first_activation_has_every_section_in_order() {
+    fn the_system_part_has_every_section_in_order() {
         let c = config();
         let agent = c.agent("worker-1").unwrap();
         let tools = vec!["messages.send".to_string(), "file.read".to_string()];
-        let message = signal(
-            "message.created",
-            Priority::P3,
-            json!({"messageId": "msg_1", "sender": "pm", "recipient": "worker-1", "body": "Write section 1."}),
-        );
-        let prompt = build(&PromptInput { config: &c, agent, tools: &tools, first: true, signals: &[message] });
-        let headings: Vec<&str> = prompt.lines().filter(|l| l.starts_with("# ")).collect();
+        let system = system(&SystemInput { config: &c, agent, tools: &tools });
+        let headings: Vec<&str> = system.lines().filter(|l| l.starts_with("# ")).collect();
         assert_eq!(
             headings,
             [
@@ -215,35 +218,53 @@ mod tests {
                 "# Mounted Inputs",
                 "# Project Agents",
                 "# Shared Artifacts",
-                "# New Signals",
                 "# Tool And Reporting Contract",
                 "# Activation Rule"
             ]
         );
-        assert!(prompt.contains("- ID: worker-1\n- Name: Akari\n- Role: worker\n"));
-        assert!(prompt.contains("- /mnt/demo-fragments (read-only): Demo input fragments (read-only).\n"));
-        assert!(prompt.contains("- /artifacts/worker-1 (read-write, yours)\n- /artifacts/worker-2 (read-only)\n"));
-        assert!(prompt.contains(
-            "## sig_1 message.created\n\n- Message: msg_1\n- From: pm\n- To: worker-1\n- Priority: P3\n- Time: 2026-03-01T09:00:00.000Z\n\nWrite section 1.\n"
-        ));
-        assert!(prompt.contains("- Communication policy: send direct messages only to pm, at P2 or lower"));
-        assert!(prompt.contains("- Only the coordinator (pm) calls `completion.submit`."));
+        assert!(system.contains("- ID: worker-1\n- Name: Akari\n- Role: worker\n"));
+        assert!(system.contains("- /mnt/demo-fragments (read-only): Demo input fragments (read-only).\n"));
+        assert!(system.contains("- /artifacts/worker-1 (read-write, yours)\n- /artifacts/worker-2 (read-only)\n"));
+        assert!(system.contains("- Available tools: messages.send, file.read.\n"));
+        assert!(system.contains("- Communication policy: send direct messages only to pm, at P2 or lower"));
+        assert!(system.contains("- Only the coordinator (pm) calls `completion.submit`."));
+        assert_eq!(system, super::system(&SystemInput { config: &c, agent, tools: &tools }), "deterministic");
+    }
+
+    #[test]
+    fn the_first_activation_part_is_only_its_signals() {
+        let message = signal(
+            "message.created",
+            Priority::P3,
+            json!({"messageId": "msg_1", "sender": "pm", "recipient": "worker-1", "body": "Write section 1."}),
+        );
+        let prompt = build(true, &[message]);
+        assert_eq!(
+            prompt,
+            "# New Signals\n\n## sig_1 message.created\n\n- Message: msg_1\n- From: pm\n- To: worker-1\n- Priority: P3\n- Time: 2026-03-01T09:00:00.000Z\n\nWrite section 1."
+        );
+        assert_eq!(build(true, &[]), "# New Signals\n\nNo new signals.");
     }
 
     #[test]
     fn later_activations_continue_and_render_other_kinds_as_json() {
-        let c = config();
-        let agent = c.agent("pm").unwrap();
         let nudge = signal("scheduler.no_effect_nudge", Priority::P3, json!({"message": "Do something visible."}));
         let plan = signal("plan.continuation_nudge", Priority::P2, json!({"planId": "pln_1"}));
-        let prompt = build(&PromptInput { config: &c, agent, tools: &[], first: false, signals: &[nudge, plan] });
+        let prompt = build(false, &[nudge, plan]);
         assert!(prompt.starts_with("# Continue Existing Context\n"));
         assert!(!prompt.contains("# Project Task"));
         assert!(prompt.contains("## sig_1 scheduler.no_effect_nudge\n\nDo something visible.\n"));
         assert!(prompt.contains(
-            "## sig_1 plan.continuation_nudge\n\n- Priority: P2\n- Time: 2026-03-01T09:00:00.000Z\n\n```json\n{\n  \"planId\": \"pln_1\"\n}\n```\n"
+            "## sig_1 plan.continuation_nudge\n\n- Priority: P2\n- Time: 2026-03-01T09:00:00.000Z\n\n```json\n{\n  \"planId\": \"pln_1\"\n}\n```"
         ));
-        assert!(prompt.contains("You are the coordinator"));
-        assert!(!prompt.contains("Communication policy"), "the coordinator is not restricted");
+    }
+
+    #[test]
+    fn the_coordinator_is_not_restricted() {
+        let c = config();
+        let system = system(&SystemInput { config: &c, agent: c.agent("pm").unwrap(), tools: &[] });
+        assert!(system.contains("You are the coordinator"));
+        assert!(system.contains("- Available tools: none."));
+        assert!(!system.contains("Communication policy"), "the coordinator is not restricted");
     }
 }

@@ -1,7 +1,9 @@
 //! The model loop of one activation, run in the controller (DESIGN: API keys never enter a
-//! container; P0 and P1 are handled locally). For each model of the agent's preset (model-list
-//! fallback): replay the agent's history, call the model with the agent's allowed tools (names
-//! made model-safe; `presentation` never sent), and run every tool call it makes:
+//! container; P0 and P1 are handled locally). Each request is the agent's system prompt, its
+//! replayed history (`context.rs`) and what this activation added, after a compaction when the
+//! estimate passes the preset's `compactAt` share of its `contextWindow`. The loop calls the
+//! model with the agent's allowed tools (names made model-safe; `presentation` never sent) and
+//! runs every tool call it makes:
 //!
 //! 1. map the safe name back, refuse unknown tools, check the input against the tool's schema
 //!    and answer schema failures to the model with the failing paths — nothing runs then;
@@ -10,6 +12,8 @@
 //! 3. hand over P1 signals at this tool boundary, appended to the result;
 //! 4. stop after `coordination.wait_for_signal` or `completion.submit`.
 //!
+//! When a model of the preset's `model-list` fails, the next one continues the same
+//! conversation (the calls made so far and their results included), so no tool runs twice.
 //! The activation then completes (no-effect nudge if it had no useful effect) or fails
 //! (every model failed, `maxToolCalls` exceeded). A P0 cancels it through [`ActivationHandle`].
 
@@ -23,9 +27,11 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::prompt::{self, PromptInput};
+use super::context::{self, Conversation, TokenRate, TokenRates, compaction};
+use super::prompt::{self, SystemInput};
 use super::providers::{
-    ChatMessage, ModelProvider, ModelTool, ProviderPool, ResolvedModel, RetryPolicy, resolve_presets, safe_tool_names,
+    ChatMessage, ModelProvider, ModelRequest, ModelTool, ProviderPool, ResolvedModel, RetryPolicy, Usage,
+    resolve_presets, safe_tool_names,
 };
 use crate::config::AgentConfig;
 use crate::scheduler::{ActivationLauncher, nudges};
@@ -70,6 +76,8 @@ pub struct Activations {
     tasks: TaskTracker,
     /// Cancelled at shutdown: every running activation stops and records why.
     stopping: CancellationToken,
+    /// Tokens per character of each preset's requests, as its provider counted them.
+    token_rates: TokenRates,
 }
 
 impl Activations {
@@ -91,6 +99,7 @@ impl Activations {
             running: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
+            token_rates: TokenRates::default(),
         })
     }
 
@@ -182,7 +191,7 @@ impl Activations {
         };
         let store = &self.tools.store;
         // An agent that cannot read its history must not run as if it had none.
-        let history = match store.history(&agent.id, 2000) {
+        let history = match store.replay_history(&agent.id) {
             Ok(h) => h,
             Err(e) => return Ending::Failed(format!("cannot read the agent's history: {e}")),
         };
@@ -192,9 +201,10 @@ impl Activations {
             signal_ids: signals.iter().map(|s| s.id.clone()).collect(),
             priorities: signals.iter().map(|s| s.priority.as_str().to_string()).collect(),
         };
-        if let Err(e) = store.append_history(&agent.id, Some(&activation.id), &prompt) {
-            return Ending::Failed(format!("cannot record the activation's prompt in the history: {e}"));
-        }
+        let prompt_row = match store.append_history(&agent.id, Some(&activation.id), &prompt) {
+            Ok(id) => id,
+            Err(e) => return Ending::Failed(format!("cannot record the activation's prompt in the history: {e}")),
+        };
         let toolset = self.tools.project.registry.resolve_agent(agent);
         let names = match safe_tool_names(&toolset.tools) {
             Ok(n) => n,
@@ -211,12 +221,16 @@ impl Activations {
                 })
             })
             .collect();
-        let mut messages = replay(&history);
-        messages.push(ChatMessage::User(activation.prompt.clone()));
+        let system = prompt::system(&SystemInput { config, agent, tools: &toolset.tools });
+        let mut conversation = context::replay(&history);
+        conversation.push_prompt(&activation.prompt, &prompt_row);
         let models = match resolve_presets(&config.models, &agent.model) {
             Ok(m) => m,
             Err(e) => return Ending::Failed(e),
         };
+        // One conversation and one count for the whole activation: a model of the list that
+        // fails hands over what was done so far, so no tool call runs twice.
+        let mut progress = Progress::default();
         let mut failures = Vec::new();
         for model in &models {
             let provider = match self.providers.get(model) {
@@ -232,12 +246,13 @@ impl Activations {
                 activation,
                 model,
                 provider,
+                system: &system,
                 tools: &model_tools,
                 names: &names,
                 cancel: cancel.clone(),
                 usage,
             };
-            match attempt.run(messages.clone()).await {
+            match attempt.run(&mut conversation, &mut progress).await {
                 AttemptEnd::Done(ending) => return ending,
                 AttemptEnd::ModelFailed(e) => failures.push(format!("{}: {e}", model.preset_id())),
             }
@@ -270,10 +285,20 @@ struct Attempt<'a> {
     activation: &'a ActivationRecord,
     model: &'a ResolvedModel,
     provider: Arc<dyn ModelProvider>,
+    /// The system prompt, first in every request.
+    system: &'a str,
     tools: &'a [ModelTool],
     names: &'a [(String, String)],
     cancel: watch::Receiver<bool>,
     usage: &'a Mutex<UsageTotals>,
+}
+
+/// What an activation has done so far, over every model tried.
+#[derive(Default)]
+struct Progress {
+    model_steps: u64,
+    tool_calls: u64,
+    last_text: String,
 }
 
 /// Tokens used by an activation's model calls, over every model tried.
@@ -282,27 +307,84 @@ struct UsageTotals {
     calls: u64,
     input_tokens: u64,
     output_tokens: u64,
+    cached_input_tokens: u64,
     models: Vec<String>,
 }
 
 impl UsageTotals {
     fn to_json(&self) -> Value {
-        json!({"modelCalls": self.calls, "inputTokens": self.input_tokens, "outputTokens": self.output_tokens, "models": self.models})
+        json!({
+            "modelCalls": self.calls,
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "cachedInputTokens": self.cached_input_tokens,
+            "models": self.models,
+        })
     }
 }
 
 impl Attempt<'_> {
-    async fn run(self, mut messages: Vec<ChatMessage>) -> AttemptEnd {
+    /// The request for the conversation as it is: the system prompt, then the history, then
+    /// what this activation added.
+    fn request(&self, conversation: &Conversation) -> ModelRequest {
+        let mut messages = Vec::with_capacity(conversation.messages.len() + 1);
+        messages.push(ChatMessage::System(self.system.to_string()));
+        messages.extend(conversation.messages.iter().cloned());
+        let mut request = self.model.request(&self.agent.id, &self.activation.id, messages, self.tools.to_vec());
+        request.cache_prefix = 1 + conversation.history_len();
+        request
+    }
+
+    /// Compact before sending when the request's estimated tokens pass `compactAt` of the
+    /// preset's context window. Returns the request to send.
+    /// `retry_at`: when a compaction could not bring the request under the threshold, the
+    /// conversation length from which trying again can help (a tail's worth of new messages).
+    async fn fit(&self, conversation: &mut Conversation, retry_at: &mut usize) -> (ModelRequest, usize) {
+        let request = self.request(conversation);
+        let chars = context::request_chars(&request.messages, &request.tools);
+        let rate = self.owner.token_rates.get(self.model.preset_id());
+        let threshold = self.threshold();
+        if conversation.messages.len() < *retry_at || rate.tokens(chars) <= threshold {
+            return (request, chars);
+        }
+        let compacted = self.compact(conversation, "context_window_threshold", threshold, rate).await;
+        let request = if compacted { self.request(conversation) } else { request };
+        let chars = context::request_chars(&request.messages, &request.tools);
+        if rate.tokens(chars) > threshold {
+            // A large system prompt, summary or last message: compacting at once again would
+            // only summarize the summary.
+            *retry_at = conversation.messages.len() + compaction::TAIL_MESSAGES;
+        }
+        (request, chars)
+    }
+
+    /// The estimated request size at which history is compacted: `compactAt` of `contextWindow`.
+    fn threshold(&self) -> u64 {
+        let preset = &self.model.preset;
+        (preset.context_window as f64 * preset.compact_at) as u64
+    }
+
+    fn add_usage(&self, usage: &Usage) {
+        let mut totals = self.usage.lock().unwrap_or_else(|e| e.into_inner());
+        totals.calls += 1;
+        totals.input_tokens += usage.input_tokens;
+        totals.output_tokens += usage.output_tokens;
+        totals.cached_input_tokens += usage.cached_input_tokens;
+        let model = format!("{} ({})", self.model.preset_id(), self.model.api_model());
+        if !totals.models.contains(&model) {
+            totals.models.push(model);
+        }
+    }
+
+    async fn run(self, conversation: &mut Conversation, progress: &mut Progress) -> AttemptEnd {
         let mut cancel = self.cancel.clone();
         let config = &self.owner.tools.project.config;
         let max_iterations = config.activation.max_iterations.unwrap_or(1_000_000);
         let max_tool_calls = config.activation.max_tool_calls;
-        let mut tool_calls = 0u64;
-        let mut last_text = String::new();
         let mut compacted = false;
-        for _ in 0..max_iterations {
-            let request =
-                self.model.request(&self.agent.id, &self.activation.id, messages.clone(), self.tools.to_vec());
+        let mut retry_compaction_at = 0;
+        while progress.model_steps < max_iterations {
+            let (request, chars) = self.fit(conversation, &mut retry_compaction_at).await;
             let response = tokio::select! {
                 r = self.provider.complete(request) => r,
                 _ = cancel.changed() => return AttemptEnd::Done(Ending::Cancelled),
@@ -313,54 +395,62 @@ impl Attempt<'_> {
                 // and try again (reference §6.6).
                 Err(e) if e.is_context_overflow() && !compacted => {
                     compacted = true;
-                    messages = self.compact(messages).await;
+                    // The window is smaller than this request, whatever the preset says.
+                    let rate = self.owner.token_rates.get(self.model.preset_id());
+                    let fits = self.threshold().min(rate.tokens(chars));
+                    self.compact(conversation, "provider_context_overflow", fits, rate).await;
                     continue;
                 }
                 Err(e) => return AttemptEnd::ModelFailed(e.to_string()),
             };
-            {
-                let mut totals = self.usage.lock().unwrap_or_else(|e| e.into_inner());
-                totals.calls += 1;
-                totals.input_tokens += response.usage.input_tokens;
-                totals.output_tokens += response.usage.output_tokens;
-                let model = format!("{} ({})", self.model.preset_id(), self.model.api_model());
-                if !totals.models.contains(&model) {
-                    totals.models.push(model);
-                }
-            }
+            progress.model_steps += 1;
+            self.owner.token_rates.learn(self.model.preset_id(), chars, response.usage.input_tokens);
+            self.add_usage(&response.usage);
             let output = HistoryEntry::AssistantOutput {
                 text: response.text.clone(),
                 tool_calls: response
                     .tool_calls
                     .iter()
-                    .map(|c| RecordedCall { name: c.name.clone(), arguments: c.arguments.clone() })
+                    .map(|c| RecordedCall {
+                        id: Some(c.id.clone()),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    })
                     .collect(),
                 model: self.model.api_model().to_string(),
                 usage: RecordedUsage {
                     input_tokens: response.usage.input_tokens,
                     output_tokens: response.usage.output_tokens,
+                    cached_input_tokens: response.usage.cached_input_tokens,
                 },
             };
-            if let Err(e) = self.record(&output) {
-                return AttemptEnd::Done(Ending::Failed(e));
-            }
+            let output_row = match self.record(&output) {
+                Ok(id) => id,
+                Err(e) => return AttemptEnd::Done(Ending::Failed(e)),
+            };
             if !response.text.trim().is_empty() {
-                last_text = response.text.clone();
+                progress.last_text = response.text.clone();
             }
             if response.tool_calls.is_empty() {
-                let text = if last_text.is_empty() { "(model returned no text)".to_string() } else { last_text };
+                let text = if progress.last_text.is_empty() {
+                    "(model returned no text)".to_string()
+                } else {
+                    progress.last_text.clone()
+                };
                 return AttemptEnd::Done(Ending::Completed(text));
             }
-            messages
-                .push(ChatMessage::Assistant { text: response.text.clone(), tool_calls: response.tool_calls.clone() });
+            conversation.push(
+                ChatMessage::Assistant { text: response.text.clone(), tool_calls: response.tool_calls.clone() },
+                &output_row,
+            );
             let mut ended: Option<String> = None;
             for call in &response.tool_calls {
                 if let Some(max) = max_tool_calls
-                    && tool_calls >= max
+                    && progress.tool_calls >= max
                 {
                     return AttemptEnd::Done(Ending::Failed(format!("Exceeded maxToolCalls: {max}")));
                 }
-                tool_calls += 1;
+                progress.tool_calls += 1;
                 let real = self.names.iter().find(|(_, safe)| *safe == call.name).map(|(real, _)| real.clone());
                 let (content, is_error, ends) = match real {
                     None => (format!("Unknown tool: {}", call.name), true, false),
@@ -384,22 +474,26 @@ impl Attempt<'_> {
                     Some(text) => format!("{content}\n\n{text}"),
                     None => content,
                 };
-                let result = HistoryEntry::ToolResult { name: call.name.clone(), content: content.clone(), is_error };
-                if let Err(e) = self.record(&result) {
-                    return AttemptEnd::Done(Ending::Failed(e));
-                }
+                let result = HistoryEntry::ToolResult {
+                    name: call.name.clone(),
+                    content: content.clone(),
+                    is_error,
+                    call_id: Some(call.id.clone()),
+                };
+                let result_row = match self.record(&result) {
+                    Ok(id) => id,
+                    Err(e) => return AttemptEnd::Done(Ending::Failed(e)),
+                };
                 if ends && ended.is_none() {
                     ended = Some(content.clone());
                 }
-                messages.push(ChatMessage::ToolResult {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    content,
-                    is_error,
-                });
+                conversation.push(
+                    ChatMessage::ToolResult { call_id: call.id.clone(), name: call.name.clone(), content, is_error },
+                    &result_row,
+                );
             }
             if let Some(output) = ended {
-                let text = if last_text.is_empty() { output } else { last_text };
+                let text = if progress.last_text.is_empty() { output } else { progress.last_text.clone() };
                 return AttemptEnd::Done(Ending::Completed(text));
             }
         }
@@ -407,55 +501,65 @@ impl Attempt<'_> {
     }
 
     /// Replace the older part of the conversation by a summary (written by the same model, or a
-    /// deterministic one if that fails), keep a tail, and record the compaction in history so
-    /// later activations replay from the summary.
-    async fn compact(&self, messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
-        let (older, tail) = compaction::split(messages);
-        if older.is_empty() {
-            // Nothing old enough to summarize: the retry gets the same conversation.
-            return tail;
+    /// deterministic one if that fails), keep a tail and this activation's signals, and record
+    /// the compaction in history so later activations replay the same. The tail and the summary
+    /// request fit in half of `threshold` tokens (what is left after the system prompt and the
+    /// tools). Returns false when there was nothing old enough to summarize.
+    async fn compact(&self, conversation: &mut Conversation, reason: &str, threshold: u64, rate: TokenRate) -> bool {
+        let fixed = rate.tokens(context::request_chars(&[ChatMessage::System(self.system.to_string())], self.tools));
+        let room = rate.chars(threshold.saturating_sub(fixed) / 2).max(1);
+        let start = compaction::tail_start(conversation, room.min(compaction::TAIL_BUDGET));
+        if start == 0 {
+            return false;
         }
-        let input = compaction::summary_input(&older);
+        let older = &conversation.messages[..start];
+        let input = compaction::summary_input(older, room.min(compaction::INPUT_CAP));
         let request = self.model.request(
             &self.agent.id,
             &self.activation.id,
-            vec![ChatMessage::System(compaction::INSTRUCTIONS.to_string()), ChatMessage::User(input.clone())],
+            vec![ChatMessage::System(compaction::INSTRUCTIONS.to_string()), ChatMessage::User(input)],
             Vec::new(),
         );
-        let (summary, fallback) = match self.provider.complete(request).await {
+        let answer = self.provider.complete(request).await;
+        if let Ok(r) = &answer {
+            self.add_usage(&r.usage);
+        }
+        let (summary, fallback) = match answer {
             Ok(r) if !r.text.trim().is_empty() => (compaction::cap(&r.text), None),
-            Ok(_) => (compaction::fallback(&older), Some("the model returned an empty summary".to_string())),
-            Err(e) => (compaction::fallback(&older), Some(e.to_string())),
+            Ok(_) => (compaction::fallback(older), Some("the model returned an empty summary".to_string())),
+            Err(e) => (compaction::fallback(older), Some(e.to_string())),
         };
+        let kept_prompt = conversation.prompt_before(start);
         let compaction = HistoryEntry::HistoryCompaction {
             summary: summary.clone(),
-            archived_messages: older.len() as u64,
-            kept_messages: tail.len() as u64,
-            reason: "provider_context_overflow".into(),
+            archived_messages: start as u64,
+            kept_messages: (conversation.messages.len() - start) as u64,
+            reason: reason.into(),
             model: self.model.api_model().to_string(),
             fallback,
+            tail_from: conversation.rows.get(start).cloned(),
+            kept_prompt: kept_prompt.clone(),
         };
         // Without the record, later activations replay the long history again: say so, go on.
-        if let Err(e) = self.record(&compaction) {
+        let row = self.record(&compaction).unwrap_or_else(|e| {
             tracing::error!(agent = %self.agent.id, "{e}");
-        }
-        let mut out = vec![ChatMessage::User(format!("# Compacted Agent History\n\n{summary}"))];
-        out.extend(tail);
-        out
+            String::new()
+        });
+        conversation.compacted(start, &summary, kept_prompt.as_deref(), &row);
+        true
     }
-
     async fn tool_call(&self, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
         execute_tool(&self.owner.tools, self.owner.runner.as_ref(), &self.agent.id, &self.activation.id, tool, input)
             .await
     }
 
-    /// Append to the agent's history; the error says what could not be recorded.
-    fn record(&self, entry: &HistoryEntry) -> Result<(), String> {
+    /// Append to the agent's history and return the row's id; the error says what could not be
+    /// recorded.
+    fn record(&self, entry: &HistoryEntry) -> Result<String, String> {
         self.owner
             .tools
             .store
             .append_history(&self.agent.id, Some(&self.activation.id), entry)
-            .map(drop)
             .map_err(|e| format!("cannot record the activation's history: {e}"))
     }
 
@@ -538,164 +642,6 @@ pub async fn execute_tool(
     result
 }
 
-/// Context-overflow compaction (reference §6.6): what is kept, what is summarized, and how.
-mod compaction {
-    use super::ChatMessage;
-
-    /// At most this many recent messages are kept verbatim, within `TAIL_BUDGET` characters.
-    const TAIL_MESSAGES: usize = 12;
-    const TAIL_BUDGET: usize = 80_000;
-    /// The summary request's input and the summary itself are capped.
-    const INPUT_CAP: usize = 80_000;
-    const SUMMARY_CAP: usize = 20_000;
-
-    pub const INSTRUCTIONS: &str = "Summarize the conversation below for an agent that will continue the work \
-        without it. Use exactly these Markdown sections: ## Goal, ## Constraints & Preferences, ## Progress \
-        (### Done, ### In Progress, ### Blocked), ## Key Decisions, ## Next Steps, ## Critical Context, \
-        ## Relevant Files. Be specific: names, paths, ids, numbers. Do not call tools.";
-
-    fn text(m: &ChatMessage) -> String {
-        match m {
-            ChatMessage::System(t) | ChatMessage::User(t) => t.clone(),
-            ChatMessage::Assistant { text, tool_calls } => {
-                let calls: Vec<String> = tool_calls.iter().map(|c| format!("{} {}", c.name, c.arguments)).collect();
-                format!("{text}{}{}", if calls.is_empty() { "" } else { "\n" }, calls.join("\n"))
-            }
-            ChatMessage::ToolResult { name, content, .. } => format!("{name}: {content}"),
-        }
-    }
-
-    fn role(m: &ChatMessage) -> &'static str {
-        match m {
-            ChatMessage::System(_) => "system",
-            ChatMessage::User(_) => "user",
-            ChatMessage::Assistant { .. } => "assistant",
-            ChatMessage::ToolResult { .. } => "tool",
-        }
-    }
-
-    /// Split into (older, tail). The tail never starts with a tool result (its call would be
-    /// in the summary), and always keeps the last message.
-    pub fn split(messages: Vec<ChatMessage>) -> (Vec<ChatMessage>, Vec<ChatMessage>) {
-        let mut start = messages.len();
-        let mut used = 0;
-        while start > 0 && messages.len() - start < TAIL_MESSAGES {
-            let size = text(&messages[start - 1]).chars().count();
-            if used + size > TAIL_BUDGET && start < messages.len() {
-                break;
-            }
-            used += size;
-            start -= 1;
-        }
-        while start < messages.len() - 1 && matches!(messages[start], ChatMessage::ToolResult { .. }) {
-            start += 1;
-        }
-        let mut older = messages;
-        let tail = older.split_off(start);
-        (older, tail)
-    }
-
-    pub fn summary_input(older: &[ChatMessage]) -> String {
-        let mut out = String::new();
-        for m in older {
-            out.push_str(&format!("[{}] {}\n\n", role(m), text(m)));
-        }
-        // Keep the end (the most recent part) when it is too long.
-        let chars: Vec<char> = out.chars().collect();
-        if chars.len() > INPUT_CAP { chars[chars.len() - INPUT_CAP..].iter().collect() } else { out }
-    }
-
-    pub fn cap(summary: &str) -> String {
-        let trimmed = summary.trim();
-        if trimmed.chars().count() <= SUMMARY_CAP {
-            trimmed.to_string()
-        } else {
-            let kept: String = trimmed.chars().take(SUMMARY_CAP).collect();
-            format!("{kept}\n[truncated]")
-        }
-    }
-
-    /// Without a model summary: the first line of each older message, newest last, capped.
-    pub fn fallback(older: &[ChatMessage]) -> String {
-        let mut out = String::from(
-            "(Automatic summary: the model could not summarize; first lines of the earlier conversation.)\n",
-        );
-        for m in older {
-            let first =
-                text(m).lines().find(|l| !l.trim().is_empty()).unwrap_or("").chars().take(200).collect::<String>();
-            if !first.is_empty() {
-                out.push_str(&format!("- [{}] {first}\n", role(m)));
-            }
-        }
-        cap(&out)
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn the_tail_keeps_recent_messages_and_never_starts_with_a_tool_result() {
-            let mut messages: Vec<ChatMessage> = (0..20).map(|i| ChatMessage::User(format!("m{i}"))).collect();
-            messages.insert(
-                8,
-                ChatMessage::ToolResult { call_id: "c".into(), name: "t".into(), content: "r".into(), is_error: false },
-            );
-            let (older, tail) = split(messages);
-            assert_eq!(older.len() + tail.len(), 21);
-            assert!(tail.len() <= 12 && !matches!(tail[0], ChatMessage::ToolResult { .. }));
-            assert_eq!(tail.last(), Some(&ChatMessage::User("m19".into())));
-        }
-
-        #[test]
-        fn the_fallback_summary_is_capped() {
-            let older: Vec<ChatMessage> =
-                (0..500).map(|i| ChatMessage::User(format!("{i} {}", "x".repeat(300)))).collect();
-            assert!(fallback(&older).chars().count() <= SUMMARY_CAP + 20);
-            assert!(summary_input(&older).chars().count() <= INPUT_CAP);
-        }
-    }
-}
-
-/// Earlier history as plain text messages (reference §6.5): assistant output and tool calls as
-/// the assistant, everything else as the user; long entries cut.
-fn replay(history: &[crate::store::HistoryRecord]) -> Vec<ChatMessage> {
-    const MESSAGE_CAP: usize = 40_000;
-    const TOOL_RESULT_CAP: usize = 12_000;
-    let cut = |text: &str, cap: usize| -> String {
-        if text.chars().count() <= cap {
-            return text.to_string();
-        }
-        let kept: String = text.chars().take(cap).collect();
-        format!("{kept}\n[truncated]")
-    };
-    let mut out = Vec::new();
-    for h in history {
-        match &h.entry {
-            // Everything before a compaction is replaced by its summary.
-            HistoryEntry::HistoryCompaction { summary, .. } => {
-                out.clear();
-                out.push(ChatMessage::User(format!("# Compacted Agent History\n\n{summary}")));
-            }
-            HistoryEntry::ActivationPrompt { text, .. } => out.push(ChatMessage::User(cut(text, MESSAGE_CAP))),
-            HistoryEntry::AssistantOutput { text, tool_calls, .. } => {
-                let mut text = text.clone();
-                for call in tool_calls {
-                    text.push_str(&format!("\n\n# Tool Call Record\n{} {}", call.name, call.arguments));
-                }
-                if !text.trim().is_empty() {
-                    out.push(ChatMessage::Assistant { text: cut(&text, MESSAGE_CAP), tool_calls: Vec::new() });
-                }
-            }
-            HistoryEntry::ToolResult { name, content, .. } => {
-                out.push(ChatMessage::User(cut(&format!("# Tool Result Record\n{name}: {content}"), TOOL_RESULT_CAP)))
-            }
-            HistoryEntry::Signals { .. } | HistoryEntry::Unrecognized { .. } => {}
-        }
-    }
-    out
-}
-
 impl ActivationLauncher for Activations {
     fn prompt(&self, agent: &AgentConfig, signals: &[SignalRecord]) -> String {
         let host = &self.tools;
@@ -708,8 +654,7 @@ impl ActivationLauncher for Activations {
                 false
             }
         };
-        let tools = host.project.registry.resolve_agent(agent).tools;
-        prompt::build(&PromptInput { config: &host.project.config, agent, tools: &tools, first, signals })
+        prompt::build(first, signals)
     }
 
     fn start(&self, activation: ActivationRecord, signals: Vec<SignalRecord>) {

@@ -1,8 +1,10 @@
 //! Per-agent history: the append-only, model-visible record of an agent's work (activation
 //! prompts, assistant output, tool calls and results, tool-boundary signals). Replayed into every
-//! activation so continuity lives in the controller, not in a container.
+//! activation so continuity lives in the controller, not in a container. Entries carry what a
+//! native replay needs (call ids with calls and results); rows written before they did have no
+//! ids, and replay falls back to their text form.
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -18,10 +20,19 @@ pub enum HistoryEntry {
     /// What the model said, and the tools it called, in one step.
     AssistantOutput { text: String, tool_calls: Vec<RecordedCall>, model: String, usage: RecordedUsage },
     /// What a tool call gave back to the model (signals that arrived at its boundary included).
-    ToolResult { name: String, content: String, is_error: bool },
+    ToolResult {
+        name: String,
+        content: String,
+        is_error: bool,
+        /// The provider's id of the call this answers (absent in rows of older builds).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
     /// Signals handed over at a tool boundary.
     Signals { delivery: String, signal_ids: Vec<String> },
-    /// A summary that replaces everything before it on replay.
+    /// A summary that replaces everything before it on replay, except the kept tail: the rows
+    /// from `tail_from` on, replayed after the summary (and after `kept_prompt`, the signals of
+    /// the activation that compacted, when they were older than the tail).
     HistoryCompaction {
         summary: String,
         archived_messages: u64,
@@ -29,6 +40,11 @@ pub enum HistoryEntry {
         reason: String,
         model: String,
         fallback: Option<String>,
+        /// The id of the first history row of the kept tail.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tail_from: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kept_prompt: Option<String>,
     },
     /// A kind this build does not know (written by a newer build); replay skips it.
     #[serde(skip)]
@@ -37,6 +53,9 @@ pub enum HistoryEntry {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RecordedCall {
+    /// The provider's id of the call (absent in rows of older builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     pub name: String,
     pub arguments: Value,
 }
@@ -46,6 +65,9 @@ pub struct RecordedCall {
 pub struct RecordedUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The part of `input_tokens` the provider read from its prompt cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
 }
 
 impl HistoryEntry {
@@ -132,6 +154,43 @@ impl Store {
                 id: id.clone(),
             })?;
             Ok(id)
+        })
+    }
+
+    /// What replay reads of an agent's history, oldest first: every row from the last
+    /// compaction on, and from the first row of its kept tail; every row when there is none.
+    pub fn replay_history(&self, agent_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
+        self.read(|conn| {
+            let last: Option<(i64, String)> = conn
+                .prepare_cached(
+                    "SELECT rowid, content_json FROM history WHERE agent_id = ?1 AND kind = 'history_compaction'
+                     ORDER BY rowid DESC LIMIT 1",
+                )?
+                .query_row([agent_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            let from = match last {
+                None => 0,
+                Some((rowid, content)) => {
+                    // A compaction row that does not parse keeps no tail: replay starts at it.
+                    let entry = serde_json::from_str::<Value>(&content)
+                        .ok()
+                        .map(|c| HistoryEntry::from_parts("history_compaction", c));
+                    let tail: Option<i64> = match entry {
+                        Some(HistoryEntry::HistoryCompaction { tail_from: Some(id), .. }) => conn
+                            .prepare_cached("SELECT rowid FROM history WHERE id = ?1 AND agent_id = ?2")?
+                            .query_row(params![id, agent_id], |r| r.get(0))
+                            .optional()?,
+                        _ => None,
+                    };
+                    tail.map_or(rowid, |t| t.min(rowid))
+                }
+            };
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, agent_id, activation_id, kind, content_json, created_at FROM history
+                 WHERE agent_id = ?1 AND rowid >= ?2 ORDER BY rowid",
+            )?;
+            let rows = stmt.query_map(params![agent_id, from], history_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
     }
 

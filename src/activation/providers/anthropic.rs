@@ -8,6 +8,10 @@
 //! `max_tokens` is required (the preset's `maxOutputTokens`, else 4096). A base URL that already
 //! ends in `/v1` (the reference's AI SDK form) is accepted as well.
 //!
+//! Prompt caching needs explicit breakpoints here: `cache_control` on the system block, on the
+//! last block of the replayed history and on the last block of the request. Usage reports
+//! uncached, cache-read and cache-written input separately; `input_tokens` is their sum.
+//!
 //! The preset's `reasoningEffort` is not sent: the Messages API has no such field, and enabling
 //! extended thinking instead would require replaying signed thinking blocks, which the neutral
 //! history does not keep. `providerOptions.anthropic` and `providerOptions.<provider id>` fields
@@ -67,9 +71,11 @@ impl AnthropicProvider {
             })
             .collect();
         if !system.is_empty() {
-            body.insert("system".into(), json!(system.join("\n\n")));
+            // As a block, so it can carry the first cache breakpoint (tools and system).
+            let block = json!({"type": "text", "text": system.join("\n\n"), "cache_control": ephemeral()});
+            body.insert("system".into(), json!([block]));
         }
-        body.insert("messages".into(), Value::Array(wire_messages(&request.messages)));
+        body.insert("messages".into(), Value::Array(wire_messages(&request.messages, &cache_marks(request))));
         if !request.tools.is_empty() {
             let tools: Vec<Value> = request
                 .tools
@@ -135,10 +141,35 @@ impl ModelProvider for AnthropicProvider {
     }
 }
 
-/// The conversation as Messages API turns (system messages excluded: they are top-level).
-fn wire_messages(messages: &[ChatMessage]) -> Vec<Value> {
+/// The cache breakpoint every marker sets (the default five-minute cache).
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// The messages after which a cache breakpoint goes: the end of the replayed history (the
+/// prefix the next activation shares) and the end of the request (the prefix the next step of
+/// this activation shares). With the system prompt's, that is three of the four the API allows.
+fn cache_marks(request: &ModelRequest) -> Vec<usize> {
+    let mut marks = Vec::new();
+    if request.cache_prefix > 0 {
+        marks.push(request.cache_prefix - 1);
+    }
+    if let Some(last) = request.messages.len().checked_sub(1)
+        && !marks.contains(&last)
+    {
+        marks.push(last);
+    }
+    marks
+}
+
+/// The conversation as Messages API turns (system messages excluded: they are top-level). The
+/// last block produced up to each message index in `marks` gets a cache breakpoint.
+fn wire_messages(messages: &[ChatMessage], marks: &[usize]) -> Vec<Value> {
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for message in messages {
+    for (index, message) in messages.iter().enumerate() {
+        if index > 0 && marks.contains(&(index - 1)) {
+            mark_last_block(&mut turns);
+        }
         let (role, blocks) = match message {
             ChatMessage::System(_) => continue,
             ChatMessage::User(text) => ("user", text_block(text).into_iter().collect()),
@@ -172,6 +203,9 @@ fn wire_messages(messages: &[ChatMessage]) -> Vec<Value> {
             _ => turns.push((role, blocks)),
         }
     }
+    if messages.len().checked_sub(1).is_some_and(|last| marks.contains(&last)) {
+        mark_last_block(&mut turns);
+    }
     turns
         .into_iter()
         .map(|(role, mut blocks)| {
@@ -182,6 +216,12 @@ fn wire_messages(messages: &[ChatMessage]) -> Vec<Value> {
             json!({"role": role, "content": blocks})
         })
         .collect()
+}
+
+fn mark_last_block(turns: &mut [(&'static str, Vec<Value>)]) {
+    if let Some(block) = turns.last_mut().and_then(|(_, blocks)| blocks.last_mut()) {
+        block["cache_control"] = ephemeral();
+    }
 }
 
 fn text_block(text: &str) -> Option<Value> {
@@ -215,7 +255,9 @@ fn parse_response(answer: &Value) -> Result<ModelResponse, String> {
     }
     let usage = answer.get("usage");
     let count = |key: &str| usage.and_then(|u| u.get(key)).and_then(Value::as_u64).unwrap_or(0);
-    let input_tokens = count("input_tokens") + count("cache_read_input_tokens") + count("cache_creation_input_tokens");
+    // `input_tokens` counts only what was neither read from nor written to the cache.
+    let cached_input_tokens = count("cache_read_input_tokens");
+    let input_tokens = count("input_tokens") + cached_input_tokens + count("cache_creation_input_tokens");
     let stop = match answer.get("stop_reason").and_then(Value::as_str) {
         Some("end_turn" | "stop_sequence") | None => StopReason::EndTurn,
         Some("tool_use") => StopReason::ToolUse,
@@ -225,7 +267,7 @@ fn parse_response(answer: &Value) -> Result<ModelResponse, String> {
     Ok(ModelResponse {
         text: texts.join("\n"),
         tool_calls,
-        usage: Usage { input_tokens, output_tokens: count("output_tokens") },
+        usage: Usage { input_tokens, output_tokens: count("output_tokens"), cached_input_tokens },
         stop,
     })
 }
@@ -245,7 +287,7 @@ mod tests {
             ChatMessage::User("a signal arrived".into()),
             ChatMessage::ToolResult { call_id: "t1".into(), name: "a".into(), content: "ok".into(), is_error: false },
         ];
-        let wire = wire_messages(&messages);
+        let wire = wire_messages(&messages, &[]);
         assert_eq!(wire.len(), 3);
         assert_eq!(wire[2]["content"][0]["type"], "tool_result");
         assert_eq!(wire[2]["content"][1]["text"], "a signal arrived");

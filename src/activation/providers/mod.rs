@@ -153,12 +153,19 @@ pub struct ModelRequest {
     /// The activation the call belongs to (the scripted provider starts a script entry on the
     /// first call of each activation).
     pub activation_id: String,
+    /// How many leading messages are the replayed history, which the next activation's request
+    /// starts with too. Providers that cache only at explicit markers (Anthropic) put one at its
+    /// end; 0 means none.
+    pub cache_prefix: usize,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// Every input token, cached ones included.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The part of `input_tokens` the provider read from its prompt cache.
+    pub cached_input_tokens: u64,
 }
 
 /// Why the model stopped.
@@ -355,6 +362,7 @@ impl ResolvedModel {
             model: self.api_model().to_string(),
             agent_id: agent_id.to_string(),
             activation_id: activation_id.to_string(),
+            cache_prefix: 0,
         }
     }
 }

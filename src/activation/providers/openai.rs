@@ -185,9 +185,23 @@ fn parse_response(answer: &Value) -> Result<ModelResponse, String> {
     Ok(ModelResponse {
         text,
         tool_calls,
-        usage: Usage { input_tokens: count("prompt_tokens"), output_tokens: count("completion_tokens") },
+        usage: Usage {
+            input_tokens: count("prompt_tokens"),
+            output_tokens: count("completion_tokens"),
+            cached_input_tokens: cached_tokens(usage),
+        },
         stop,
     })
+}
+
+/// `usage.prompt_tokens_details.cached_tokens`: the part of `prompt_tokens` served from the
+/// provider's prompt cache (OpenAI caches long prefixes by itself, without markers).
+fn cached_tokens(usage: Option<&Value>) -> u64 {
+    usage
+        .and_then(|u| u.get("prompt_tokens_details"))
+        .and_then(|d| d.get("cached_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
 }
 
 /// `content` is a string, `null`, or (some compatible servers) a list of `{type: text, text}`.

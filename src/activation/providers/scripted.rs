@@ -42,9 +42,10 @@
 //!
 //! At the first model call of an activation (a new `activation_id` for the agent) the provider
 //! picks the first entry whose `agent` and `when` match and that this agent has not used up.
-//! `when` is looked for in that call's system messages and its last user message: that is where
-//! the activation prompt is, whether the loop sends it as a system or a user message, while older
-//! replayed history (earlier user messages) does not count. Each model call plays the entry's
+//! `when` is looked for in that call's system messages and its last user message: the loop sends
+//! the agent's standing prompt (task, identity, rules) as the system message and this
+//! activation's signals as the last user message, while older replayed history (earlier user
+//! messages) does not count. A `when` that matches the standing prompt matches every activation. Each model call plays the entry's
 //! next step. When its steps run out, when no entry matches, or without a script, the answer is
 //! one `coordination.wait_for_signal` call (reason "scripted: nothing more to do"), or the text
 //! "(scripted: nothing more to do)" when the request does not offer that tool. Steps left over
@@ -190,6 +191,7 @@ impl ScriptedProvider {
             usage: Usage {
                 input_tokens: estimate_tokens(input_chars(request)),
                 output_tokens: estimate_tokens(output_chars),
+                cached_input_tokens: 0,
             },
             text,
             tool_calls,

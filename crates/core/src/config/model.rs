@@ -397,7 +397,12 @@ pub struct PresetConfig {
     pub top_p: Option<f64>,
     pub top_k: Option<u64>,
     pub max_output_tokens: Option<u64>,
-    pub context_limit: u64,
+    /// The model's context window in tokens (`contextWindow`, or the reference's `contextLimit`;
+    /// 260 000 when neither is set).
+    pub context_window: u64,
+    /// The share of `context_window` at which the loop compacts older history before sending
+    /// (`compactAt`, default 0.8).
+    pub compact_at: f64,
     pub tool_choice: Option<String>,
     pub provider_options: serde_json::Value,
     pub headers: BTreeMap<String, String>,

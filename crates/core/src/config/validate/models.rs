@@ -29,6 +29,8 @@ const PRESET_KEYS: &[&str] = &[
     "topK",
     "maxOutputTokens",
     "contextLimit",
+    "contextWindow",
+    "compactAt",
     "toolChoice",
     "providerOptions",
     "headers",
@@ -145,6 +147,40 @@ fn read_provider(id: &str, node: &Node, d: &mut Diagnostics) -> Option<ProviderC
     })
 }
 
+/// `contextWindow`, else the reference's `contextLimit` (the same thing under its older name).
+fn context_window(p: &Obj, d: &mut Diagnostics) -> u64 {
+    let window = p.int_at_least("contextWindow", 1, d);
+    let limit = p.int_at_least("contextLimit", 1, d);
+    if window.is_some() && limit.is_some() {
+        d.error(
+            Some(&p.key_loc("contextLimit")),
+            p.path_of("contextLimit"),
+            "set contextWindow or contextLimit, not both (contextLimit is the older name of contextWindow)",
+        );
+    }
+    window.or(limit).map_or(DEFAULT_CONTEXT_WINDOW, |v| v as u64)
+}
+
+fn compact_at(p: &Obj, d: &mut Diagnostics) -> f64 {
+    match p.number("compactAt", d) {
+        Some(f) if f > 0.0 && f <= 1.0 => f,
+        Some(f) => {
+            d.error(
+                Some(&p.key_loc("compactAt")),
+                p.path_of("compactAt"),
+                format!(
+                    "compactAt is the share of contextWindow at which history is compacted: a number in (0, 1], got {f}"
+                ),
+            );
+            DEFAULT_COMPACT_AT
+        }
+        None => DEFAULT_COMPACT_AT,
+    }
+}
+
+const DEFAULT_CONTEXT_WINDOW: u64 = 260_000;
+const DEFAULT_COMPACT_AT: f64 = 0.8;
+
 fn script_path(raw: &str, obj: &Obj, d: &mut Diagnostics) -> Option<PathBuf> {
     let path = base_dir(&obj.key_loc("script").file).join(raw);
     match path.canonicalize() {
@@ -220,7 +256,8 @@ fn read_preset(
         top_p: p.number("topP", d),
         top_k: p.int_at_least("topK", 1, d).map(|v| v as u64),
         max_output_tokens: p.int_at_least("maxOutputTokens", 1, d).map(|v| v as u64),
-        context_limit: p.int_at_least("contextLimit", 1, d).map_or(260_000, |v| v as u64),
+        context_window: context_window(&p, d),
+        compact_at: compact_at(&p, d),
         tool_choice,
         provider_options: p.get("providerOptions").map_or(serde_json::json!({}), Node::to_json),
         headers: p.string_map("headers", d).into_iter().map(|(k, v, _)| (k, v)).collect(),
