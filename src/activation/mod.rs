@@ -1,8 +1,9 @@
-//! Activations: the prompt (`prompt.rs`, reference §1.6), the model loop (`run.rs`) and the
-//! model providers (`providers/`). The loop runs in the controller: model API keys never reach a
+//! Activations: the prompt (`prompt.rs`, reference §1.6), the model loop (`run.rs`), the model
+//! providers (`providers/`) and the live text of streamed model calls (`live.rs`). The loop runs in the controller: model API keys never reach a
 //! container. Providers are built once per run and shared (`ProviderPool`), so the scripted
 //! provider's per-agent progress and HTTP connection pools survive across activations.
 
+pub mod live;
 pub mod prompt;
 pub mod providers;
 pub mod run;

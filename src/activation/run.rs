@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::live;
 use super::prompt::{self, PromptInput};
 use super::providers::{
     ChatMessage, ModelProvider, ModelTool, ProviderPool, ResolvedModel, RetryPolicy, resolve_presets, safe_tool_names,
@@ -304,7 +305,9 @@ impl Attempt<'_> {
             let request =
                 self.model.request(&self.agent.id, &self.activation.id, messages.clone(), self.tools.to_vec());
             let response = tokio::select! {
-                r = self.provider.complete(request) => r,
+                r = live::call_model(
+                    &self.owner.tools.store, &self.agent.id, &self.activation.id, self.model, &*self.provider, request,
+                ) => r,
                 _ = cancel.changed() => return AttemptEnd::Done(Ending::Cancelled),
             };
             let response = match response {
