@@ -4,11 +4,15 @@
 //! on `GET /api/projects/:p/stream` — `activation.delta` frames, in order, before the turn they
 //! belong to — adds up to the recorded turn; a tool call whose arguments came in pieces runs;
 //! `stream: false` still works; a stream that goes quiet fails the activation with a clear error.
-//! And in-process: the deltas are coalesced, not one event per piece.
+//! In a real browser (headless Chromium), the text shows on the agent's card and the
+//! activation page while it is being written. And in-process: the deltas are coalesced, not one
+//! event per piece.
 
 #[path = "support/model_stream.rs"]
 mod model_stream;
 mod support;
+#[path = "support/webdriver.rs"]
+mod webdriver;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -371,4 +375,66 @@ async fn deltas_are_coalesced() {
         pieces.len()
     );
     assert!(store.events_after(0, 1000).unwrap().iter().all(|e| !matches!(e.event, Event::ActivationDelta { .. })));
+}
+
+/// The WebUI shows the text while the model is still writing it: on pm's card in the overview,
+/// then on the activation's page; once the turn is recorded the live text goes away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webui_shows_the_text_while_it_streams() {
+    // The first call stops for a while after "… two parts: ", so the page can be looked at.
+    let replies = vec![
+        Reply::stalling(Wire::OpenAi.frames(&first_turn()), 6, Duration::from_secs(8)),
+        Reply::stream(Wire::OpenAi.frames(&second_turn()), GAP),
+    ];
+    let server = StreamServer::start(replies).await;
+    let dir = project(&Wire::OpenAi.provider(&server.url, ""), "");
+    let c = Controller::start(dir.path(), &[]);
+    let b = webdriver::Browser::start().await.unwrap_or_else(|e| panic!("this test needs Chromium: {e}"));
+    let outcome = webui_scenario(&b, &c).await;
+    if let Err(error) = outcome {
+        let html = b.source().await.unwrap_or_default();
+        panic!("{error}\npage:\n{html}\ncontroller log:\n{}", c.stderr());
+    }
+}
+
+async fn webui_scenario(b: &webdriver::Browser, c: &Controller) -> webdriver::Result<()> {
+    b.goto(&c.url("/#/overview")).await?;
+    b.find(r#"[data-live-agent="pm"]"#).await?;
+    b.wait_until("document.querySelector('#conn.conn-live')").await?;
+    let sent = client()
+        .post(c.url(&format!("{P}/messages")))
+        .json(&json!({"recipient": "pm", "body": "Start the work."}))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(sent.status(), 201);
+    b.wait_for_text(r#"[data-live-agent="pm"]"#, "Splitting the work into two parts:").await?;
+
+    let activations = get(c, &format!("{P}/activations?agent=pm")).await;
+    let id = activations["items"][0]["id"].as_str().expect("pm's activation").to_string();
+    b.execute(&format!("location.hash = {};", Value::from(format!("#/activations/{id}"))), vec![]).await?;
+    b.wait_for_text("pre.live-text", "Splitting the work into two parts:").await?;
+    let turn_text = first_turn().full_text();
+    assert!(
+        !get(c, &format!("{P}/agents/pm/history")).await.to_string().contains(&turn_text),
+        "the text was shown before the turn was recorded"
+    );
+    // The stream goes on; once the activation has ended, no live text is left on the page.
+    let mut status = Value::Null;
+    for _ in 0..100 {
+        status = get(c, &format!("{P}/activations/{id}")).await["status"].clone();
+        if status != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(status, "completed");
+    b.wait_until("document.querySelector('section.live').hidden").await?;
+    b.execute("location.hash = '#/overview';", vec![]).await?;
+    b.find(r#"[data-live-agent="pm"]"#).await?;
+    b.wait_until(r#"document.querySelector('[data-live-agent="pm"]').hidden"#).await?;
+    let history = get(c, &format!("{P}/agents/pm/history")).await;
+    let texts: Vec<Value> = assistant_outputs(&history).iter().map(|o| o["content"]["text"].clone()).collect();
+    assert_eq!(texts, [json!(turn_text), json!(second_turn().full_text())]);
+    Ok(())
 }
