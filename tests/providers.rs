@@ -1,6 +1,12 @@
 //! Model providers (issue [E]) against fake OpenAI-compatible and Anthropic servers on 127.0.0.1:
 //! request bodies, response parsing, retries, timeouts, error texts that never carry the key,
 //! model selection, tool-name sanitizing, and the scripted provider with fixture scripts.
+//! Streamed answers (SSE in both wire formats) against the streaming server of
+//! `support/model_stream.rs`: the same response as without streaming, the text pieces in order,
+//! tool-call arguments assembled, stalls, errors mid-stream.
+
+#[path = "support/model_stream.rs"]
+mod model_stream;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -11,10 +17,12 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use model_stream::{Reply as Streamed, StreamServer, Turn};
 use serde_json::{Value, json};
 use suzumio::activation::providers::{
-    ChatMessage, ModelProvider, ModelRequest, ModelTool, ProviderError, ProviderPool, ResolvedModel, RetryPolicy,
-    ScriptedProvider, StopReason, ToolCall, ToolChoice, Usage, build_provider_with, resolve_presets, safe_tool_names,
+    ChatMessage, DeltaSink, ModelProvider, ModelRequest, ModelTool, ProviderError, ProviderPool, ResolvedModel,
+    RetryPolicy, ScriptedProvider, StopReason, ToolCall, ToolChoice, Usage, build_provider_with, resolve_presets,
+    safe_tool_names,
 };
 use suzumio::config::{ModelsConfig, PresetConfig, PresetTarget, ProviderConfig, ProviderKind};
 
@@ -118,6 +126,7 @@ fn provider(id: &str, kind: ProviderKind, base_url: Option<&str>) -> ProviderCon
         base_url_env: None,
         headers: BTreeMap::new(),
         timeout_ms: Some(120_000),
+        chunk_timeout_ms: None,
         options: json!({}),
         script: None,
     }
@@ -138,6 +147,7 @@ fn preset(id: &str, provider: &str, model: &str) -> PresetConfig {
         provider_options: json!({}),
         headers: BTreeMap::new(),
         script: None,
+        stream: true,
     }
 }
 
@@ -1092,4 +1102,249 @@ async fn scripted_providers_come_from_presets_and_keep_state_in_the_pool() {
     let again = pool.get(&model).unwrap();
     assert!(Arc::ptr_eq(&first, &again), "one instance per provider and script");
     assert_eq!(turn(&*again, "pm", "a2", "Write the report").await, "Nothing asked of me yet. | ", "state is kept");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streaming
+
+/// Collects what a streamed call sends to its sink.
+#[derive(Default)]
+struct Pieces(Mutex<Vec<String>>);
+
+impl DeltaSink for Pieces {
+    fn text(&self, delta: &str) {
+        self.0.lock().unwrap().push(delta.to_string());
+    }
+}
+
+impl Pieces {
+    fn all(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+const GAP: Duration = Duration::from_millis(5);
+
+/// A turn with text in pieces and two tool calls whose arguments are split mid-token.
+fn split_turn() -> Turn {
+    Turn::new(&["I'll ", "send ", "it", " now."])
+        .call("call_a", "messages_send", &["{\"recip", "ient\": \"wor", "ker-1\", \"bo", "dy\": \"héllo\"}"])
+        .call("call_b", "coordination_wait_for_signal", &["", "{\"reason\"", ": \"sent\"}"])
+}
+
+fn stream_model(kind: ProviderKind, url: &str) -> ResolvedModel {
+    let id = if kind == ProviderKind::Anthropic { "an" } else { "local" };
+    resolved(provider(id, kind, Some(url)), preset("m", id, "x"))
+}
+
+#[tokio::test]
+async fn openai_streams_give_the_same_response_as_a_plain_call() {
+    let turn = split_turn();
+    let server = StreamServer::start(vec![
+        Streamed::stream(model_stream::openai_frames(&turn), GAP),
+        Streamed::Json(model_stream::openai_json(&turn)),
+    ])
+    .await;
+    let model = stream_model(ProviderKind::OpenAiCompatible, &server.url);
+    let provider = build(&model);
+    let pieces = Pieces::default();
+    let streamed =
+        provider.stream(request(&model, conversation(), vec![tool("messages_send")]), &pieces).await.expect("streams");
+    let plain = provider.complete(request(&model, conversation(), vec![tool("messages_send")])).await.expect("answers");
+    assert_eq!(streamed, plain, "the streamed answer is the plain one");
+    assert_eq!(streamed.text, "I'll send it now.");
+    assert_eq!(pieces.all(), turn.text, "each text piece, in order");
+    assert_eq!(streamed.stop, StopReason::ToolUse);
+    assert_eq!(
+        streamed.usage,
+        Usage { input_tokens: 21, output_tokens: 8, cached_input_tokens: 0 },
+        "from the usage chunk"
+    );
+    assert_eq!(
+        streamed.tool_calls,
+        vec![
+            ToolCall {
+                id: "call_a".into(),
+                name: "messages_send".into(),
+                arguments: json!({"recipient": "worker-1", "body": "héllo"})
+            },
+            ToolCall {
+                id: "call_b".into(),
+                name: "coordination_wait_for_signal".into(),
+                arguments: json!({"reason": "sent"})
+            },
+        ]
+    );
+    let sent = server.requests();
+    assert_eq!(
+        (sent[0]["stream"].clone(), sent[0]["stream_options"].clone()),
+        (json!(true), json!({"include_usage": true}))
+    );
+    assert!(sent[1].get("stream").is_none(), "a plain call does not ask for a stream: {}", sent[1]);
+    assert_eq!(sent[0]["messages"], sent[1]["messages"], "the same conversation either way");
+}
+
+#[tokio::test]
+async fn anthropic_streams_give_the_same_response_as_a_plain_call() {
+    let turn = split_turn();
+    let server = StreamServer::start(vec![
+        Streamed::stream(model_stream::anthropic_frames(&turn), GAP),
+        Streamed::Json(model_stream::anthropic_json(&turn)),
+    ])
+    .await;
+    let model = stream_model(ProviderKind::Anthropic, &server.url);
+    let provider = build(&model);
+    let pieces = Pieces::default();
+    let streamed =
+        provider.stream(request(&model, conversation(), vec![tool("messages_send")]), &pieces).await.expect("streams");
+    let plain = provider.complete(request(&model, conversation(), vec![tool("messages_send")])).await.expect("answers");
+    assert_eq!(streamed, plain, "the streamed answer is the plain one");
+    assert_eq!(pieces.all(), turn.text);
+    assert_eq!(
+        streamed.usage,
+        Usage { input_tokens: 21, output_tokens: 8, cached_input_tokens: 0 },
+        "message_delta's total output count"
+    );
+    assert_eq!(streamed.tool_calls[0].arguments, json!({"recipient": "worker-1", "body": "héllo"}));
+    assert_eq!(server.requests()[0]["stream"], true);
+}
+
+#[tokio::test]
+async fn interleaved_tool_call_pieces_are_assembled_by_index() {
+    // Two calls whose argument pieces alternate, as parallel tool calls may arrive.
+    let chunk = |delta: Value| format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": delta}]}));
+    let call = |index: u64, extra: Value| {
+        json!({"tool_calls": [extra.as_object().unwrap().clone().into_iter()
+        .chain([("index".to_string(), json!(index))]).collect::<serde_json::Map<_, _>>()]})
+    };
+    let frames = vec![
+        chunk(call(0, json!({"id": "c0", "function": {"name": "a", "arguments": "{\"x\":"}}))),
+        chunk(call(1, json!({"id": "c1", "function": {"name": "b", "arguments": "{\"y\""}}))),
+        chunk(call(0, json!({"function": {"arguments": "1}"}}))),
+        chunk(call(1, json!({"function": {"arguments": ":2}"}}))),
+        format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
+        "data: [DONE]\n\n".to_string(),
+    ];
+    let server = StreamServer::start(vec![Streamed::stream(frames, GAP)]).await;
+    let model = stream_model(ProviderKind::OpenAiCompatible, &server.url);
+    let response = build(&model).stream(request(&model, conversation(), Vec::new()), &Pieces::default()).await.unwrap();
+    let calls: Vec<(&str, &str, Value)> =
+        response.tool_calls.iter().map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.clone())).collect();
+    assert_eq!(calls, vec![("c0", "a", json!({"x": 1})), ("c1", "b", json!({"y": 2}))]);
+    assert_eq!((response.text.as_str(), response.usage), ("", Usage::default()), "no usage chunk was sent");
+}
+
+#[tokio::test]
+async fn a_stream_that_goes_quiet_times_out_with_chunk_timeout_ms() {
+    for kind in [ProviderKind::OpenAiCompatible, ProviderKind::Anthropic] {
+        let turn = split_turn();
+        let frames = if kind == ProviderKind::Anthropic {
+            model_stream::anthropic_frames(&turn)
+        } else {
+            model_stream::openai_frames(&turn)
+        };
+        let server = StreamServer::start(vec![Streamed::stalling(frames, 3, Duration::from_secs(5))]).await;
+        let mut model = stream_model(kind.clone(), &server.url);
+        model.provider.chunk_timeout_ms = Some(300);
+        let pieces = Pieces::default();
+        let started = Instant::now();
+        let err = build(&model).stream(request(&model, conversation(), Vec::new()), &pieces).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(3), "gave up after {:?}", started.elapsed());
+        assert!(matches!(err, ProviderError::StreamStalled { after_ms: 300, .. }), "{kind:?}: {err:?}");
+        assert!(
+            err.to_string().ends_with(
+                "the streamed answer stalled: nothing arrived for 300 ms (raise the provider's chunkTimeoutMs)"
+            ),
+            "{err}"
+        );
+        assert_eq!(server.requests().len(), 1, "a stalled stream is not retried");
+    }
+}
+
+#[tokio::test]
+async fn the_whole_request_timeout_bounds_a_slow_stream_too() {
+    // Every piece comes in time, but the whole answer takes longer than timeoutMs.
+    let frames = model_stream::openai_frames(&Turn::new(&["a"; 40]));
+    let server = StreamServer::start(vec![Streamed::stream(frames, Duration::from_millis(50))]).await;
+    let mut model = stream_model(ProviderKind::OpenAiCompatible, &server.url);
+    (model.provider.timeout_ms, model.provider.chunk_timeout_ms) = (Some(600), Some(400));
+    let err = build(&model).stream(request(&model, conversation(), Vec::new()), &Pieces::default()).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Timeout { after_ms: 600, .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn errors_inside_a_stream_fail_the_call() {
+    // Anthropic: an `error` event after the message started.
+    let mut frames = model_stream::anthropic_frames(&Turn::new(&["Par", "tial"]));
+    frames.truncate(4);
+    frames.push(format!(
+        "event: error\ndata: {}\n\n",
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    ));
+    // OpenAI-compatible: the connection ends before a finish reason or [DONE].
+    let mut cut = model_stream::openai_frames(&Turn::new(&["Par", "tial"]));
+    cut.truncate(3);
+    // A server error object in place of a chunk.
+    let error_chunk =
+        vec![format!("data: {}\n\n", json!({"error": {"message": "upstream failed", "code": "server_error"}}))];
+    let an = StreamServer::start(vec![Streamed::stream(frames, GAP)]).await;
+    let oa = StreamServer::start(vec![Streamed::stream(cut, GAP), Streamed::stream(error_chunk, GAP)]).await;
+
+    let model = stream_model(ProviderKind::Anthropic, &an.url);
+    let pieces = Pieces::default();
+    let err = build(&model).stream(request(&model, conversation(), Vec::new()), &pieces).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Stream { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "provider `an` (anthropic): the streamed answer failed: the server sent an error: Overloaded [overloaded_error]"
+    );
+    assert_eq!(pieces.all(), ["Par"], "what arrived before the error was passed on");
+
+    let model = stream_model(ProviderKind::OpenAiCompatible, &oa.url);
+    let provider = build(&model);
+    let err = provider.stream(request(&model, conversation(), Vec::new()), &Pieces::default()).await.unwrap_err();
+    assert!(
+        err.to_string().ends_with("the streamed answer failed: the stream ended before the answer was complete"),
+        "{err}"
+    );
+    let err = provider.stream(request(&model, conversation(), Vec::new()), &Pieces::default()).await.unwrap_err();
+    assert!(err.to_string().ends_with("the server sent an error: upstream failed [server_error]"), "{err}");
+}
+
+#[tokio::test]
+async fn a_stream_request_refused_for_its_size_is_a_context_overflow() {
+    let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#;
+    let server = StreamServer::start(vec![Streamed::Status(400, body.to_string())]).await;
+    let model = stream_model(ProviderKind::Anthropic, &server.url);
+    let err = build(&model).stream(request(&model, conversation(), Vec::new()), &Pieces::default()).await.unwrap_err();
+    assert!(err.is_context_overflow(), "{err:?}");
+    let server = StreamServer::start(vec![Streamed::Status(
+        400,
+        r#"{"error":{"message":"maximum context length is 8192 tokens","code":"context_length_exceeded"}}"#.into(),
+    )])
+    .await;
+    let model = stream_model(ProviderKind::OpenAiCompatible, &server.url);
+    let err = build(&model).stream(request(&model, conversation(), Vec::new()), &Pieces::default()).await.unwrap_err();
+    assert!(err.is_context_overflow(), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_stream_true_is_read_as_plain_json() {
+    let turn = split_turn();
+    let server = StreamServer::start(vec![Streamed::Json(model_stream::openai_json(&turn))]).await;
+    let model = stream_model(ProviderKind::OpenAiCompatible, &server.url);
+    let pieces = Pieces::default();
+    let response = build(&model).stream(request(&model, conversation(), Vec::new()), &pieces).await.expect("answers");
+    assert_eq!(response.text, "I'll send it now.");
+    assert_eq!(response.tool_calls.len(), 2);
+    assert!(pieces.all().is_empty(), "nothing streamed");
+}
+
+#[tokio::test]
+async fn the_scripted_provider_answers_a_stream_call_as_a_plain_one() {
+    let p = play_script();
+    let pieces = Pieces::default();
+    let response = p.stream(scripted_request("worker-2", "act-7", ""), &pieces).await.unwrap();
+    assert_eq!(response.tool_calls[0].name, "file_write");
+    assert!(pieces.all().is_empty());
 }

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::context::{self, Conversation, TokenRate, TokenRates, compaction};
+use super::live;
 use super::prompt::{self, SystemInput};
 use super::providers::{
     ChatMessage, ModelProvider, ModelRequest, ModelTool, ProviderPool, ResolvedModel, RetryPolicy, Usage,
@@ -386,7 +387,9 @@ impl Attempt<'_> {
         while progress.model_steps < max_iterations {
             let (request, chars) = self.fit(conversation, &mut retry_compaction_at).await;
             let response = tokio::select! {
-                r = self.provider.complete(request) => r,
+                r = live::call_model(
+                    &self.owner.tools.store, &self.agent.id, &self.activation.id, self.model, &*self.provider, request,
+                ) => r,
                 _ = cancel.changed() => return AttemptEnd::Done(Ending::Cancelled),
             };
             let response = match response {

@@ -97,6 +97,11 @@ pub enum Event {
         peer_pid: Option<i32>,
         suppressed: u64,
     },
+    /// A piece of the text a model is streaming in an activation. Ephemeral: published with
+    /// [`crate::store::Store::publish_ephemeral`], never stored. `offset` is where `text` starts
+    /// in the current model call's text (0 starts a new call's text).
+    #[serde(rename = "activation.delta", rename_all = "camelCase")]
+    ActivationDelta { activation_id: String, agent_id: String, offset: u64, text: String },
     /// A type this build does not know (read back from a database a newer build wrote).
     #[serde(skip)]
     Unrecognized { kind: String, data: Value },
@@ -162,7 +167,8 @@ impl Event {
             | Event::HistoryAppended { agent_id, .. }
             | Event::AgentQuotaExceeded { agent_id, .. }
             | Event::AgentQuotaOk { agent_id, .. }
-            | Event::SecuritySessionRefused { agent_id, .. } => Some(agent_id),
+            | Event::SecuritySessionRefused { agent_id, .. }
+            | Event::ActivationDelta { agent_id, .. } => Some(agent_id),
             Event::ActivationCompleted(e) | Event::ActivationFailed(e) | Event::ActivationCancelled(e) => {
                 Some(&e.agent_id)
             }

@@ -5,7 +5,9 @@
 //! Shape: [`Store`] is a cheap handle (an `Arc`) over two connections to
 //! `<root>/.suzumio/state.db` — one writer behind a mutex, through which every state change runs
 //! as exactly one transaction together with the events it appends, and one read connection for
-//! queries. After a commit the new events go out on a broadcast channel ([`Store::subscribe`]).
+//! queries. After a commit the new events go out on a broadcast channel ([`Store::subscribe`]);
+//! ephemeral events (live model text) go out on another without being written
+//! ([`Store::publish_ephemeral`]).
 //! The API is synchronous: every call is one short transaction (or one indexed read), so async
 //! callers call it in place; nothing here waits on the network or a lock held across an await.
 //!
@@ -87,6 +89,8 @@ struct Inner {
     writer: Mutex<Connection>,
     reader: Mutex<Connection>,
     events: broadcast::Sender<EventRecord>,
+    /// Ephemeral events ([`Store::publish_ephemeral`]): never written, no id.
+    ephemeral: broadcast::Sender<Event>,
 }
 
 impl std::fmt::Debug for Store {
@@ -142,6 +146,7 @@ impl Store {
                 writer: Mutex::new(writer),
                 reader: Mutex::new(reader),
                 events,
+                ephemeral: broadcast::channel(EVENT_CHANNEL_CAPACITY).0,
             }),
         };
         store.sync_config(config, config_json)?;
@@ -180,6 +185,7 @@ impl Store {
                 writer: Mutex::new(open()?),
                 reader: Mutex::new(reader),
                 events,
+                ephemeral: broadcast::channel(EVENT_CHANNEL_CAPACITY).0,
             }),
         })
     }
@@ -203,6 +209,20 @@ impl Store {
     /// committed, so a receiver never sees a change it cannot read back.
     pub fn subscribe(&self) -> broadcast::Receiver<EventRecord> {
         self.inner.events.subscribe()
+    }
+
+    /// Send an event to the [`Store::subscribe_ephemeral`] receivers without writing it: it
+    /// gets no id, is not in the timeline and is never replayed. For what is only worth seeing
+    /// live and would flood the timeline if stored (`activation.delta`, the model's text as it
+    /// streams in).
+    pub fn publish_ephemeral(&self, event: Event) {
+        // No receivers is not an error: nobody is watching.
+        let _ = self.inner.ephemeral.send(event);
+    }
+
+    /// Ephemeral events published from now on (a receiver that falls behind loses some).
+    pub fn subscribe_ephemeral(&self) -> broadcast::Receiver<Event> {
+        self.inner.ephemeral.subscribe()
     }
 
     /// Events with `id > after_id`, oldest first, at most `limit` (capped at 1000).

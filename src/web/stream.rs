@@ -12,6 +12,12 @@
 //! when the stream is dropped (the client went away or the server stops); beyond that the
 //! route answers 503 with `Retry-After`. A stream holds one page of backlog at a time and reads
 //! the broadcast as the socket takes it, so its memory does not grow with the event log.
+//!
+//! Ephemeral events (`activation.delta`, [`Store::publish_ephemeral`]) are interleaved as they
+//! come, as `data:` only — `{type, data, ephemeral: true}`, no `id:` line, so `Last-Event-ID`
+//! stays on the last stored event — and are not replayed after a reconnect. When both kinds are
+//! waiting, the ephemeral one goes first: it was published before the stored event that ends
+//! it (a model call's text before the recorded turn).
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -23,7 +29,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use tokio::sync::broadcast;
 
-use crate::store::{EventRecord, Store};
+use crate::store::{Event as StoreEvent, EventRecord, Store};
 
 /// How many streams may be open at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,6 +129,7 @@ struct State {
     _slot: Slot,
     store: Store,
     live: broadcast::Receiver<EventRecord>,
+    ephemeral: broadcast::Receiver<StoreEvent>,
     backlog: VecDeque<EventRecord>,
     last: i64,
 }
@@ -132,10 +139,17 @@ pub fn events(store: Store, after: i64, slot: Slot) -> Sse<impl Stream<Item = Re
     // Subscribe before reading the backlog: an event committed in between is then in one of the
     // two (or both: duplicates are dropped by id).
     let live = store.subscribe();
-    let state = State { _slot: slot, store, live, backlog: VecDeque::new(), last: after };
+    let ephemeral = store.subscribe_ephemeral();
+    let state = State { _slot: slot, store, live, ephemeral, backlog: VecDeque::new(), last: after };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         loop {
             if s.backlog.is_empty() {
+                // Published before the rows about to be read (the text before its turn), so first.
+                match s.ephemeral.try_recv() {
+                    Ok(event) => return Some((Ok(ephemeral_sse(&event)), s)),
+                    Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
+                    Err(_) => {}
+                }
                 match s.store.events_after(s.last, PAGE) {
                     Ok(page) => s.backlog.extend(page),
                     // The stream stays open; the next wake-up reads the backlog again.
@@ -149,7 +163,17 @@ pub fn events(store: Store, after: i64, slot: Slot) -> Sse<impl Stream<Item = Re
                 s.last = event.id;
                 return Some((Ok(to_sse(&event)), s));
             }
-            match s.live.recv().await {
+            let stored = tokio::select! {
+                biased;
+                passing = s.ephemeral.recv() => match passing {
+                    Ok(event) => return Some((Ok(ephemeral_sse(&event)), s)),
+                    // Lost pieces of live text are not worth a gap in the stored ones.
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                stored = s.live.recv() => stored,
+            };
+            match stored {
                 Ok(event) if event.id <= s.last => continue,
                 Ok(event) if event.id == s.last + 1 => {
                     s.last = event.id;
@@ -167,6 +191,11 @@ pub fn events(store: Store, after: i64, slot: Slot) -> Sse<impl Stream<Item = Re
 
 fn to_sse(event: &EventRecord) -> Event {
     Event::default().id(event.id.to_string()).data(serde_json::to_string(event).unwrap_or_default())
+}
+
+fn ephemeral_sse(event: &StoreEvent) -> Event {
+    let (kind, data) = event.to_parts();
+    Event::default().data(serde_json::json!({"type": kind, "data": data, "ephemeral": true}).to_string())
 }
 
 #[cfg(test)]

@@ -16,13 +16,19 @@
 //! extended thinking instead would require replaying signed thinking blocks, which the neutral
 //! history does not keep. `providerOptions.anthropic` and `providerOptions.<provider id>` fields
 //! are added to the body (e.g. `metadata`).
+//!
+//! Streamed (`stream: true`): the `message_start` message gets its content blocks from
+//! `content_block_start` and the `text_delta` / `input_json_delta` pieces, its stop reason and
+//! usage from `message_delta`, and the same parser reads it, so both paths give the same
+//! [`ModelResponse`]. An `error` event fails the call like an HTTP error.
 
+use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
-use super::http::{HttpClient, credential_values};
+use super::http::{Flow, HttpClient, Streamed, credential_values, error_message};
 use super::{
-    ChatMessage, HttpSettings, ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderFuture, StopReason,
-    ToolCall, ToolChoice, Usage, invalid_json, merge_provider_options,
+    ChatMessage, DeltaSink, HttpSettings, ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderFuture,
+    StopReason, ToolCall, ToolChoice, Usage, invalid_json, merge_provider_options,
 };
 use crate::config::ProviderConfig;
 
@@ -120,24 +126,173 @@ impl ModelProvider for AnthropicProvider {
     fn complete(&self, request: ModelRequest) -> ProviderFuture<'_> {
         Box::pin(async move {
             let body = self.body(&request);
-            let mut pairs: Vec<(String, String)> = Vec::new();
-            if let Some(key) = &self.api_key {
-                pairs.push(("x-api-key".into(), key.clone()));
-            }
-            pairs.push(("anthropic-version".into(), ANTHROPIC_VERSION.into()));
-            pairs.extend(self.headers.iter().cloned());
-            pairs.extend(request.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-            let headers = self.http.headers(&pairs)?;
+            let headers = self.headers(&request)?;
             let answer = self.http.post_json(&self.url(), headers, &body, credential_values(&request.headers)).await?;
-            parse_response(&answer).map_err(|message| ProviderError::BadResponse {
-                provider: self.http.label().to_string(),
-                message: self.http.redact(&message),
-            })
+            self.parse(&answer)
+        })
+    }
+
+    fn stream<'a>(&'a self, request: ModelRequest, sink: &'a dyn DeltaSink) -> ProviderFuture<'a> {
+        Box::pin(async move {
+            let mut body = self.body(&request);
+            body["stream"] = json!(true);
+            let headers = self.headers(&request)?;
+            let mut message = StreamedMessage::default();
+            let streamed = self
+                .http
+                .post_stream(&self.url(), headers, &body, credential_values(&request.headers), |event, data| {
+                    message.feed(event, data, sink)
+                })
+                .await?;
+            let answer = match streamed {
+                Streamed::Json(json) => json,
+                Streamed::Events => message
+                    .finish()
+                    .map_err(|message| ProviderError::Stream { provider: self.http.label().to_string(), message })?,
+            };
+            self.parse(&answer)
         })
     }
 
     fn describe(&self) -> String {
         format!("{} at {}", self.http.label(), self.http.redact(&self.base_url))
+    }
+}
+
+impl AnthropicProvider {
+    fn headers(&self, request: &ModelRequest) -> Result<HeaderMap, ProviderError> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        if let Some(key) = &self.api_key {
+            pairs.push(("x-api-key".into(), key.clone()));
+        }
+        pairs.push(("anthropic-version".into(), ANTHROPIC_VERSION.into()));
+        pairs.extend(self.headers.iter().cloned());
+        pairs.extend(request.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.http.headers(&pairs)
+    }
+
+    fn parse(&self, answer: &Value) -> Result<ModelResponse, ProviderError> {
+        parse_response(answer).map_err(|message| ProviderError::BadResponse {
+            provider: self.http.label().to_string(),
+            message: self.http.redact(&message),
+        })
+    }
+}
+
+/// A streamed message (`message_start`, `content_block_*`, `message_delta`, `message_stop`),
+/// put back together into the message a non-streamed call gets, so that one parser reads both.
+#[derive(Default)]
+struct StreamedMessage {
+    /// From `message_start`, with `message_delta`'s stop reason and usage merged in.
+    message: Option<Value>,
+    /// Content blocks by their `index`, each with the `input_json_delta` pieces of a tool use.
+    blocks: Vec<(u64, Value, String)>,
+    done: bool,
+}
+
+impl StreamedMessage {
+    fn feed(&mut self, event: &str, data: &str, sink: &dyn DeltaSink) -> Result<Flow, String> {
+        let parsed: Value = match serde_json::from_str(data) {
+            Ok(value) => value,
+            Err(e) if event == "ping" => {
+                tracing::debug!("an unreadable ping ({e}) is ignored");
+                return Ok(Flow::More);
+            }
+            Err(e) => return Err(format!("a `{event}` event is not JSON ({e})")),
+        };
+        let kind = parsed.get("type").and_then(Value::as_str).unwrap_or(event);
+        match kind {
+            "message_start" => {
+                let message = parsed.get("message").ok_or("message_start has no message")?;
+                self.message = Some(message.clone());
+            }
+            "content_block_start" => {
+                let index = parsed.get("index").and_then(Value::as_u64).unwrap_or(self.blocks.len() as u64);
+                let block = parsed.get("content_block").cloned().ok_or("content_block_start has no content_block")?;
+                if block.get("type").and_then(Value::as_str) == Some("text") {
+                    // The non-streamed parser joins text blocks with a line break.
+                    if self.blocks.iter().any(|(_, b, _)| b.get("type").and_then(Value::as_str) == Some("text")) {
+                        sink.text("\n");
+                    }
+                    if let Some(text) = block.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                        sink.text(text);
+                    }
+                }
+                self.blocks.push((index, block, String::new()));
+            }
+            "content_block_delta" => {
+                let index = parsed.get("index").and_then(Value::as_u64);
+                let delta = parsed.get("delta").ok_or("content_block_delta has no delta")?;
+                let Some((_, block, partial_json)) = self.blocks.iter_mut().rev().find(|(i, _, _)| Some(*i) == index)
+                else {
+                    return Err(format!("a delta for content block {index:?}, which never started"));
+                };
+                match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => {
+                        let piece = delta.get("text").and_then(Value::as_str).unwrap_or_default();
+                        sink.text(piece);
+                        let text = block.get("text").and_then(Value::as_str).unwrap_or_default();
+                        block["text"] = json!(format!("{text}{piece}"));
+                    }
+                    Some("input_json_delta") => {
+                        partial_json.push_str(delta.get("partial_json").and_then(Value::as_str).unwrap_or_default());
+                    }
+                    // thinking, signatures, citations: nothing the loop acts on.
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                let message = self.message.as_mut().ok_or("message_delta before message_start")?;
+                if let Some(delta) = parsed.get("delta").and_then(Value::as_object) {
+                    for (key, value) in delta {
+                        message[key.as_str()] = value.clone();
+                    }
+                }
+                // Counts in message_delta are totals so far: they replace those of message_start.
+                if let Some(usage) = parsed.get("usage").and_then(Value::as_object) {
+                    if !message.get("usage").is_some_and(Value::is_object) {
+                        message["usage"] = json!({});
+                    }
+                    for (key, value) in usage.iter().filter(|(_, v)| !v.is_null()) {
+                        message["usage"][key.as_str()] = value.clone();
+                    }
+                }
+            }
+            "message_stop" => {
+                self.done = true;
+                return Ok(Flow::Done);
+            }
+            "error" => return Err(format!("the server sent an error: {}", error_message(data))),
+            // ping, content_block_stop, and event types added later (the API says to ignore them).
+            _ => {}
+        }
+        Ok(Flow::More)
+    }
+
+    /// The message as a non-streamed call would have got it. A stream that ended before
+    /// `message_stop` is an error: the answer may be cut short.
+    fn finish(self) -> Result<Value, String> {
+        let Some(mut message) = self.message else {
+            return Err("the stream ended before message_start".to_string());
+        };
+        if !self.done {
+            return Err("the stream ended before message_stop".to_string());
+        }
+        let mut blocks = self.blocks;
+        blocks.sort_by_key(|(index, _, _)| *index);
+        let content: Vec<Value> = blocks
+            .into_iter()
+            .map(|(_, mut block, partial_json)| {
+                if block.get("type").and_then(Value::as_str) == Some("tool_use") && !partial_json.trim().is_empty() {
+                    // Unparsable input is kept as text, for the loop to report to the model.
+                    block["input"] =
+                        serde_json::from_str(&partial_json).unwrap_or_else(|_| invalid_json(&partial_json));
+                }
+                block
+            })
+            .collect();
+        message["content"] = Value::Array(content);
+        Ok(message)
     }
 }
 

@@ -1,13 +1,17 @@
 //! HTTP plumbing shared by the OpenAI-style and Anthropic providers: one rustls `reqwest::Client`
 //! per provider (with `timeoutMs` and a connect timeout), POSTing JSON with retries (see
-//! [`RetryPolicy`]), and turning failures into [`ProviderError`]s whose messages never carry the
-//! API key. It knows nothing about either wire format.
+//! [`RetryPolicy`]), reading a streamed answer as server-sent events, and turning failures into
+//! [`ProviderError`]s whose messages never carry the API key. It knows nothing about either wire
+//! format.
 //!
-//! `chunkTimeoutMs` is not used: we do not stream responses, so the whole-request `timeoutMs` is
-//! the only deadline that applies.
+//! Deadlines: `timeoutMs` bounds the whole request, a streamed body included; on a stream,
+//! `chunkTimeoutMs` (else `timeoutMs`) also bounds the wait for each next piece of it. Retries
+//! happen only before an answer starts: once a stream has begun, part of it was already shown.
 
 use std::time::Duration;
 
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures_util::StreamExt;
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
@@ -72,6 +76,23 @@ pub(crate) struct HttpClient {
     redactor: Redactor,
     retry: RetryPolicy,
     timeout_ms: Option<u64>,
+    /// The longest wait for the next piece of a streamed answer.
+    idle_ms: Option<u64>,
+}
+
+/// What a streamed POST got back.
+pub(crate) enum Streamed {
+    /// The events were handed to the caller, to the end of the stream.
+    Events,
+    /// The server answered with plain JSON instead (it ignored `stream: true`).
+    Json(Value),
+}
+
+/// What the caller of [`HttpClient::post_stream`] says after each event.
+pub(crate) enum Flow {
+    More,
+    /// The answer is complete (`[DONE]`, `message_stop`): stop reading.
+    Done,
 }
 
 impl HttpClient {
@@ -93,6 +114,7 @@ impl HttpClient {
             redactor: Redactor::new(secrets),
             retry: settings.retry.clone(),
             timeout_ms: config.timeout_ms,
+            idle_ms: config.chunk_timeout_ms.or(config.timeout_ms),
         })
     }
 
@@ -128,8 +150,74 @@ impl HttpClient {
         body: &Value,
         extra_secrets: Vec<String>,
     ) -> Result<Value, ProviderError> {
+        let redactor = self.redactor_with(extra_secrets);
+        let response = self.send(url, headers, body, &redactor).await?;
+        self.read_json(response, &redactor).await
+    }
+
+    /// POST `body` and read the answer as server-sent events, handing each event's name and
+    /// data to `on_event` until it says [`Flow::Done`] or the stream ends. An error `on_event`
+    /// returns ends the call as [`ProviderError::Stream`].
+    pub async fn post_stream(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        body: &Value,
+        extra_secrets: Vec<String>,
+        mut on_event: impl FnMut(&str, &str) -> Result<Flow, String>,
+    ) -> Result<Streamed, ProviderError> {
+        let redactor = self.redactor_with(extra_secrets);
+        let response = self.send(url, headers, body, &redactor).await?;
+        let is_json = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("application/json"));
+        if is_json {
+            return self.read_json(response, &redactor).await.map(Streamed::Json);
+        }
+        // `chunk()` needs no extra reqwest feature; the decoder wants a stream of byte chunks.
+        let chunks = futures_util::stream::try_unfold(response, |mut response| async move {
+            Ok::<_, reqwest::Error>(response.chunk().await?.map(|chunk| (chunk, response)))
+        });
+        let mut events = std::pin::pin!(chunks.eventsource());
+        loop {
+            let next = match self.idle_ms {
+                Some(ms) => tokio::time::timeout(Duration::from_millis(ms), events.next())
+                    .await
+                    .map_err(|_| ProviderError::StreamStalled { provider: self.label.clone(), after_ms: ms })?,
+                None => events.next().await,
+            };
+            let event = match next {
+                None => return Ok(Streamed::Events),
+                Some(Ok(event)) => event,
+                Some(Err(EventStreamError::Transport(e))) => return Err(self.transport_error(e, &redactor)),
+                Some(Err(e)) => {
+                    return Err(self.stream_error(&format!("the event stream is malformed: {e}"), &redactor));
+                }
+            };
+            match on_event(&event.event, &event.data) {
+                Ok(Flow::More) => {}
+                Ok(Flow::Done) => return Ok(Streamed::Events),
+                Err(message) => return Err(self.stream_error(&message, &redactor)),
+            }
+        }
+    }
+
+    fn redactor_with(&self, extra_secrets: Vec<String>) -> Redactor {
         let mut redactor = self.redactor.clone();
         redactor.add(extra_secrets);
+        redactor
+    }
+
+    /// Send until a successful answer's headers are in, retrying as the policy says.
+    async fn send(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        body: &Value,
+        redactor: &Redactor,
+    ) -> Result<reqwest::Response, ProviderError> {
         let mut retries = 0u32;
         loop {
             let sent = self.client.post(url).headers(headers.clone()).json(body).send().await;
@@ -137,11 +225,7 @@ impl HttpClient {
                 Ok(response) => {
                     let status = response.status();
                     if status.is_success() {
-                        let text = response.text().await.map_err(|e| self.transport_error(e, &redactor))?;
-                        return serde_json::from_str(&text).map_err(|e| ProviderError::BadResponse {
-                            provider: self.label.clone(),
-                            message: format!("the answer is not JSON ({e}): {}", excerpt(&redactor.redact(&text))),
-                        });
+                        return Ok(response);
                     }
                     let header =
                         |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -149,7 +233,7 @@ impl HttpClient {
                     // Reading an error body can fail too; the status alone still says what happened.
                     let text = response.text().await.unwrap_or_default();
                     if !is_retryable(status) || retries >= self.retry.max_retries {
-                        return Err(self.status_error(status, &text, retries, &redactor));
+                        return Err(self.status_error(status, &text, retries, redactor));
                     }
                     let delay = self.retry.delay(retries, retry_after.as_deref(), retry_after_ms.as_deref());
                     (delay, format!("HTTP {}", status.as_u16()))
@@ -157,7 +241,7 @@ impl HttpClient {
                 Err(error) => {
                     let connection_failed = error.is_connect() || (error.is_request() && !error.is_timeout());
                     if !connection_failed || retries >= self.retry.max_retries {
-                        return Err(self.transport_error(error, &redactor));
+                        return Err(self.transport_error(error, redactor));
                     }
                     (self.retry.delay(retries, None, None), "connection error".to_string())
                 }
@@ -172,6 +256,25 @@ impl HttpClient {
             );
             self.retry.sleep(delay).await;
         }
+    }
+
+    async fn read_json(&self, response: reqwest::Response, redactor: &Redactor) -> Result<Value, ProviderError> {
+        let text = response.text().await.map_err(|e| self.transport_error(e, redactor))?;
+        serde_json::from_str(&text).map_err(|e| ProviderError::BadResponse {
+            provider: self.label.clone(),
+            message: format!("the answer is not JSON ({e}): {}", excerpt(&redactor.redact(&text))),
+        })
+    }
+
+    /// A failure the server reported inside a stream (or a stream we cannot read). The texts
+    /// that mean "too long" still count as a context overflow.
+    fn stream_error(&self, message: &str, redactor: &Redactor) -> ProviderError {
+        let provider = self.label.clone();
+        let message = excerpt(&redactor.redact(message));
+        if is_context_overflow(&message) {
+            return ProviderError::ContextOverflow { provider, message };
+        }
+        ProviderError::Stream { provider, message }
     }
 
     fn transport_error(&self, error: reqwest::Error, redactor: &Redactor) -> ProviderError {
@@ -202,7 +305,7 @@ fn is_retryable(status: StatusCode) -> bool {
 
 /// The readable part of an error body: `error.message` (OpenAI and Anthropic both use it) with
 /// the error code or type, else the body itself.
-fn error_message(body: &str) -> String {
+pub(crate) fn error_message(body: &str) -> String {
     let trimmed = body.trim();
     if trimmed.is_empty() {
         return "(empty response body)".to_string();

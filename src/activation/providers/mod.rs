@@ -3,8 +3,9 @@
 //! reference §6.4), tool-name sanitizing for models (reference §4), and the three providers:
 //! `openai-compatible`/`openai` (Chat Completions with tools, `openai.rs`), `anthropic` (Messages
 //! API with `tool_use`, `anthropic.rs`) and the deterministic `scripted` provider (`scripted.rs`).
-//! HTTP plumbing shared by the two HTTP providers (client, retries, error mapping, key redaction)
-//! is in `http.rs`.
+//! HTTP plumbing shared by the two HTTP providers (client, retries, streamed answers, error
+//! mapping, key redaction) is in `http.rs`. Both HTTP providers stream ([`ModelProvider::stream`]):
+//! the caller picks `stream` or `complete` by the preset's `stream` key.
 //!
 //! It does not run tools, store history or decide when an activation ends: that is the loop's job.
 //! The types here are internal; only `openai.rs` and `anthropic.rs` know wire formats.
@@ -193,9 +194,23 @@ pub struct ModelResponse {
 
 pub type ProviderFuture<'a> = Pin<Box<dyn Future<Output = Result<ModelResponse, ProviderError>> + Send + 'a>>;
 
+/// Where a streamed answer's text goes as it arrives (see [`ModelProvider::stream`]). The pieces,
+/// in order, add up to the response's `text`.
+pub trait DeltaSink: Send + Sync {
+    fn text(&self, delta: &str);
+}
+
 /// A model endpoint. Implementations are cheap to share (`Arc`) and safe to call concurrently.
 pub trait ModelProvider: Send + Sync {
     fn complete(&self, request: ModelRequest) -> ProviderFuture<'_>;
+    /// The same call with the answer streamed (SSE from the provider): its text goes to `sink`
+    /// as it arrives, tool-call arguments are assembled from the pieces, and the result is the
+    /// [`ModelResponse`] that `complete` would have returned. A provider that cannot stream
+    /// answers as `complete` does and sends nothing to `sink`.
+    fn stream<'a>(&'a self, request: ModelRequest, sink: &'a dyn DeltaSink) -> ProviderFuture<'a> {
+        let _ = sink;
+        self.complete(request)
+    }
     /// A one-line description for logs and errors (never contains a key).
     fn describe(&self) -> String;
 }
@@ -216,6 +231,15 @@ pub enum ProviderError {
     /// The request does not fit the model (reference §6.6); the loop compacts history and retries.
     #[error("{provider}: the request exceeds the model's context window: {message}")]
     ContextOverflow { provider: String, message: String },
+    /// A streamed answer stopped arriving.
+    #[error(
+        "{provider}: the streamed answer stalled: nothing arrived for {after_ms} ms (raise the provider's chunkTimeoutMs)"
+    )]
+    StreamStalled { provider: String, after_ms: u64 },
+    /// A streamed answer failed after it started: the server sent an error event, broke off, or
+    /// sent something unreadable.
+    #[error("{provider}: the streamed answer failed: {message}")]
+    Stream { provider: String, message: String },
     #[error("{provider}: cannot reach the server: {message}")]
     Network { provider: String, message: String },
     #[error("provider `{provider}` needs an API key: {}", missing_key_hint(.provider, .env.as_deref()))]

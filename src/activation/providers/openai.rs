@@ -7,13 +7,19 @@
 //! and `top_k` (servers such as vLLM accept it), reads `providerOptions.openaiCompatible`, and
 //! needs no API key. Both read `providerOptions.<provider id>` and send the preset's
 //! `reasoningEffort` as `reasoning_effort` (where reference §6.4 puts it through the AI SDK).
+//!
+//! Streamed (`stream: true`, with `stream_options.include_usage` for the usage chunk): the
+//! `choices[0].delta` pieces are put back together — text in order, tool calls by their `index`
+//! with their `arguments` concatenated — into the JSON a non-streamed call returns, and the same
+//! parser reads it, so both paths give the same [`ModelResponse`].
 
+use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
-use super::http::{HttpClient, credential_values};
+use super::http::{Flow, HttpClient, Streamed, credential_values, error_message};
 use super::{
-    ChatMessage, HttpSettings, ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderFuture, StopReason,
-    ToolCall, ToolChoice, Usage, invalid_arguments, merge_provider_options,
+    ChatMessage, DeltaSink, HttpSettings, ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderFuture,
+    StopReason, ToolCall, ToolChoice, Usage, invalid_arguments, merge_provider_options,
 };
 use crate::config::{ProviderConfig, ProviderKind};
 
@@ -91,24 +97,205 @@ impl ModelProvider for OpenAiProvider {
     fn complete(&self, request: ModelRequest) -> ProviderFuture<'_> {
         Box::pin(async move {
             let body = self.body(&request);
-            let mut pairs: Vec<(String, String)> = Vec::new();
-            if let Some(key) = &self.api_key {
-                pairs.push(("authorization".into(), format!("Bearer {key}")));
+            let headers = self.headers(&request)?;
+            let answer = self.http.post_json(&self.url(), headers, &body, credential_values(&request.headers)).await?;
+            self.parse(&answer)
+        })
+    }
+
+    fn stream<'a>(&'a self, request: ModelRequest, sink: &'a dyn DeltaSink) -> ProviderFuture<'a> {
+        Box::pin(async move {
+            let mut body = self.body(&request);
+            if let Some(map) = body.as_object_mut() {
+                map.insert("stream".into(), json!(true));
+                // Usage comes in a last chunk only when asked for; providerOptions may say otherwise.
+                map.entry("stream_options").or_insert_with(|| json!({"include_usage": true}));
             }
-            pairs.extend(self.headers.iter().cloned());
-            pairs.extend(request.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-            let headers = self.http.headers(&pairs)?;
-            let url = format!("{}/chat/completions", self.base_url);
-            let answer = self.http.post_json(&url, headers, &body, credential_values(&request.headers)).await?;
-            parse_response(&answer).map_err(|message| ProviderError::BadResponse {
-                provider: self.http.label().to_string(),
-                message: self.http.redact(&message),
-            })
+            let headers = self.headers(&request)?;
+            let mut answer = StreamedAnswer::default();
+            let streamed = self
+                .http
+                .post_stream(&self.url(), headers, &body, credential_values(&request.headers), |_, data| {
+                    answer.feed(data, sink)
+                })
+                .await?;
+            let answer = match streamed {
+                Streamed::Json(json) => json,
+                Streamed::Events => answer
+                    .finish(sink)
+                    .map_err(|message| ProviderError::Stream { provider: self.http.label().to_string(), message })?,
+            };
+            self.parse(&answer)
         })
     }
 
     fn describe(&self) -> String {
         format!("{} at {}", self.http.label(), self.http.redact(&self.base_url))
+    }
+}
+
+impl OpenAiProvider {
+    fn url(&self) -> String {
+        format!("{}/chat/completions", self.base_url)
+    }
+
+    fn headers(&self, request: &ModelRequest) -> Result<HeaderMap, ProviderError> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        if let Some(key) = &self.api_key {
+            pairs.push(("authorization".into(), format!("Bearer {key}")));
+        }
+        pairs.extend(self.headers.iter().cloned());
+        pairs.extend(request.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.http.headers(&pairs)
+    }
+
+    fn parse(&self, answer: &Value) -> Result<ModelResponse, ProviderError> {
+        parse_response(answer).map_err(|message| ProviderError::BadResponse {
+            provider: self.http.label().to_string(),
+            message: self.http.redact(&message),
+        })
+    }
+}
+
+/// A streamed answer (`chat.completion.chunk`s), put back together into the JSON a
+/// non-streamed call gets, so that one parser reads both.
+#[derive(Default)]
+struct StreamedAnswer {
+    text: String,
+    refusal: String,
+    /// Tool calls by their `index`, in index order; the arguments arrive in pieces.
+    calls: Vec<PartialCall>,
+    finish_reason: Option<Value>,
+    usage: Option<Value>,
+    done: bool,
+}
+
+struct PartialCall {
+    index: u64,
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+impl StreamedAnswer {
+    fn feed(&mut self, data: &str, sink: &dyn DeltaSink) -> Result<Flow, String> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(Flow::Done);
+        }
+        if data.is_empty() {
+            return Ok(Flow::More);
+        }
+        let chunk: Value =
+            serde_json::from_str(data).map_err(|e| format!("a chunk is not JSON ({e}): {}", shorten(data)))?;
+        if chunk.get("error").is_some() {
+            return Err(format!("the server sent an error: {}", error_message(data)));
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.usage = Some(usage.clone());
+        }
+        // Like the non-streamed answer, only the first choice counts.
+        let first = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0);
+        for choice in first {
+            if let Some(reason) = choice.get("finish_reason").filter(|r| !r.is_null()) {
+                self.finish_reason = Some(reason.clone());
+            }
+            let Some(delta) = choice.get("delta") else {
+                continue;
+            };
+            let content = content_text(delta.get("content"));
+            if !content.is_empty() {
+                sink.text(&content);
+                self.text.push_str(&content);
+            }
+            if let Some(refusal) = delta.get("refusal").and_then(Value::as_str) {
+                self.refusal.push_str(refusal);
+            }
+            for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+                self.call_delta(call);
+            }
+        }
+        Ok(Flow::More)
+    }
+
+    fn call_delta(&mut self, call: &Value) {
+        let id = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
+        let index = match call.get("index").and_then(Value::as_u64) {
+            Some(index) => index,
+            // Servers that send no index: a new id starts a call, anything else continues the last.
+            None => match id.and_then(|id| self.calls.iter().find(|c| c.id.as_deref() == Some(id))) {
+                Some(known) => known.index,
+                None if id.is_some() || self.calls.is_empty() => self.calls.last().map_or(0, |c| c.index + 1),
+                None => self.calls.last().map_or(0, |c| c.index),
+            },
+        };
+        let at = match self.calls.iter().position(|c| c.index == index) {
+            Some(at) => at,
+            None => {
+                let at = self.calls.partition_point(|c| c.index < index);
+                self.calls.insert(at, PartialCall { index, id: None, name: String::new(), arguments: String::new() });
+                at
+            }
+        };
+        let partial = &mut self.calls[at];
+        if let Some(id) = id {
+            partial.id = Some(id.to_string());
+        }
+        let function = call.get("function");
+        if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str)
+            && partial.name.is_empty()
+        {
+            partial.name = name.to_string();
+        }
+        match function.and_then(|f| f.get("arguments")) {
+            Some(Value::String(piece)) => partial.arguments.push_str(piece),
+            // Some compatible servers send the arguments whole, as an object.
+            Some(whole) if whole.is_object() => partial.arguments = whole.to_string(),
+            _ => {}
+        }
+    }
+
+    /// The answer as a non-streamed call would have got it. A stream that ended before it said
+    /// it was done (`[DONE]` or a finish reason) is an error: the answer may be cut short.
+    fn finish(self, sink: &dyn DeltaSink) -> Result<Value, String> {
+        if !self.done && self.finish_reason.is_none() {
+            return Err("the stream ended before the answer was complete".to_string());
+        }
+        // A refusal stands in for the text (as in `parse_response`), so it is the text shown.
+        if self.text.is_empty() && !self.refusal.is_empty() {
+            sink.text(&self.refusal);
+        }
+        let mut message = Map::new();
+        message.insert("role".into(), json!("assistant"));
+        message.insert("content".into(), json!(self.text));
+        if !self.refusal.is_empty() {
+            message.insert("refusal".into(), json!(self.refusal));
+        }
+        if !self.calls.is_empty() {
+            let calls: Vec<Value> = self
+                .calls
+                .into_iter()
+                .map(|c| {
+                    let mut call = json!({"type": "function", "function": {"name": c.name, "arguments": c.arguments}});
+                    if let Some(id) = c.id {
+                        call["id"] = json!(id);
+                    }
+                    call
+                })
+                .collect();
+            message.insert("tool_calls".into(), Value::Array(calls));
+        }
+        let mut answer = json!({"choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}]});
+        if let Some(usage) = self.usage {
+            answer["usage"] = usage;
+        }
+        Ok(answer)
     }
 }
 

@@ -121,10 +121,11 @@ export async function latestEvents(api, countHint, n = 100) {
  * stream route is missing or keeps failing, the same route is polled instead.
  */
 export class EventStream {
-  constructor(api, { onEvent, onState }) {
+  constructor(api, { onEvent, onState, onLive }) {
     this.api = api;
     this.onEvent = onEvent;
     this.onState = onState;
+    this.onLive = onLive;
     this.lastId = null;
     this.queue = Promise.resolve();
     this.source = null;
@@ -178,6 +179,11 @@ export class EventStream {
       return;
     }
     if (!event || typeof event !== "object") return;
+    // Ephemeral frames (live model text) have no id: not part of the timeline, never refetched.
+    if (event.ephemeral) {
+      this.onLive?.(event);
+      return;
+    }
     if (event.id === undefined && e.lastEventId) event.id = Number(e.lastEventId);
     this.enqueue(async () => {
       const id = Number(event.id);

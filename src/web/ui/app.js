@@ -1,5 +1,6 @@
 // The app shell: picks the project, keeps the shared state (project summary, roster,
-// channels), runs the live event stream, and routes `#/<view>[/<key>]` to a view module.
+// channels, the live text of running model calls), runs the live event stream, and routes
+// `#/<view>[/<key>]` to a view module.
 //
 // A view module exports `render(root, ctx, key)`; it may return a cleanup function. Whatever
 // it subscribes to through `ctx` is released when the route changes.
@@ -30,9 +31,12 @@ const state = {
   recentEvents: [], // newest last, at most 200: the events view starts from these
   eventsReady: false,
   eventsError: null,
+  // The text of each running model call so far, from `activation.delta` frames:
+  // activation id → { agentId, text, chars }. Dropped once the turn is recorded.
+  live: new Map(),
 };
 
-const listeners = { event: new Set(), state: new Set(), stream: new Set() };
+const listeners = { event: new Set(), state: new Set(), stream: new Set(), live: new Set() };
 
 function emit(kind, value) {
   for (const fn of [...listeners[kind]]) {
@@ -126,6 +130,29 @@ function renderConn() {
   replace(conn, h("span", { class: "dot", "aria-hidden": "true" }), STREAM_LABELS[state.stream] ?? state.stream);
 }
 
+// --- live model text ----------------------------------------------------------------------
+
+function onLive(event) {
+  if (event.type !== "activation.delta") return;
+  const d = event.data || {};
+  const piece = String(d.text ?? "");
+  const entry = state.live.get(d.activationId);
+  // `offset` counts characters (not UTF-16 units); 0 starts a new model call's text.
+  if (d.offset === 0) state.live.set(d.activationId, { agentId: d.agentId, text: piece, chars: [...piece].length });
+  else if (entry && entry.chars === d.offset) {
+    entry.text += piece;
+    entry.chars += [...piece].length;
+  } else return; // a piece of a turn already recorded, or of one whose start was missed
+  emit("live", { activationId: d.activationId, agentId: d.agentId });
+}
+
+// The recorded turn (or the activation's end) replaces the live text.
+function endLive(event) {
+  const d = event.data || {};
+  const done = (event.type === "history.appended" && d.kind === "assistant_output") || /^activation\.(completed|failed|cancelled)$/.test(event.type ?? "");
+  if (done && state.live.delete(d.activationId)) emit("live", { activationId: d.activationId, agentId: d.agentId });
+}
+
 // --- routing ------------------------------------------------------------------------------
 
 let cleanup = [];
@@ -147,6 +174,7 @@ function context(route) {
     onEvent: (fn) => subscribe("event", fn),
     onState: (fn) => subscribe("state", fn),
     onStream: (fn) => subscribe("stream", fn),
+    onLive: (fn) => subscribe("live", fn),
     refreshProject,
     navigate: (view, key) => {
       location.hash = routeHash(view, key);
@@ -217,8 +245,10 @@ async function start() {
       state.recentEvents.push(event);
       if (state.recentEvents.length > 200) state.recentEvents.splice(0, state.recentEvents.length - 200);
       if (SUMMARY_EVENTS.test(event.type ?? "")) refreshSoon();
+      endLive(event);
       emit("event", event);
     },
+    onLive,
     onState: (s) => {
       state.stream = s;
       renderConn();

@@ -355,6 +355,9 @@ pub struct ProviderConfig {
     pub headers: BTreeMap<String, String>,
     /// `None` = no timeout (`timeoutMs: false`).
     pub timeout_ms: Option<u64>,
+    /// `chunkTimeoutMs`: the longest wait for the next piece of a streamed answer. `None` = the
+    /// same as `timeout_ms`.
+    pub chunk_timeout_ms: Option<u64>,
     pub options: serde_json::Value,
     /// Scripted provider: the YAML script (absolute path), if any.
     pub script: Option<PathBuf>,
@@ -372,6 +375,7 @@ impl fmt::Debug for ProviderConfig {
             .field("base_url_env", &self.base_url_env)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("timeout_ms", &self.timeout_ms)
+            .field("chunk_timeout_ms", &self.chunk_timeout_ms)
             .field("script", &self.script)
             .finish_non_exhaustive()
     }
@@ -408,6 +412,10 @@ pub struct PresetConfig {
     pub headers: BTreeMap<String, String>,
     /// Scripted provider: a script for this preset (overrides the provider's).
     pub script: Option<PathBuf>,
+    /// `stream` (default true): ask the provider for a streamed answer, whose text the WebUI
+    /// shows as it arrives. `false` for servers that cannot stream. The scripted provider never
+    /// streams.
+    pub stream: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Default)]

@@ -1,5 +1,5 @@
 // Activations: a list filtered by agent (and status), and one activation's detail: its
-// prompt in a viewer and the tool calls it made. Routes: `#/activations`,
+// prompt in a viewer, the text its model is writing right now, and the tool calls it made. Routes: `#/activations`,
 // `#/activations/agent:<id>` (filtered), `#/activations/<activation id>` (detail).
 
 import { clip, debounce, duration, errorBox, h, pill, replace, selectField, timeAgo } from "../dom.js";
@@ -100,7 +100,19 @@ function renderList(root, ctx, agent) {
 
 function renderDetail(root, ctx, id) {
   const holder = h("div", {}, h("p", { class: "muted", text: "Loading…" }));
-  root.append(h("p", { class: "crumbs" }, h("a", { href: ctx.href("activations"), text: "← All activations" })), holder);
+  // Kept across reloads of the detail, so streaming text does not flicker.
+  const liveText = h("pre", { class: "viewer live-text", "aria-live": "polite", "aria-label": "Model output so far" });
+  const live = h("section", { class: "live", hidden: true }, h("h3", { class: "section-title", text: "Writing now" }), liveText);
+  const showLive = () => {
+    const text = ctx.state.live.get(id)?.text ?? "";
+    live.hidden = !text;
+    liveText.textContent = text;
+  };
+  root.append(h("p", { class: "crumbs" }, h("a", { href: ctx.href("activations"), text: "← All activations" })), live, holder);
+  showLive();
+  ctx.onLive((l) => {
+    if (l.activationId === id) showLive();
+  });
 
   async function load() {
     let a;

@@ -24,4 +24,5 @@ export function render(root, ctx) {
   };
   redraw();
   ctx.onState(redraw);
+  ctx.onLive(roster.live);
 }

@@ -1,5 +1,5 @@
 //! `backend.runner.model` and `backend.runner.models`: providers (kind, key source, base URL,
-//! timeout, script) and presets (a provider's model with its sampling settings, or a
+//! timeouts, script) and presets (a provider's model with its sampling settings, or a
 //! `model-list` of single-model presets), every reference between them checked.
 
 use std::path::PathBuf;
@@ -8,15 +8,21 @@ use crate::config::diag::Diagnostics;
 use crate::config::load::base_dir;
 use crate::config::model::*;
 use crate::config::node::{Node, Value};
-use crate::config::read::{Obj, Retired, join};
+use crate::config::read::{Obj, join};
 
 const MODELS_KEYS: &[&str] = &["providers", "presets"];
-const PROVIDER_KEYS: &[&str] =
-    &["type", "apiKey", "apiKeyEnv", "baseURL", "baseURLEnv", "headers", "timeoutMs", "options", "script"];
-const PROVIDER_RETIRED: Retired = &[(
+const PROVIDER_KEYS: &[&str] = &[
+    "type",
+    "apiKey",
+    "apiKeyEnv",
+    "baseURL",
+    "baseURLEnv",
+    "headers",
+    "timeoutMs",
     "chunkTimeoutMs",
-    "responses are not streamed, so there are no chunks to time; timeoutMs bounds the whole request",
-)];
+    "options",
+    "script",
+];
 const PRESET_KEYS: &[&str] = &[
     "provider",
     "model",
@@ -35,6 +41,7 @@ const PRESET_KEYS: &[&str] = &[
     "providerOptions",
     "headers",
     "script",
+    "stream",
 ];
 
 pub(super) fn read(r: &Obj, d: &mut Diagnostics) -> ModelsConfig {
@@ -107,7 +114,7 @@ pub(super) fn read(r: &Obj, d: &mut Diagnostics) -> ModelsConfig {
 
 fn read_provider(id: &str, node: &Node, d: &mut Diagnostics) -> Option<ProviderConfig> {
     let path = join("backend.runner.models.providers", id);
-    let p = Obj::open(node, &path, PROVIDER_KEYS, PROVIDER_RETIRED, d)?;
+    let p = Obj::open(node, &path, PROVIDER_KEYS, &[], d)?;
     let kind_name = p.req_string("type", d)?;
     let Some(kind) = ProviderKind::from_name(&kind_name) else {
         d.error(
@@ -129,6 +136,11 @@ fn read_provider(id: &str, node: &Node, d: &mut Diagnostics) -> Option<ProviderC
         Some(_) => p.int_at_least("timeoutMs", 1, d).map(|v| v as u64),
         None => Some(120_000),
     };
+    // How long a streamed answer may go quiet; `false` = no limit but timeoutMs.
+    let chunk_timeout_ms = match p.get("chunkTimeoutMs").map(|n| &n.value) {
+        Some(Value::Bool(false)) | None => None,
+        Some(_) => p.int_at_least("chunkTimeoutMs", 1, d).map(|v| v as u64),
+    };
     let script = p.string("script", d).and_then(|s| script_path(&s, &p, d));
     if script.is_some() && kind != ProviderKind::Scripted {
         d.error(Some(&p.key_loc("script")), p.path_of("script"), "only providers of type scripted take a script");
@@ -142,6 +154,7 @@ fn read_provider(id: &str, node: &Node, d: &mut Diagnostics) -> Option<ProviderC
         base_url_env: p.string("baseURLEnv", d),
         headers: p.string_map("headers", d).into_iter().map(|(k, v, _)| (k, v)).collect(),
         timeout_ms,
+        chunk_timeout_ms,
         options: p.get("options").map_or(serde_json::json!({}), Node::to_json),
         script,
     })
@@ -262,5 +275,6 @@ fn read_preset(
         provider_options: p.get("providerOptions").map_or(serde_json::json!({}), Node::to_json),
         headers: p.string_map("headers", d).into_iter().map(|(k, v, _)| (k, v)).collect(),
         script: p.string("script", d).and_then(|s| script_path(&s, &p, d)),
+        stream: p.bool("stream", d).unwrap_or(true),
     })
 }

@@ -1,5 +1,5 @@
-// The agent roster: one card per agent with its live status, model, active activation, packs,
-// tools and links to its history and activations.
+// The agent roster: one card per agent with its live status, model, active activation, the
+// text its model is writing right now, packs, tools and links to its history and activations.
 
 import { clip, errorBox, h, pill, replace, timeAgo } from "../../dom.js";
 
@@ -20,9 +20,22 @@ export function agentRoster(ctx) {
         agents.map((a) => agentCard(a, a.id === coordinator, ctx.href)),
       ),
     );
+    live();
   }
-  return { el, render };
+  // Only the live lines change as text streams in; the cards stay.
+  function live() {
+    for (const line of el.querySelectorAll("[data-live-agent]")) {
+      const entry = [...ctx.state.live.values()].find((l) => l.agentId === line.dataset.liveAgent);
+      const text = entry?.text.trim() ?? "";
+      line.hidden = !text;
+      line.textContent = text.length > LIVE_TAIL ? `…${text.slice(-LIVE_TAIL)}` : text;
+    }
+  }
+  return { el, render, live };
 }
+
+// The card shows the end of the text being written.
+const LIVE_TAIL = 280;
 
 function agentCard(a, isCoordinator, href) {
   return h(
@@ -40,6 +53,7 @@ function agentCard(a, isCoordinator, href) {
       pill(a.status),
     ),
     agentFacts(a, href),
+    h("p", { class: "live-text", "data-live-agent": a.id, "aria-live": "polite", hidden: true }),
     Array.isArray(a.tools)
       ? h(
           "details",
