@@ -137,6 +137,7 @@ fn preset(id: &str, provider: &str, model: &str) -> PresetConfig {
         provider_options: json!({}),
         headers: BTreeMap::new(),
         script: None,
+        prices: Default::default(),
     }
 }
 

@@ -1,8 +1,9 @@
-//! Activations: the prompt (`prompt.rs`, reference §1.6), the model loop (`run.rs`) and the
-//! model providers (`providers/`). The loop runs in the controller: model API keys never reach a
-//! container. Providers are built once per run and shared (`ProviderPool`), so the scripted
+//! Activations: the prompt (`prompt.rs`, reference §1.6), the model loop (`run.rs`), budgets and
+//! the wake-loop guard (`budget.rs`) and the model providers (`providers/`). The loop runs in
+//! the controller: model API keys never reach a container. Providers are built once per run and shared (`ProviderPool`), so the scripted
 //! provider's per-agent progress and HTTP connection pools survive across activations.
 
+pub mod budget;
 pub mod prompt;
 pub mod providers;
 pub mod run;

@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::budget::{ActivationBudget, Stop};
 use super::prompt::{self, PromptInput};
 use super::providers::{
     ChatMessage, ModelProvider, ModelTool, ProviderPool, ResolvedModel, RetryPolicy, resolve_presets, safe_tool_names,
@@ -120,9 +121,8 @@ impl Activations {
     pub async fn run(self: Arc<Self>, activation: ActivationRecord, signals: Vec<SignalRecord>) {
         let (cancel_tx, cancel_rx) = watch::channel(false);
         self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(activation.id.clone(), cancel_tx);
-        let usage = Mutex::new(UsageTotals::default());
         let outcome = tokio::select! {
-            outcome = self.drive(&activation, &signals, cancel_rx, &usage) => outcome,
+            outcome = self.drive(&activation, &signals, cancel_rx) => outcome,
             // Dropping the loop drops its model call or tool call; the runner is told to stop
             // what it runs for this activation.
             _ = self.stopping.cancelled() => {
@@ -130,12 +130,6 @@ impl Activations {
                 Ending::Shutdown
             }
         };
-        let totals = usage.into_inner().unwrap_or_else(|e| e.into_inner());
-        if totals.calls > 0
-            && let Err(e) = self.tools.store.set_activation_usage(&activation.id, &totals.to_json())
-        {
-            tracing::warn!("recording the usage of {}: {e}", activation.id);
-        }
         self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&activation.id);
         let store = &self.tools.store;
         let finished = match outcome {
@@ -150,6 +144,7 @@ impl Activations {
                 }
                 return;
             }
+            Ending::Paused(stop) => return self.paused(&activation, stop),
             Ending::Completed(text) => {
                 store.finish_activation(&activation.id, ActivationOutcome::Completed, Some(&text), None)
             }
@@ -169,18 +164,43 @@ impl Activations {
         }
     }
 
+    /// The end of an activation its budget stopped (see `budget`): before any model call it
+    /// is cancelled with its signals back to pending; after, it completes with a note and no
+    /// no-effect nudge (the agent is paused; resuming tells it to continue).
+    fn paused(&self, activation: &ActivationRecord, stop: Stop) {
+        let store = &self.tools.store;
+        let agent = &activation.agent_id;
+        tracing::warn!(agent = %agent, activation = %activation.id, "paused: {}", stop.reason);
+        let recorded = if stop.before_work {
+            store.interrupt_activation(&activation.id, &format!("paused: {}", stop.reason)).map(drop)
+        } else {
+            let note = format!("Paused: {}", stop.reason);
+            store.finish_activation(&activation.id, ActivationOutcome::Completed, Some(&note), None).map(drop)
+        };
+        if let Err(e) = recorded {
+            tracing::debug!("activation {} already ended: {e}", activation.id);
+        }
+    }
+
     async fn drive(
         &self,
         activation: &ActivationRecord,
         signals: &[SignalRecord],
         cancel: watch::Receiver<bool>,
-        usage: &Mutex<UsageTotals>,
     ) -> Ending {
         let config = &self.tools.project.config;
         let Some(agent) = config.agent(&activation.agent_id) else {
             return Ending::Failed(format!("Unknown agent: {}", activation.agent_id));
         };
         let store = &self.tools.store;
+        let budget = ActivationBudget::new(&self.tools, agent, &activation.id);
+        // Checked before anything is recorded, so an agent paused at the start replays nothing
+        // of this activation later.
+        match budget.check() {
+            Ok(None) => {}
+            Ok(Some(stop)) => return Ending::Paused(stop),
+            Err(e) => return Ending::Failed(e),
+        }
         // An agent that cannot read its history must not run as if it had none.
         let history = match store.history(&agent.id, 2000) {
             Ok(h) => h,
@@ -235,7 +255,7 @@ impl Activations {
                 tools: &model_tools,
                 names: &names,
                 cancel: cancel.clone(),
-                usage,
+                budget: &budget,
             };
             match attempt.run(messages.clone()).await {
                 AttemptEnd::Done(ending) => return ending,
@@ -253,6 +273,8 @@ enum Ending {
     Cancelled,
     /// Stopped because the controller is shutting down.
     Shutdown,
+    /// Stopped by its budget or the wake-loop guard: the agent is paused.
+    Paused(Stop),
 }
 
 /// The error recorded on activations a shutdown stopped.
@@ -273,22 +295,8 @@ struct Attempt<'a> {
     tools: &'a [ModelTool],
     names: &'a [(String, String)],
     cancel: watch::Receiver<bool>,
-    usage: &'a Mutex<UsageTotals>,
-}
-
-/// Tokens used by an activation's model calls, over every model tried.
-#[derive(Default)]
-struct UsageTotals {
-    calls: u64,
-    input_tokens: u64,
-    output_tokens: u64,
-    models: Vec<String>,
-}
-
-impl UsageTotals {
-    fn to_json(&self) -> Value {
-        json!({"modelCalls": self.calls, "inputTokens": self.input_tokens, "outputTokens": self.output_tokens, "models": self.models})
-    }
+    /// Checked before every model call; records what each call used.
+    budget: &'a ActivationBudget<'a>,
 }
 
 impl Attempt<'_> {
@@ -301,6 +309,11 @@ impl Attempt<'_> {
         let mut last_text = String::new();
         let mut compacted = false;
         for _ in 0..max_iterations {
+            match self.budget.check() {
+                Ok(None) => {}
+                Ok(Some(stop)) => return AttemptEnd::Done(Ending::Paused(stop)),
+                Err(e) => return AttemptEnd::Done(Ending::Failed(e)),
+            }
             let request =
                 self.model.request(&self.agent.id, &self.activation.id, messages.clone(), self.tools.to_vec());
             let response = tokio::select! {
@@ -318,15 +331,10 @@ impl Attempt<'_> {
                 }
                 Err(e) => return AttemptEnd::ModelFailed(e.to_string()),
             };
-            {
-                let mut totals = self.usage.lock().unwrap_or_else(|e| e.into_inner());
-                totals.calls += 1;
-                totals.input_tokens += response.usage.input_tokens;
-                totals.output_tokens += response.usage.output_tokens;
-                let model = format!("{} ({})", self.model.preset_id(), self.model.api_model());
-                if !totals.models.contains(&model) {
-                    totals.models.push(model);
-                }
+            // Cached input tokens: 0 until the providers report them.
+            let usage = &response.usage;
+            if let Err(e) = self.budget.record(self.model, usage.input_tokens, 0, usage.output_tokens) {
+                return AttemptEnd::Done(Ending::Failed(e));
             }
             let output = HistoryEntry::AssistantOutput {
                 text: response.text.clone(),

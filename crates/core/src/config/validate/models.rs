@@ -33,6 +33,9 @@ const PRESET_KEYS: &[&str] = &[
     "providerOptions",
     "headers",
     "script",
+    "inputPerMTok",
+    "outputPerMTok",
+    "cachedInputPerMTok",
 ];
 
 pub(super) fn read(r: &Obj, d: &mut Diagnostics) -> ModelsConfig {
@@ -212,6 +215,11 @@ fn read_preset(
         }
     };
     let tool_choice = p.one_of("toolChoice", &["auto", "required", "none"], d);
+    let prices = super::budgets::prices(&p, d);
+    if matches!(target, PresetTarget::List(_)) && prices.is_set() {
+        // Each model of the list is priced by its own preset.
+        d.error(Some(&p.node.loc), &path, "model-list presets take no prices; set them on the listed presets");
+    }
     Some(PresetConfig {
         id: id.to_string(),
         target,
@@ -225,5 +233,6 @@ fn read_preset(
         provider_options: p.get("providerOptions").map_or(serde_json::json!({}), Node::to_json),
         headers: p.string_map("headers", d).into_iter().map(|(k, v, _)| (k, v)).collect(),
         script: p.string("script", d).and_then(|s| script_path(&s, &p, d)),
+        prices,
     })
 }
