@@ -100,6 +100,7 @@ mod invalid {
         agent_count_too_large,
         import_outside_project,
         import_device,
+        budget_limits,
     );
 }
 

@@ -360,7 +360,8 @@ mod tests {
 
     #[test]
     fn cost_prices_cached_input_apart_and_falls_back_to_the_input_price() {
-        let prices = Prices { input_per_mtok: Some(3.0), output_per_mtok: Some(15.0), cached_input_per_mtok: Some(0.3) };
+        let prices =
+            Prices { input_per_mtok: Some(3.0), output_per_mtok: Some(15.0), cached_input_per_mtok: Some(0.3) };
         // 1M input of which 400k cached, 100k output.
         let cost = prices.cost(1_000_000, 400_000, 100_000);
         assert!((cost - (0.6 * 3.0 + 0.4 * 0.3 + 0.1 * 15.0)).abs() < 1e-9, "{cost}");

@@ -29,10 +29,9 @@ impl Store {
         priced: bool,
     ) -> Result<(), StoreError> {
         self.write(|w| {
-            let existing: Option<Option<String>> = w
-                .tx
-                .query_row("SELECT usage_json FROM activations WHERE id = ?1", [activation_id], |r| r.get(0))
-                .optional()?;
+            let existing: Option<Option<String>> =
+                w.tx.query_row("SELECT usage_json FROM activations WHERE id = ?1", [activation_id], |r| r.get(0))
+                    .optional()?;
             let Some(existing) = existing else {
                 return Err(StoreError::UnknownActivation(activation_id.to_string()));
             };

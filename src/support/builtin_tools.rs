@@ -137,8 +137,11 @@ fn wait_for_signal(host: &ToolHost, caller: &Caller, input: &Value) -> Result<To
             source_activation: Some(caller.activation_id.clone()),
             ..Default::default()
         };
-        let sent =
-            if host.store.is_waiting(&pm)? { host.store.send_note(message)? } else { host.store.send_message(message)? };
+        let sent = if host.store.is_waiting(&pm)? {
+            host.store.send_note(message)?
+        } else {
+            host.store.send_message(message)?
+        };
         message_id = Some(sent.message_id);
     }
     host.store.record_signal(SignalRequest {

@@ -8,8 +8,8 @@ use serde_json::Value;
 use crate::activation::budget::{Spent, spent};
 use crate::config::{AgentConfig, BudgetLimits, PresetConfig, PresetTarget, ProviderConfig};
 use crate::store::{
-    ActivationRecord, ActivationStatus, AgentStatus, HistoryRecord, Pause, ProjectRecord, ProjectStats,
-    ProjectStatus, StoreError, TokenUsage, ToolCallStatus, ToolCallSummary,
+    ActivationRecord, ActivationStatus, AgentStatus, HistoryRecord, Pause, ProjectRecord, ProjectStats, ProjectStatus,
+    StoreError, TokenUsage, ToolCallStatus, ToolCallSummary,
 };
 use crate::support::ToolHost;
 use crate::toolpack::{Presentation, Toolpack, WebuiEntry};
