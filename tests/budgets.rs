@@ -1,9 +1,11 @@
 //! Budgets and the wake-loop guard end to end in the controller: scheduler → activation →
 //! scripted model (or a local OpenAI-compatible server when the usage numbers matter) → store,
 //! with a manual clock so periods roll over by hand, and the real `suzumio` binary for
-//! `status` and `resume`.
+//! `status` and `resume`, and Chromium for the WebUI's banner.
 
 mod support;
+#[path = "support/webdriver.rs"]
+mod webdriver;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -438,15 +440,7 @@ activations:
 
 #[test]
 fn the_api_shows_a_paused_agent_and_its_budget_and_resumes_it() {
-    let w = world(
-        "activations:\n  - agent: worker\n    steps:\n      - say: thinking\n        call: [{tool: messages.send, input: {recipient: user, body: hi}}]\n",
-        "",
-        ", budget: {maxTokensPerActivation: 100}",
-        SCRIPTED,
-    );
-    let dir = w.dir.path().to_path_buf();
-    drop((w.host, w.scheduler, w.activations));
-    let c = support::Controller::start(&dir, &[]);
+    let (_w, c) = paused_worker_controller();
     let p = "/api/projects/budgets";
     let sent =
         support::http("POST", &c.url(&format!("{p}/messages")), &[], Some(r#"{"recipient": "worker", "body": "Go."}"#));
@@ -473,4 +467,45 @@ fn the_api_shows_a_paused_agent_and_its_budget_and_resumes_it() {
     assert_eq!(again.json()["resumed"], json!(false));
     let unknown = support::http("POST", &c.url(&format!("{p}/agents/ghost/resume")), &[], Some("{}"));
     assert_eq!(unknown.status, 404);
+}
+
+/// A controller whose worker pauses on its first activation (its budget is 100 tokens).
+fn paused_worker_controller() -> (World, support::Controller) {
+    let w = world(
+        "activations:\n  - agent: worker\n    steps:\n      - say: thinking\n        call: [{tool: messages.send, input: {recipient: user, body: hi}}]\n",
+        "",
+        ", budget: {maxTokensPerActivation: 100}",
+        SCRIPTED,
+    );
+    let c = support::Controller::start(w.dir.path(), &[]);
+    (w, c)
+}
+
+#[tokio::test]
+async fn the_overview_shows_a_banner_for_a_paused_agent_and_resumes_it() {
+    let (_w, c) = paused_worker_controller();
+    let http = reqwest::Client::builder().no_proxy().build().expect("the HTTP client builds");
+    let sent = http
+        .post(c.url("/api/projects/budgets/messages"))
+        .json(&json!({"recipient": "worker", "body": "Go."}))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(sent.status(), 201);
+    let b = webdriver::Browser::start().await.unwrap_or_else(|e| panic!("this test needs Chromium: {e}"));
+    let outcome = async {
+        b.goto(&c.url("/")).await?;
+        let banner = b.wait_for_text(r#".pause-banner[data-agent="worker"]"#, "maxTokensPerActivation 100").await?;
+        b.wait_for_text(".usage-line", "activations this hour").await?;
+        b.click(&b.find_in(&banner, "button").await?).await?;
+        b.wait_until(r#"document.querySelector('.pause-banner[data-agent="worker"]') === null"#).await?;
+        webdriver::Result::Ok(())
+    }
+    .await;
+    if let Err(e) = outcome {
+        let html = b.source().await.unwrap_or_default();
+        panic!("{e}\npage:\n{html}\ncontroller log:\n{}", c.stderr());
+    }
+    let agents: Value = http.get(c.url("/api/projects/budgets/agents")).send().await.unwrap().json().await.unwrap();
+    assert!(agents[1].get("paused").is_none(), "{agents}");
 }

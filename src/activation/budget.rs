@@ -217,6 +217,15 @@ pub fn spent(store: &Store, agent: Option<&str>, resumed_at: Option<&str>) -> Re
     Ok(Spent { today, activations_this_hour })
 }
 
+/// One limit against what was used, and what ends its period.
+struct Check<'a> {
+    limit: &'static str,
+    allowed: Option<f64>,
+    used: f64,
+    until: Option<&'a String>,
+    what: String,
+}
+
 /// The first limit the agent or the project is over, as the pause it causes.
 fn breach(
     host: &ToolHost,
@@ -234,37 +243,37 @@ fn breach(
         [("agent", &agent.budget, &mine), ("project", &host.project.config.budgets.project, &project)];
     for (scope, limits, spent) in scopes {
         let who = if scope == "agent" { agent.id.clone() } else { "the project".to_string() };
-        let checks: [(&str, Option<f64>, f64, Option<&String>, String); 4] = [
-            (
-                "maxTokensPerActivation",
-                limits.max_tokens_per_activation.map(|v| v as f64).filter(|_| scope == "agent"),
-                activation.tokens() as f64,
-                None,
-                format!("{who} used {} tokens in this activation", activation.tokens()),
-            ),
-            (
-                "maxActivationsPerHour",
-                limits.max_activations_per_hour.map(|v| v as f64),
-                spent.activations_this_hour as f64,
-                Some(&next_hour),
-                format!("{who} started {} activations this hour", spent.activations_this_hour),
-            ),
-            (
-                "maxTokensPerDay",
-                limits.max_tokens_per_day.map(|v| v as f64),
-                spent.today.tokens() as f64,
-                Some(&next_day),
-                format!("{who} used {} tokens today", spent.today.tokens()),
-            ),
-            (
-                "maxCostPerDay",
-                limits.max_cost_per_day,
-                spent.today.cost,
-                Some(&next_day),
-                format!("{who} spent {:.4} today", spent.today.cost),
-            ),
+        let checks = [
+            Check {
+                limit: "maxTokensPerActivation",
+                allowed: limits.max_tokens_per_activation.map(|v| v as f64).filter(|_| scope == "agent"),
+                used: activation.tokens() as f64,
+                until: None,
+                what: format!("{who} used {} tokens in this activation", activation.tokens()),
+            },
+            Check {
+                limit: "maxActivationsPerHour",
+                allowed: limits.max_activations_per_hour.map(|v| v as f64),
+                used: spent.activations_this_hour as f64,
+                until: Some(&next_hour),
+                what: format!("{who} started {} activations this hour", spent.activations_this_hour),
+            },
+            Check {
+                limit: "maxTokensPerDay",
+                allowed: limits.max_tokens_per_day.map(|v| v as f64),
+                used: spent.today.tokens() as f64,
+                until: Some(&next_day),
+                what: format!("{who} used {} tokens today", spent.today.tokens()),
+            },
+            Check {
+                limit: "maxCostPerDay",
+                allowed: limits.max_cost_per_day,
+                used: spent.today.cost,
+                until: Some(&next_day),
+                what: format!("{who} spent {:.4} today", spent.today.cost),
+            },
         ];
-        for (limit, allowed, used, until, what) in checks {
+        for Check { limit, allowed, used, until, what } in checks {
             let Some(allowed) = allowed else { continue };
             // Activations count the one that is starting, so more than the limit is over it;
             // tokens and cost are what was already used, so reaching the limit is enough.
