@@ -452,8 +452,10 @@ pub fn status(dir: &Path) -> Result<Output, CliError> {
             continue;
         }
         let active = a.active_activation_id.map(|id| format!(" ({id})")).unwrap_or_default();
-        let _ = writeln!(out, "  {:<16} {}{active}", a.id, a.status.as_str());
+        let paused = a.paused.as_ref().map(|p| format!("  {}", pause_line(&a.id, p))).unwrap_or_default();
+        let _ = writeln!(out, "  {:<16} {}{active}{paused}", a.id, a.status.as_str());
     }
+    usage_lines(&tools, &mut out)?;
     let _ = writeln!(
         out,
         "messages {}, activations {} ({} running, {} failed), tool calls {}, pending signals {}",
@@ -466,6 +468,67 @@ pub fn status(dir: &Path) -> Result<Output, CliError> {
     );
     if let Some(report) = &project.submitted_report {
         let _ = writeln!(out, "report: {report}");
+    }
+    Ok(out.into())
+}
+
+/// How `status` shows a pause: why, and what ends it.
+fn pause_line(agent: &str, pause: &crate::store::Pause) -> String {
+    let until = pause.until.as_deref().map(|u| format!("; resumes at {u}")).unwrap_or_default();
+    format!("PAUSED: {}{until} (or: suzumio resume <dir> {agent})", pause.reason)
+}
+
+/// Today's usage (UTC) of each agent and of the project, against their budgets.
+fn usage_lines(tools: &crate::support::ToolHost, out: &mut String) -> Result<(), CliError> {
+    use crate::activation::budget::{number, spent};
+    let config = &tools.project.config;
+    let priced = config.models.presets.iter().any(|p| p.prices.is_set());
+    let of = |limit: Option<f64>| limit.map(|l| format!(" of {}", number(l))).unwrap_or_default();
+    let line = |who: &str, s: &crate::activation::budget::Spent, limits: &crate::config::BudgetLimits| {
+        let t = &s.today;
+        let cost = if priced || limits.max_cost_per_day.is_some() {
+            format!(", cost {:.4}{}", t.cost, of(limits.max_cost_per_day))
+        } else {
+            String::new()
+        };
+        format!(
+            "  {who:<16} tokens {}{} (input {}, cached {}, output {}){cost}, activations this hour {}{}\n",
+            t.tokens(),
+            of(limits.max_tokens_per_day.map(|v| v as f64)),
+            t.input_tokens,
+            t.cached_input_tokens,
+            t.output_tokens,
+            s.activations_this_hour,
+            of(limits.max_activations_per_hour.map(|v| v as f64)),
+        )
+    };
+    let _ = writeln!(out, "usage today (UTC, since a resume when there was one):");
+    for a in tools.store.agents()? {
+        let Some(agent) = config.agent(&a.id) else { continue };
+        let s = spent(&tools.store, Some(&a.id), a.resumed_at.as_deref())?;
+        out.push_str(&line(&a.id, &s, &agent.budget));
+    }
+    out.push_str(&line("(project)", &spent(&tools.store, None, None)?, &config.budgets.project));
+    Ok(())
+}
+
+/// `suzumio resume <dir> <agent>…`: end the pause of each agent (a budget or the wake-loop
+/// guard paused it); the scheduler delivers their pending signals again.
+pub fn resume(dir: &Path, agents: &[String]) -> Result<Output, CliError> {
+    let tools = crate::controller::open(dir)?;
+    if let Some(unknown) = agents.iter().find(|a| tools.project.config.agent(a).is_none()) {
+        return Err(CliError::Input(format!("Unknown agent: {unknown}")));
+    }
+    let mut out = String::new();
+    for agent in agents {
+        match tools.store.resume_agent(agent, "resumed by the user")? {
+            Some(pause) => {
+                let _ = writeln!(out, "{agent}: resumed (was paused: {})", pause.reason);
+            }
+            None => {
+                let _ = writeln!(out, "{agent}: not paused");
+            }
+        }
     }
     Ok(out.into())
 }

@@ -161,7 +161,8 @@ fn is_idle(tools: &ToolHost, activations: &Activations, scheduler: &Scheduler) -
         return Ok(activations.running() == 0);
     }
     let agents_idle = store.agents()?.iter().all(|r| r.active_activation_id.is_none());
-    let pending_now = store.has_pending_signals(false)?;
+    // Signals waiting for a paused agent start nothing until the user resumes it.
+    let pending_now = store.has_schedulable_signals()?;
     let pending_soon =
         store.next_signal_ready_at()?.and_then(|t| crate::clock::parse_iso(&t)).is_some_and(|t| t <= horizon);
     let due_soon = scheduler.next_due().is_some_and(|t| t <= horizon);

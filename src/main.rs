@@ -87,6 +87,15 @@ enum Command {
         /// Project directory (holding suzumio.yaml) or the config file itself.
         dir: PathBuf,
     },
+    /// Resume agents a budget or the wake-loop guard paused: their pending signals are
+    /// delivered again (a running `suzumio run` picks this up at its next tick).
+    Resume {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The agents to resume.
+        #[arg(required = true, num_args = 1..)]
+        agents: Vec<String>,
+    },
     /// Approve the submitted report: the project becomes completed.
     Approve {
         /// Project directory (holding suzumio.yaml) or the config file itself.
@@ -301,6 +310,7 @@ fn main() -> ExitCode {
         }
         Command::Status { dir } => finish(commands::status(&dir)),
         Command::Approve { dir } => finish(commands::approve(&dir)),
+        Command::Resume { dir, agents } => finish(commands::resume(&dir, &agents)),
         Command::Start { dir } => finish(commands::set_status(&dir, ProjectStatus::Running)),
         Command::Stop { dir } => finish(commands::set_status(&dir, ProjectStatus::Stopped)),
         Command::Tick { dir } => block_on(async move { finish(commands::tick(&dir).await) }),

@@ -74,6 +74,8 @@ impl Progress {
                 Some(format!("message {sender} -> {to} ({priority})"))
             }
             Event::ProjectStatus { status, .. } => Some(format!("project is {status}")),
+            Event::AgentPaused { reason, .. } => Some(format!("{agent}: paused: {reason}")),
+            Event::AgentResumed { reason, .. } => Some(format!("{agent}: resumed: {reason}")),
             _ => None,
         }
     }

@@ -102,6 +102,7 @@ mod invalid {
         import_device,
         disk_quota_not_a_size,
         disk_quota_too_small,
+        budget_limits,
     );
 }
 

@@ -148,6 +148,7 @@ fn preset(id: &str, provider: &str, model: &str) -> PresetConfig {
         headers: BTreeMap::new(),
         script: None,
         stream: true,
+        prices: Default::default(),
     }
 }
 

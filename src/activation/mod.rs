@@ -1,10 +1,11 @@
 //! Activations: the prompt (`prompt.rs`, reference §1.6), the conversation each request carries
 //! (`context.rs`: native history replay, token estimate, compaction), the model loop (`run.rs`),
-//! the model providers (`providers/`) and the live text of streamed model calls (`live.rs`). The
-//! loop runs in the controller: model API keys never reach a container. Providers are built once
-//! per run and shared (`ProviderPool`), so the scripted provider's per-agent progress and HTTP
-//! connection pools survive across activations.
+//! budgets and the wake-loop guard (`budget.rs`), the model providers (`providers/`) and the
+//! live text of streamed model calls (`live.rs`). The loop runs in the controller: model API keys
+//! never reach a container. Providers are built once per run and shared (`ProviderPool`), so the
+//! scripted provider's per-agent progress and HTTP connection pools survive across activations.
 
+pub mod budget;
 mod context;
 pub mod live;
 pub mod prompt;

@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::budget::{ActivationBudget, Stop};
 use super::context::{self, Conversation, TokenRate, TokenRates, compaction};
 use super::live;
 use super::prompt::{self, SystemInput};
@@ -130,9 +131,8 @@ impl Activations {
     pub async fn run(self: Arc<Self>, activation: ActivationRecord, signals: Vec<SignalRecord>) {
         let (cancel_tx, cancel_rx) = watch::channel(false);
         self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(activation.id.clone(), cancel_tx);
-        let usage = Mutex::new(UsageTotals::default());
         let outcome = tokio::select! {
-            outcome = self.drive(&activation, &signals, cancel_rx, &usage) => outcome,
+            outcome = self.drive(&activation, &signals, cancel_rx) => outcome,
             // Dropping the loop drops its model call or tool call; the runner is told to stop
             // what it runs for this activation.
             _ = self.stopping.cancelled() => {
@@ -140,12 +140,6 @@ impl Activations {
                 Ending::Shutdown
             }
         };
-        let totals = usage.into_inner().unwrap_or_else(|e| e.into_inner());
-        if totals.calls > 0
-            && let Err(e) = self.tools.store.set_activation_usage(&activation.id, &totals.to_json())
-        {
-            tracing::warn!("recording the usage of {}: {e}", activation.id);
-        }
         self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&activation.id);
         let store = &self.tools.store;
         let finished = match outcome {
@@ -160,6 +154,7 @@ impl Activations {
                 }
                 return;
             }
+            Ending::Paused(stop) => return self.paused(&activation, stop),
             Ending::Completed(text) => {
                 store.finish_activation(&activation.id, ActivationOutcome::Completed, Some(&text), None)
             }
@@ -179,18 +174,43 @@ impl Activations {
         }
     }
 
+    /// The end of an activation its budget stopped (see `budget`): before any model call it
+    /// is cancelled with its signals back to pending; after, it completes with a note and no
+    /// no-effect nudge (the agent is paused; resuming tells it to continue).
+    fn paused(&self, activation: &ActivationRecord, stop: Stop) {
+        let store = &self.tools.store;
+        let agent = &activation.agent_id;
+        tracing::warn!(agent = %agent, activation = %activation.id, "paused: {}", stop.reason);
+        let recorded = if stop.before_work {
+            store.interrupt_activation(&activation.id, &format!("paused: {}", stop.reason)).map(drop)
+        } else {
+            let note = format!("Paused: {}", stop.reason);
+            store.finish_activation(&activation.id, ActivationOutcome::Completed, Some(&note), None).map(drop)
+        };
+        if let Err(e) = recorded {
+            tracing::debug!("activation {} already ended: {e}", activation.id);
+        }
+    }
+
     async fn drive(
         &self,
         activation: &ActivationRecord,
         signals: &[SignalRecord],
         cancel: watch::Receiver<bool>,
-        usage: &Mutex<UsageTotals>,
     ) -> Ending {
         let config = &self.tools.project.config;
         let Some(agent) = config.agent(&activation.agent_id) else {
             return Ending::Failed(format!("Unknown agent: {}", activation.agent_id));
         };
         let store = &self.tools.store;
+        let budget = ActivationBudget::new(&self.tools, agent, &activation.id);
+        // Checked before anything is recorded, so an agent paused at the start replays nothing
+        // of this activation later.
+        match budget.check() {
+            Ok(None) => {}
+            Ok(Some(stop)) => return Ending::Paused(stop),
+            Err(e) => return Ending::Failed(e),
+        }
         // An agent that cannot read its history must not run as if it had none.
         let history = match store.replay_history(&agent.id) {
             Ok(h) => h,
@@ -251,7 +271,7 @@ impl Activations {
                 tools: &model_tools,
                 names: &names,
                 cancel: cancel.clone(),
-                usage,
+                budget: &budget,
             };
             match attempt.run(&mut conversation, &mut progress).await {
                 AttemptEnd::Done(ending) => return ending,
@@ -269,6 +289,8 @@ enum Ending {
     Cancelled,
     /// Stopped because the controller is shutting down.
     Shutdown,
+    /// Stopped by its budget or the wake-loop guard: the agent is paused.
+    Paused(Stop),
 }
 
 /// The error recorded on activations a shutdown stopped.
@@ -291,7 +313,8 @@ struct Attempt<'a> {
     tools: &'a [ModelTool],
     names: &'a [(String, String)],
     cancel: watch::Receiver<bool>,
-    usage: &'a Mutex<UsageTotals>,
+    /// Checked before every model call; records what each call used.
+    budget: &'a ActivationBudget<'a>,
 }
 
 /// What an activation has done so far, over every model tried.
@@ -300,28 +323,6 @@ struct Progress {
     model_steps: u64,
     tool_calls: u64,
     last_text: String,
-}
-
-/// Tokens used by an activation's model calls, over every model tried.
-#[derive(Default)]
-struct UsageTotals {
-    calls: u64,
-    input_tokens: u64,
-    output_tokens: u64,
-    cached_input_tokens: u64,
-    models: Vec<String>,
-}
-
-impl UsageTotals {
-    fn to_json(&self) -> Value {
-        json!({
-            "modelCalls": self.calls,
-            "inputTokens": self.input_tokens,
-            "outputTokens": self.output_tokens,
-            "cachedInputTokens": self.cached_input_tokens,
-            "models": self.models,
-        })
-    }
 }
 
 impl Attempt<'_> {
@@ -365,16 +366,10 @@ impl Attempt<'_> {
         (preset.context_window as f64 * preset.compact_at) as u64
     }
 
-    fn add_usage(&self, usage: &Usage) {
-        let mut totals = self.usage.lock().unwrap_or_else(|e| e.into_inner());
-        totals.calls += 1;
-        totals.input_tokens += usage.input_tokens;
-        totals.output_tokens += usage.output_tokens;
-        totals.cached_input_tokens += usage.cached_input_tokens;
-        let model = format!("{} ({})", self.model.preset_id(), self.model.api_model());
-        if !totals.models.contains(&model) {
-            totals.models.push(model);
-        }
+    /// Count a model call (the loop's own, or a compaction's summary) against the budget and
+    /// into the activation's usage.
+    fn add_usage(&self, usage: &Usage) -> Result<(), String> {
+        self.budget.record(self.model, usage.input_tokens, usage.cached_input_tokens, usage.output_tokens)
     }
 
     async fn run(self, conversation: &mut Conversation, progress: &mut Progress) -> AttemptEnd {
@@ -385,6 +380,11 @@ impl Attempt<'_> {
         let mut compacted = false;
         let mut retry_compaction_at = 0;
         while progress.model_steps < max_iterations {
+            match self.budget.check() {
+                Ok(None) => {}
+                Ok(Some(stop)) => return AttemptEnd::Done(Ending::Paused(stop)),
+                Err(e) => return AttemptEnd::Done(Ending::Failed(e)),
+            }
             let (request, chars) = self.fit(conversation, &mut retry_compaction_at).await;
             let response = tokio::select! {
                 r = live::call_model(
@@ -408,7 +408,9 @@ impl Attempt<'_> {
             };
             progress.model_steps += 1;
             self.owner.token_rates.learn(self.model.preset_id(), chars, response.usage.input_tokens);
-            self.add_usage(&response.usage);
+            if let Err(e) = self.add_usage(&response.usage) {
+                return AttemptEnd::Done(Ending::Failed(e));
+            }
             let output = HistoryEntry::AssistantOutput {
                 text: response.text.clone(),
                 tool_calls: response
@@ -524,8 +526,10 @@ impl Attempt<'_> {
             Vec::new(),
         );
         let answer = self.provider.complete(request).await;
-        if let Ok(r) = &answer {
-            self.add_usage(&r.usage);
+        if let Ok(r) = &answer
+            && let Err(e) = self.add_usage(&r.usage)
+        {
+            tracing::error!(agent = %self.agent.id, "recording a compaction's model call: {e}");
         }
         let (summary, fallback) = match answer {
             Ok(r) if !r.text.trim().is_empty() => (compaction::cap(&r.text), None),

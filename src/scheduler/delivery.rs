@@ -1,6 +1,7 @@
 //! Step 1 of a tick: hand pending signals to agents (reference §1.3 and §1.5).
 //!
-//! - `stopped` agents are skipped.
+//! - `stopped` agents are skipped, and so are paused ones (a budget or the wake-loop guard):
+//!   their signals stay pending until they resume.
 //! - A running agent is left alone unless a P0 is ready: then its activation is cancelled
 //!   (`Interrupted by P0 signal <id>`) and a new one starts at once with the pending P0 and P1.
 //! - An idle (quiet or failed) agent with ready signals gets a new activation carrying its
@@ -18,7 +19,7 @@ pub(super) fn deliver(s: &Scheduler, report: &mut TickReport) -> Result<(), Stor
     let ready = store.agents_with_ready_signals()?;
     for record in store.agents()? {
         let Some(agent) = config.agent(&record.id) else { continue };
-        if record.status == AgentStatus::Stopped {
+        if record.status == AgentStatus::Stopped || record.paused.is_some() {
             continue;
         }
         let most_urgent = ready.iter().find(|(id, _)| *id == record.id).map(|(_, p)| p.as_str());

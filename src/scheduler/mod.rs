@@ -2,6 +2,7 @@
 //! activation ending), by the next due time (a delayed signal, a pack's `wakeAt`, a monitor) and
 //! by a periodic timer. A tick (reference §1.5, exact order):
 //!
+//! 0. resume paused agents whose budget period ended or whose limit was raised;
 //! 1. for each agent: deliver pending signals (P0 pre-empts a running activation; otherwise an
 //!    idle agent gets its P0/P1 batch or exactly one P2/P3 signal) — see `delivery.rs`;
 //! 2. the local packs' scheduler hooks (isolated: one failing never stops the others);
@@ -95,6 +96,10 @@ impl Scheduler {
                 report.errors.push(e.to_string());
                 return report;
             }
+        }
+        match crate::activation::budget::resume_due(&self.tools) {
+            Ok(resumed) => report.due(resumed.next_due),
+            Err(e) => report.errors.push(format!("budget resume: {e}")),
         }
         if let Err(e) = delivery::deliver(self, &mut report) {
             report.errors.push(format!("signal delivery: {e}"));

@@ -271,13 +271,3 @@ impl Store {
         })
     }
 }
-
-impl Store {
-    /// Record what an activation's model calls used (tokens, models).
-    pub fn set_activation_usage(&self, id: &str, usage: &Value) -> Result<(), StoreError> {
-        self.write(|w| {
-            w.tx.execute("UPDATE activations SET usage_json = ?2 WHERE id = ?1", params![id, usage.to_string()])?;
-            Ok(())
-        })
-    }
-}

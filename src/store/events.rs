@@ -24,6 +24,13 @@ pub enum Event {
     AgentAdded { agent_id: String },
     #[serde(rename = "agent.status", rename_all = "camelCase")]
     AgentStatus { agent_id: String, status: String, previous: String },
+    /// A budget or the wake-loop guard paused the agent: nothing is scheduled for it until it
+    /// resumes.
+    #[serde(rename = "agent.paused", rename_all = "camelCase")]
+    AgentPaused { agent_id: String, reason: String, limit: String, until: Option<String> },
+    /// By the user, a raised budget or the end of the limit's period.
+    #[serde(rename = "agent.resumed", rename_all = "camelCase")]
+    AgentResumed { agent_id: String, reason: String },
     #[serde(rename = "activation.started", rename_all = "camelCase")]
     ActivationStarted { activation_id: String, agent_id: String, signal_ids: Vec<String> },
     #[serde(rename = "activation.completed")]
@@ -160,6 +167,8 @@ impl Event {
         match self {
             Event::AgentAdded { agent_id }
             | Event::AgentStatus { agent_id, .. }
+            | Event::AgentPaused { agent_id, .. }
+            | Event::AgentResumed { agent_id, .. }
             | Event::ActivationStarted { agent_id, .. }
             | Event::ToolCallStarted { agent_id, .. }
             | Event::ToolCallFinished { agent_id, .. }
@@ -186,6 +195,7 @@ impl Event {
                 | Event::MessageCreated { .. }
                 | Event::ProjectStatus { .. }
                 | Event::AgentStatus { .. }
+                | Event::AgentResumed { .. }
                 | Event::ActivationStarted { .. }
                 | Event::ActivationCompleted(_)
                 | Event::ActivationFailed(_)

@@ -22,6 +22,16 @@ impl Store {
     /// `store.sendMessage` (reference §4.2): one `messages` row, a `message.created` event and
     /// the `message.created` signals, in one transaction.
     pub fn send_message(&self, input: SendMessage) -> Result<MessageSent, StoreError> {
+        self.send(input, true)
+    }
+
+    /// [`Store::send_message`] for a note its recipients see without being woken by it: the
+    /// message is recorded as usual, its signals are recorded `closed`.
+    pub fn send_note(&self, input: SendMessage) -> Result<MessageSent, StoreError> {
+        self.send(input, false)
+    }
+
+    fn send(&self, input: SendMessage, wake: bool) -> Result<MessageSent, StoreError> {
         let recipient = given(&input.recipient);
         let channel = given(&input.channel);
         match (recipient, channel) {
@@ -62,8 +72,13 @@ impl Store {
         // says who caused it; the channel fan-out always skips the sender.
         let source_agent = given(&input.source_agent).unwrap_or(&input.sender);
         let target_agent = recipient.filter(|r| *r != USER);
-        let planned: Vec<PlannedSignal> =
+        let mut planned: Vec<PlannedSignal> =
             plan_signals(&self.inner.roster, target_agent, channel, Some(&input.sender), "message.created", None);
+        if !wake {
+            for plan in &mut planned {
+                plan.status = crate::store::SignalStatus::Closed;
+            }
+        }
 
         self.write(|w| {
             w.tx.execute(

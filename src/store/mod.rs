@@ -27,6 +27,7 @@ mod schema;
 mod signals;
 pub mod state_files;
 mod stats;
+mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -48,6 +49,7 @@ pub use model::*;
 pub use schema::latest_version as schema_version;
 pub use state_files::{StateError, StateFiles, StateLock};
 pub use stats::LAST_ERROR_CAP;
+pub use usage::RESUMED_KIND;
 
 /// The directory (under the project root) that holds the controller's own state.
 pub const STATE_DIR: &str = ".suzumio";
@@ -566,7 +568,8 @@ fn project_row(conn: &Connection) -> rusqlite::Result<ProjectRecord> {
     )
 }
 
-const AGENT_COLUMNS: &str = "id, role, display_name, status, token, active_activation_id, created_at, updated_at";
+const AGENT_COLUMNS: &str =
+    "id, role, display_name, status, token, active_activation_id, created_at, updated_at, paused_json, resumed_at";
 
 fn agent_from_row(r: &Row<'_>) -> rusqlite::Result<AgentRecord> {
     Ok(AgentRecord {
@@ -578,6 +581,13 @@ fn agent_from_row(r: &Row<'_>) -> rusqlite::Result<AgentRecord> {
         active_activation_id: r.get(5)?,
         created_at: r.get(6)?,
         updated_at: r.get(7)?,
+        paused: opt_json_column(r, 8)?
+            .map(|v| {
+                serde_json::from_value(v)
+                    .map_err(|e| rusqlite::Error::FromSqlConversionFailure(8, Type::Text, Box::new(e)))
+            })
+            .transpose()?,
+        resumed_at: r.get(9)?,
     })
 }
 

@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::config::Priority;
@@ -195,6 +195,76 @@ pub struct AgentRecord {
     pub active_activation_id: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// Set while the agent is paused (a budget or the wake-loop guard): the scheduler starts
+    /// no activation for it, and signals to it stay pending.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Pause>,
+    /// When it was last resumed: its budgets and the wake-loop guard count from then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed_at: Option<String>,
+}
+
+/// Why an agent is paused, and what ends the pause.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pause {
+    /// What the user reads (`suzumio status`, the WebUI banner, the event).
+    pub reason: String,
+    /// The limit that was hit: `maxTokensPerDay`, …, or `loopGuard`.
+    pub limit: String,
+    /// `agent` or `project`.
+    pub scope: String,
+    /// The limit's value when it was hit: raising it above this resumes the agent.
+    pub allowed: f64,
+    pub used: f64,
+    /// When the limit's period ends and the agent resumes by itself (none for a per-activation
+    /// limit and the loop guard).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// The activation the pause stopped after it had begun its work: on resume the agent is
+    /// told to continue it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activation_id: Option<String>,
+    pub paused_at: String,
+}
+
+/// Tokens and cost of model calls (one call, an activation, an agent's day).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    pub model_calls: u64,
+    /// Every input token, cached ones included.
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub output_tokens: u64,
+    /// From the presets' prices; 0 when none are set.
+    pub cost: f64,
+}
+
+impl TokenUsage {
+    /// What token budgets count: input and output.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.model_calls += other.model_calls;
+        self.input_tokens += other.input_tokens;
+        self.cached_input_tokens += other.cached_input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cost += other.cost;
+    }
+}
+
+/// What the wake-loop guard looks at: an agent's activations since some time, who woke them,
+/// and whether any activation of theirs or of the agents that woke them did real work.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WakeWindow {
+    pub activations: u64,
+    /// Roster agents whose signals started those activations (the agent itself excluded).
+    pub woken_by: Vec<String>,
+    /// Activations of the agent and of `woken_by` in the window that did more than talk.
+    pub with_progress: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

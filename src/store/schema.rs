@@ -139,6 +139,26 @@ pub const MIGRATIONS: &[&str] = &[
     UPDATE tool_calls SET target = substr(json_extract(input_json, '$.url'), 1, 600)
         WHERE tool = 'web.fetch' AND json_valid(input_json) AND json_type(input_json, '$.url') = 'text';
     "#,
+    // 4: budgets. Why an agent is paused (the scheduler skips it while set) and when it was
+    // last resumed (its budgets count from then), and one row per model call with what it
+    // used, so totals per activation, per agent and per period are sums over one table.
+    r#"
+    ALTER TABLE agents ADD COLUMN paused_json TEXT;
+    ALTER TABLE agents ADD COLUMN resumed_at TEXT;
+    CREATE TABLE model_calls (
+        id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+        activation_id       TEXT NOT NULL REFERENCES activations(id),
+        agent_id            TEXT NOT NULL REFERENCES agents(id),
+        model               TEXT NOT NULL,
+        input_tokens        INTEGER NOT NULL,
+        cached_input_tokens INTEGER NOT NULL,
+        output_tokens       INTEGER NOT NULL,
+        cost                REAL NOT NULL,
+        at                  TEXT NOT NULL
+    );
+    CREATE INDEX model_calls_by_time ON model_calls(at, agent_id);
+    CREATE INDEX model_calls_by_activation ON model_calls(activation_id);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -126,7 +126,9 @@ fn wait_for_signal(host: &ToolHost, caller: &Caller, input: &Value) -> Result<To
     let mut message_id = None;
     if notify && pm != caller.agent_id && host.project.config.agent(&pm).is_some() {
         // Bypasses the communication policy, as in the reference: waiting must always be reportable.
-        let sent = host.store.send_message(SendMessage {
+        // A coordinator that is itself only waiting gets the note without being woken by it:
+        // two waiting agents notifying each other would otherwise wake each other for ever.
+        let message = SendMessage {
             sender: caller.agent_id.clone(),
             recipient: Some(pm.clone()),
             priority: Some("P2".into()),
@@ -134,7 +136,12 @@ fn wait_for_signal(host: &ToolHost, caller: &Caller, input: &Value) -> Result<To
             source_agent: Some(caller.agent_id.clone()),
             source_activation: Some(caller.activation_id.clone()),
             ..Default::default()
-        })?;
+        };
+        let sent = if host.store.is_waiting(&pm)? {
+            host.store.send_note(message)?
+        } else {
+            host.store.send_message(message)?
+        };
         message_id = Some(sent.message_id);
     }
     host.store.record_signal(SignalRequest {

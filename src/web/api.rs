@@ -29,6 +29,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/projects/{project}/task", get(task))
         .route("/api/projects/{project}/messages/{id}", get(one_message))
         .route("/api/projects/{project}/agents/{agent}/history", get(history))
+        .route("/api/projects/{project}/agents/{agent}/resume", post(resume_agent))
         .route("/api/projects/{project}/events", get(events))
         .route("/api/projects/{project}/stream", get(stream))
         .route("/api/projects/{project}/activations", get(activations))
@@ -175,7 +176,21 @@ async fn summary(State(state): State<AppState>, Path(name): Path<String>) -> Res
     let host = project(&state, &name)?;
     let p = host.store.project()?;
     let stats = host.store.project_stats()?;
-    Ok(Json(views::Summary::new(host, &p, stats)).into_response())
+    Ok(Json(views::Summary::new(host, &p, stats)?).into_response())
+}
+
+/// End an agent's pause (a budget or the wake-loop guard); `resumed` is false when it was not
+/// paused.
+async fn resume_agent(
+    State(state): State<AppState>,
+    Path((name, agent)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    if host.project.config.agent(&agent).is_none() {
+        return Err(ApiError::NotFound(format!("Unknown agent: {agent}")));
+    }
+    let pause = host.store.resume_agent(&agent, "resumed by the user")?;
+    Ok(Json(serde_json::json!({"agentId": agent, "resumed": pause.is_some(), "pause": pause})).into_response())
 }
 
 async fn task(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {

@@ -40,6 +40,7 @@ static ASSETS: &[Asset] = embed![
     "views/overview/counters.js",
     "views/overview/roster.js",
     "views/overview/composer.js",
+    "views/overview/budget.js",
     "views/messages.js",
     "views/activations.js",
     "views/events.js",

@@ -5,10 +5,11 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{AgentConfig, PresetConfig, PresetTarget, ProviderConfig};
+use crate::activation::budget::{Spent, spent};
+use crate::config::{AgentConfig, BudgetLimits, PresetConfig, PresetTarget, ProviderConfig};
 use crate::store::{
-    ActivationRecord, ActivationStatus, AgentStatus, HistoryRecord, ProjectRecord, ProjectStats, ProjectStatus,
-    StoreError, ToolCallStatus, ToolCallSummary,
+    ActivationRecord, ActivationStatus, AgentStatus, HistoryRecord, Pause, ProjectRecord, ProjectStats, ProjectStatus,
+    StoreError, TokenUsage, ToolCallStatus, ToolCallSummary,
 };
 use crate::support::ToolHost;
 use crate::toolpack::{Presentation, Toolpack, WebuiEntry};
@@ -54,12 +55,41 @@ pub struct Summary<'a> {
     pub channels: &'a [String],
     pub coordinator: &'a str,
     pub updated_at: &'a str,
+    /// The whole project's usage today against `budgets.project`.
+    pub budget: BudgetView,
+}
+
+/// Usage in the current periods (today, this hour; UTC) against the limits that apply.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetView {
+    pub today: TokenUsage,
+    pub activations_this_hour: u64,
+    pub max_activations_per_hour: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens_per_activation: Option<u64>,
+    pub max_tokens_per_day: Option<u64>,
+    pub max_cost_per_day: Option<f64>,
+}
+
+impl BudgetView {
+    fn new(spent: Spent, limits: &BudgetLimits) -> BudgetView {
+        BudgetView {
+            today: spent.today,
+            activations_this_hour: spent.activations_this_hour,
+            max_activations_per_hour: limits.max_activations_per_hour,
+            max_tokens_per_activation: limits.max_tokens_per_activation,
+            max_tokens_per_day: limits.max_tokens_per_day,
+            max_cost_per_day: limits.max_cost_per_day,
+        }
+    }
 }
 
 impl<'a> Summary<'a> {
-    pub fn new(host: &'a ToolHost, p: &'a ProjectRecord, stats: ProjectStats) -> Self {
+    pub fn new(host: &'a ToolHost, p: &'a ProjectRecord, stats: ProjectStats) -> Result<Self, StoreError> {
         let config = &host.project.config;
-        Summary {
+        let budget = BudgetView::new(spent(&host.store, None, None)?, &config.budgets.project);
+        Ok(Summary {
             name: &p.name,
             status: p.status,
             task: &p.task,
@@ -68,7 +98,8 @@ impl<'a> Summary<'a> {
             channels: &config.channels,
             coordinator: &config.communication.coordinator_agent,
             updated_at: &p.updated_at,
-        }
+            budget,
+        })
     }
 }
 
@@ -335,19 +366,25 @@ pub struct AgentView<'a> {
     pub model: &'a str,
     pub tools: Vec<String>,
     pub mounted_toolpacks: Vec<String>,
+    /// Set while a budget or the wake-loop guard holds the agent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Pause>,
+    /// Its usage today (since its last resume) against its budget.
+    pub budget: BudgetView,
 }
 
 pub fn agents(host: &ToolHost) -> Result<Vec<AgentView<'_>>, StoreError> {
     let records = host.store.agents()?;
-    Ok(host
-        .project
+    host.project
         .config
         .agents
         .iter()
         .map(|a| {
             let record = records.iter().find(|r| r.id == a.id);
             let set = host.project.registry.resolve_agent(a);
-            AgentView {
+            let resumed_at = record.and_then(|r| r.resumed_at.as_deref());
+            let budget = BudgetView::new(spent(&host.store, Some(&a.id), resumed_at)?, &a.budget);
+            Ok(AgentView {
                 id: &a.id,
                 role: &a.role,
                 display_name: &a.display_name,
@@ -357,9 +394,11 @@ pub fn agents(host: &ToolHost) -> Result<Vec<AgentView<'_>>, StoreError> {
                 model: &a.model,
                 tools: set.tools,
                 mounted_toolpacks: set.mounted_packs,
-            }
+                paused: record.and_then(|r| r.paused.clone()),
+                budget,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// `GET config` and `config/resolved`: the resolved config with every secret left out (keys

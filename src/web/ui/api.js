@@ -70,6 +70,7 @@ export function projectApi(name) {
     name,
     summary: () => get(""),
     agents: () => get("/agents"),
+    resume: (agent) => post(`/agents/${enc(agent)}/resume`),
     history: (agent, { limit = 80, before } = {}) => get(`/agents/${enc(agent)}/history`, { limit, before }).then(page),
     messages: ({ limit = 100, before } = {}) => get("/messages", { limit, before }).then(page),
     message: (id) => get(`/messages/${enc(id)}`),

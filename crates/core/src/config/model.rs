@@ -58,6 +58,8 @@ pub struct ProjectConfig {
     pub activation: ActivationLimits,
     pub models: ModelsConfig,
     pub web_fetch: WebFetchConfig,
+    /// `budgets`: the project's limits, every agent's default limits and the wake-loop guard.
+    pub budgets: BudgetsConfig,
 }
 
 /// `tools.webFetch`: loopback, private and link-local addresses are refused unless allowed.
@@ -86,6 +88,8 @@ pub struct AgentConfig {
     pub tools: Allowlist,
     pub mounts: Vec<MountConfig>,
     pub env: BTreeMap<String, String>,
+    /// `budgets.agents` with this agent's `budget` over it.
+    pub budget: BudgetLimits,
     pub loc: Loc,
 }
 
@@ -416,6 +420,98 @@ pub struct PresetConfig {
     /// shows as it arrives. `false` for servers that cannot stream. The scripted provider never
     /// streams.
     pub stream: bool,
+    /// What its tokens cost (`inputPerMTok`, `outputPerMTok`, `cachedInputPerMTok`).
+    pub prices: Prices,
+}
+
+/// Prices per million tokens, in whatever currency the user writes them in. Unset prices
+/// count as free, so cost limits only bind models that have prices.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Prices {
+    pub input_per_mtok: Option<f64>,
+    pub output_per_mtok: Option<f64>,
+    /// Cached input; the input price when unset.
+    pub cached_input_per_mtok: Option<f64>,
+}
+
+impl Prices {
+    pub fn is_set(&self) -> bool {
+        self.input_per_mtok.is_some() || self.output_per_mtok.is_some() || self.cached_input_per_mtok.is_some()
+    }
+
+    /// The cost of one model call. `input` counts every input token, cached ones included.
+    pub fn cost(&self, input: u64, cached_input: u64, output: u64) -> f64 {
+        let per = |tokens: u64, price: Option<f64>| tokens as f64 * price.unwrap_or(0.0) / 1_000_000.0;
+        let cached = cached_input.min(input);
+        per(input - cached, self.input_per_mtok)
+            + per(cached, self.cached_input_per_mtok.or(self.input_per_mtok))
+            + per(output, self.output_per_mtok)
+    }
+}
+
+/// Spending limits; `None` = no limit. Periods are UTC clock hours and UTC days.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BudgetLimits {
+    pub max_activations_per_hour: Option<u64>,
+    /// Input and output tokens of one activation (agents only).
+    pub max_tokens_per_activation: Option<u64>,
+    pub max_tokens_per_day: Option<u64>,
+    pub max_cost_per_day: Option<f64>,
+}
+
+impl BudgetLimits {
+    /// What an agent may spend unless the config says otherwise: enough for real work, small
+    /// enough that a runaway agent stops within the hour.
+    pub const AGENT_DEFAULT: BudgetLimits = BudgetLimits {
+        max_activations_per_hour: Some(120),
+        max_tokens_per_activation: Some(2_000_000),
+        max_tokens_per_day: Some(20_000_000),
+        max_cost_per_day: None,
+    };
+    /// The whole project, unless the config says otherwise.
+    pub const PROJECT_DEFAULT: BudgetLimits = BudgetLimits {
+        max_activations_per_hour: Some(1_000),
+        max_tokens_per_activation: None,
+        max_tokens_per_day: Some(100_000_000),
+        max_cost_per_day: None,
+    };
+}
+
+/// The wake-loop guard: an agent activated more than `max_activations` times within
+/// `window_seconds` by other agents, while neither it nor they did anything but send messages,
+/// wait or read, is paused together with the agents that woke it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LoopGuardConfig {
+    pub enabled: bool,
+    pub max_activations: u64,
+    pub window_seconds: u64,
+}
+
+impl Default for LoopGuardConfig {
+    fn default() -> Self {
+        LoopGuardConfig { enabled: true, max_activations: 30, window_seconds: 120 }
+    }
+}
+
+/// `budgets`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BudgetsConfig {
+    /// `budgets.project`: totals over every agent.
+    pub project: BudgetLimits,
+    /// `budgets.agents`: each agent's limits unless its own `budget` says otherwise (already
+    /// applied to every [`AgentConfig::budget`]).
+    pub agents: BudgetLimits,
+    pub loop_guard: LoopGuardConfig,
+}
+
+impl Default for BudgetsConfig {
+    fn default() -> Self {
+        BudgetsConfig {
+            project: BudgetLimits::PROJECT_DEFAULT,
+            agents: BudgetLimits::AGENT_DEFAULT,
+            loop_guard: LoopGuardConfig::default(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Default)]

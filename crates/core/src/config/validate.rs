@@ -9,6 +9,7 @@
 
 mod agents;
 mod backend;
+mod budgets;
 mod communication;
 mod models;
 mod mounts;
@@ -26,7 +27,8 @@ use crate::config::read::{Obj, Retired};
 pub use agents::VIRTUAL_PARTICIPANTS;
 pub use mounts::RESERVED_MOUNT_TARGETS;
 
-const TOP_KEYS: &[&str] = &["name", "task", "agents", "tools", "scheduler", "communication", "channels", "backend"];
+const TOP_KEYS: &[&str] =
+    &["name", "task", "agents", "tools", "scheduler", "communication", "channels", "backend", "budgets"];
 const TOP_RETIRED: Retired = &[
     ("platforms", "Feishu platform bridges are not supported by this controller"),
     ("models", "models live under backend.runner.models"),
@@ -64,7 +66,8 @@ pub fn validate(
     };
     let null = Node::new(Value::Null, root.loc.clone());
     let (backend, activation, models) = backend::read(top.get("backend").unwrap_or(&null), d);
-    let agents = agents::read(&top, &models, d);
+    let budgets = budgets::read(top.get("budgets"), d);
+    let agents = agents::read(&top, &models, budgets.agents, d);
     let toolpacks = tools::read_toolpacks(&top, &base_dir(config_file), d);
     let web_fetch = tools::read_web_fetch(&top, d);
     let channels = communication::read_channels(&top, d);
@@ -89,6 +92,7 @@ pub fn validate(
             activation,
             models,
             web_fetch,
+            budgets,
         })
     })();
     (config, toolpacks)

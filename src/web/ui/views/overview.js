@@ -1,8 +1,10 @@
-// Overview: the project hero (status, task, lifecycle buttons, report), counters, the agent
+// Overview: the project hero (status, task, lifecycle buttons, report), paused agents and today's
+// usage against the budget, counters, the agent
 // roster with live status, and a composer to send a message to an agent or a channel. Each
 // part is a component under `overview/`; this module lays them out and redraws them.
 
 import { h } from "../dom.js";
+import { budgetPanel } from "./overview/budget.js";
 import { messageComposer } from "./overview/composer.js";
 import { projectCounters } from "./overview/counters.js";
 import { projectHero } from "./overview/hero.js";
@@ -12,12 +14,14 @@ export const title = "Overview";
 
 export function render(root, ctx) {
   const hero = projectHero(ctx);
+  const budget = budgetPanel(ctx);
   const counters = projectCounters(ctx);
   const roster = agentRoster(ctx);
   const composer = messageComposer(ctx);
-  root.append(hero.el, counters.el, h("div", { class: "overview-grid" }, roster.el, composer.el));
+  root.append(hero.el, budget.el, counters.el, h("div", { class: "overview-grid" }, roster.el, composer.el));
   const redraw = () => {
     if (!hero.busy()) hero.render();
+    budget.render();
     counters.render();
     roster.render();
     composer.refresh();

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{is_safe_id, mounts};
+use super::{budgets, is_safe_id, mounts};
 use crate::config::diag::Diagnostics;
 use crate::config::model::*;
 use crate::config::read::{Obj, index, join};
@@ -14,9 +14,10 @@ pub const VIRTUAL_PARTICIPANTS: [&str; 3] = ["user", "scheduler", "monitor"];
 
 /// Largest `count` of one agent entry: each instance is a container, a socket and a store row.
 pub const MAX_COUNT: usize = 1000;
-const AGENT_KEYS: &[&str] = &["role", "displayName", "names", "count", "prompt", "model", "tools", "mounts", "env"];
+const AGENT_KEYS: &[&str] =
+    &["role", "displayName", "names", "count", "prompt", "model", "tools", "mounts", "env", "budget"];
 
-pub(super) fn read(top: &Obj, models: &ModelsConfig, d: &mut Diagnostics) -> Vec<AgentConfig> {
+pub(super) fn read(top: &Obj, models: &ModelsConfig, budget: BudgetLimits, d: &mut Diagnostics) -> Vec<AgentConfig> {
     let Some(node) = top.get("agents") else {
         d.error(Some(&top.node.loc), "agents", "Project config needs at least one agent");
         return Vec::new();
@@ -79,6 +80,8 @@ pub(super) fn read(top: &Obj, models: &ModelsConfig, d: &mut Diagnostics) -> Vec
         let tools = read_allowlist(&agent, d);
         let mounts = agent.get("mounts").map(|n| mounts::read(n, &agent.path_of("mounts"), d)).unwrap_or_default();
         let env = read_agent_env(&agent, d);
+        let budget =
+            agent.get("budget").map_or(budget, |n| budgets::read_agent(n, &agent.path_of("budget"), budget, d));
         for i in 1..=count {
             let (id, display) = if count > 1 {
                 let named = names.get(i - 1).map(|(n, _)| n.clone());
@@ -109,6 +112,7 @@ pub(super) fn read(top: &Obj, models: &ModelsConfig, d: &mut Diagnostics) -> Vec
                 tools: tools.clone(),
                 mounts: mounts.clone(),
                 env: env.clone(),
+                budget,
                 loc: key.loc.clone(),
             });
         }

@@ -42,6 +42,9 @@ const PRESET_KEYS: &[&str] = &[
     "headers",
     "script",
     "stream",
+    "inputPerMTok",
+    "outputPerMTok",
+    "cachedInputPerMTok",
 ];
 
 pub(super) fn read(r: &Obj, d: &mut Diagnostics) -> ModelsConfig {
@@ -261,6 +264,11 @@ fn read_preset(
         }
     };
     let tool_choice = p.one_of("toolChoice", &["auto", "required", "none"], d);
+    let prices = super::budgets::prices(&p, d);
+    if matches!(target, PresetTarget::List(_)) && prices.is_set() {
+        // Each model of the list is priced by its own preset.
+        d.error(Some(&p.node.loc), &path, "model-list presets take no prices; set them on the listed presets");
+    }
     Some(PresetConfig {
         id: id.to_string(),
         target,
@@ -276,5 +284,6 @@ fn read_preset(
         headers: p.string_map("headers", d).into_iter().map(|(k, v, _)| (k, v)).collect(),
         script: p.string("script", d).and_then(|s| script_path(&s, &p, d)),
         stream: p.bool("stream", d).unwrap_or(true),
+        prices,
     })
 }

@@ -1,0 +1,390 @@
+//! Budgets and the wake-loop guard, checked before every model call of an activation, and the
+//! usage each call records (tokens, cached tokens, cost from the preset's prices).
+//!
+//! Limits (`budgets.agents`, `agents.<id>.budget`, `budgets.project`) are checked against what
+//! is already used, so one call can overshoot a limit by its own size; the next call does not
+//! happen. Periods are UTC clock hours and UTC days, read from the store's `Clock`. After a
+//! resume, an agent's budgets count from the moment it was resumed, so `suzumio resume` gives
+//! it a fresh allowance for the current period.
+//!
+//! On a breach the agent is paused (`Store::pause_agent`, an `agent.paused` event) and the
+//! activation ends cleanly: before its first model call it is cancelled and its signals go
+//! back to pending (the model never saw them, so the agent gets them once it resumes); after
+//! that it completes with a note, its signals stay delivered, and resuming sends the agent an
+//! `agent.resumed` signal to continue. A pause ends with `suzumio resume`, the API, a raised
+//! limit (a new config) or the end of the limit's period ([`resume_due`], a scheduler step).
+//!
+//! The guard: an agent activated more than `loopGuard.maxActivations` times within
+//! `windowSeconds` by other agents' signals, while none of its activations nor theirs did more
+//! than send messages, wait or call read-only tools, is paused together with the agents that
+//! woke it.
+
+use std::sync::Mutex;
+
+use chrono::{DateTime, Duration, DurationRound, Utc};
+
+use super::providers::ResolvedModel;
+use crate::clock::{iso, parse_iso};
+use crate::config::{AgentConfig, BudgetLimits, ProjectConfig};
+use crate::store::{Pause, Store, StoreError, TokenUsage};
+use crate::support::ToolHost;
+
+/// Tools that only talk or wait: never the "real work" the guard looks for.
+const TALK_TOOLS: &[&str] = &["messages.send", "coordination.wait_for_signal"];
+
+/// Why an activation must stop before its next model call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stop {
+    pub reason: String,
+    /// No model call of this activation happened yet: its signals go back to pending.
+    pub before_work: bool,
+}
+
+/// One activation's budget: what it used so far, and the checks before each model call.
+pub struct ActivationBudget<'a> {
+    host: &'a ToolHost,
+    agent: &'a AgentConfig,
+    activation_id: &'a str,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    used: TokenUsage,
+    guard_checked: bool,
+}
+
+impl<'a> ActivationBudget<'a> {
+    pub fn new(host: &'a ToolHost, agent: &'a AgentConfig, activation_id: &'a str) -> Self {
+        ActivationBudget { host, agent, activation_id, state: Mutex::new(State::default()) }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What this activation's model calls used so far.
+    pub fn used(&self) -> TokenUsage {
+        self.state().used
+    }
+
+    /// Before a model call: `Some` when the agent is (or is now) paused and the activation
+    /// must stop. An error means the budget could not be read; the caller fails the activation
+    /// rather than spend unchecked.
+    pub fn check(&self) -> Result<Option<Stop>, String> {
+        self.check_inner().map_err(|e| format!("cannot check the budget: {e}"))
+    }
+
+    fn check_inner(&self) -> Result<Option<Stop>, StoreError> {
+        let store = &self.host.store;
+        let id = &self.agent.id;
+        let record = store.agent(id)?.ok_or_else(|| StoreError::UnknownAgent(id.clone()))?;
+        let mut pause = record.paused;
+        let first = !std::mem::replace(&mut self.state().guard_checked, true);
+        if pause.is_none() && first {
+            pause = self.loop_guard(record.resumed_at.as_deref())?;
+        }
+        if pause.is_none() {
+            let used = self.used();
+            if let Some(breach) = breach(self.host, self.agent, record.resumed_at.as_deref(), &used)? {
+                store.pause_agent(id, &breach)?;
+                // Paused elsewhere in the meantime: that reason is the one on record.
+                pause = store.agent(id)?.and_then(|a| a.paused).or(Some(breach));
+            }
+        }
+        let Some(pause) = pause else { return Ok(None) };
+        let before_work = self.used().model_calls == 0;
+        if !before_work {
+            store.note_paused_activation(id, self.activation_id)?;
+        }
+        Ok(Some(Stop { reason: pause.reason, before_work }))
+    }
+
+    /// The guard, once per activation (its count does not change while it runs).
+    fn loop_guard(&self, resumed_at: Option<&str>) -> Result<Option<Pause>, StoreError> {
+        let config = &self.host.project.config;
+        let guard = config.budgets.loop_guard;
+        if !guard.enabled {
+            return Ok(None);
+        }
+        let store = &self.host.store;
+        let now = store.now();
+        let since = later(iso(now - Duration::seconds(guard.window_seconds as i64)), resumed_at);
+        let window = store.wake_window(&self.agent.id, &since, &talk_tools(self.host))?;
+        if window.activations <= guard.max_activations || window.with_progress > 0 || window.woken_by.is_empty() {
+            return Ok(None);
+        }
+        let reason = format!(
+            "wake loop: {} was activated {} times in {} s (loopGuard.maxActivations {}), woken by {}, and none of \
+             these activations did more than send messages, wait or read",
+            self.agent.id,
+            window.activations,
+            guard.window_seconds,
+            guard.max_activations,
+            window.woken_by.join(", ")
+        );
+        let pause = Pause {
+            reason,
+            limit: "loopGuard".into(),
+            scope: "agent".into(),
+            allowed: guard.max_activations as f64,
+            used: window.activations as f64,
+            until: None,
+            activation_id: None,
+            paused_at: String::new(),
+        };
+        tracing::warn!(agent = %self.agent.id, "{}", pause.reason);
+        for partner in &window.woken_by {
+            store.pause_agent(partner, &pause)?;
+        }
+        store.pause_agent(&self.agent.id, &pause)?;
+        Ok(store.agent(&self.agent.id)?.and_then(|a| a.paused).or(Some(pause)))
+    }
+
+    /// Record one model call: its tokens, and its cost from the preset's prices. `input`
+    /// counts every input token, `cached_input` the part of it the provider read from its cache.
+    pub fn record(&self, model: &ResolvedModel, input: u64, cached_input: u64, output: u64) -> Result<(), String> {
+        let prices = &model.preset.prices;
+        let call = TokenUsage {
+            model_calls: 1,
+            input_tokens: input,
+            cached_input_tokens: cached_input.min(input),
+            output_tokens: output,
+            cost: prices.cost(input, cached_input, output),
+        };
+        let label = format!("{} ({})", model.preset_id(), model.api_model());
+        self.host
+            .store
+            .record_model_usage(self.activation_id, &self.agent.id, &label, &call, prices.is_set())
+            .map_err(|e| format!("cannot record the model call's usage: {e}"))?;
+        self.state().used.add(&call);
+        Ok(())
+    }
+}
+
+/// Tools whose calls are not work for the guard: talking, waiting, and read-only tools.
+fn talk_tools(host: &ToolHost) -> Vec<String> {
+    let mut tools: Vec<String> = TALK_TOOLS.iter().map(|t| t.to_string()).collect();
+    for (_, tool) in host.project.registry.tools() {
+        if tool.annotations.read_only_hint == Some(true) && !tools.contains(&tool.name) {
+            tools.push(tool.name.clone());
+        }
+    }
+    tools
+}
+
+/// The later of two ISO times (the start of a period, the agent's last resume).
+fn later(period_start: String, resumed_at: Option<&str>) -> String {
+    match resumed_at {
+        Some(r) if r > period_start.as_str() => r.to_string(),
+        _ => period_start,
+    }
+}
+
+/// The start of the UTC hour and of the UTC day of `now`, and when each ends.
+struct Periods {
+    hour: DateTime<Utc>,
+    day: DateTime<Utc>,
+}
+
+impl Periods {
+    fn of(now: DateTime<Utc>) -> Periods {
+        Periods {
+            hour: now.duration_trunc(Duration::hours(1)).unwrap_or(now),
+            day: now.duration_trunc(Duration::days(1)).unwrap_or(now),
+        }
+    }
+}
+
+/// Today's usage and this hour's activations, of one agent or of the whole project, counted
+/// from the period's start or the agent's last resume.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Spent {
+    pub today: TokenUsage,
+    pub activations_this_hour: u64,
+}
+
+/// What an agent (`Some`) or the project (`None`) spent in the current periods.
+pub fn spent(store: &Store, agent: Option<&str>, resumed_at: Option<&str>) -> Result<Spent, StoreError> {
+    let periods = Periods::of(store.now());
+    let mut today = TokenUsage::default();
+    for (id, usage) in store.usage_since(&later(iso(periods.day), resumed_at))? {
+        if agent.is_none_or(|a| a == id) {
+            today.add(&usage);
+        }
+    }
+    let activations_this_hour = store.count_activations_since(agent, &later(iso(periods.hour), resumed_at))?;
+    Ok(Spent { today, activations_this_hour })
+}
+
+/// One limit against what was used, and what ends its period.
+struct Check<'a> {
+    limit: &'static str,
+    allowed: Option<f64>,
+    used: f64,
+    until: Option<&'a String>,
+    what: String,
+}
+
+/// The first limit the agent or the project is over, as the pause it causes.
+fn breach(
+    host: &ToolHost,
+    agent: &AgentConfig,
+    resumed_at: Option<&str>,
+    activation: &TokenUsage,
+) -> Result<Option<Pause>, StoreError> {
+    let store = &host.store;
+    let periods = Periods::of(store.now());
+    let next_hour = iso(periods.hour + Duration::hours(1));
+    let next_day = iso(periods.day + Duration::days(1));
+    let mine = spent(store, Some(&agent.id), resumed_at)?;
+    let project = spent(store, None, resumed_at)?;
+    let scopes: [(&str, &BudgetLimits, &Spent); 2] =
+        [("agent", &agent.budget, &mine), ("project", &host.project.config.budgets.project, &project)];
+    for (scope, limits, spent) in scopes {
+        let who = if scope == "agent" { agent.id.clone() } else { "the project".to_string() };
+        let checks = [
+            Check {
+                limit: "maxTokensPerActivation",
+                allowed: limits.max_tokens_per_activation.map(|v| v as f64).filter(|_| scope == "agent"),
+                used: activation.tokens() as f64,
+                until: None,
+                what: format!("{who} used {} tokens in this activation", activation.tokens()),
+            },
+            Check {
+                limit: "maxActivationsPerHour",
+                allowed: limits.max_activations_per_hour.map(|v| v as f64),
+                used: spent.activations_this_hour as f64,
+                until: Some(&next_hour),
+                what: format!("{who} started {} activations this hour", spent.activations_this_hour),
+            },
+            Check {
+                limit: "maxTokensPerDay",
+                allowed: limits.max_tokens_per_day.map(|v| v as f64),
+                used: spent.today.tokens() as f64,
+                until: Some(&next_day),
+                what: format!("{who} used {} tokens today", spent.today.tokens()),
+            },
+            Check {
+                limit: "maxCostPerDay",
+                allowed: limits.max_cost_per_day,
+                used: spent.today.cost,
+                until: Some(&next_day),
+                what: format!("{who} spent {:.4} today", spent.today.cost),
+            },
+        ];
+        for Check { limit, allowed, used, until, what } in checks {
+            let Some(allowed) = allowed else { continue };
+            // Activations count the one that is starting, so more than the limit is over it;
+            // tokens and cost are what was already used, so reaching the limit is enough.
+            let over = if limit == "maxActivationsPerHour" { used > allowed } else { used >= allowed };
+            if !over {
+                continue;
+            }
+            let key = if scope == "agent" { limit.to_string() } else { format!("budgets.project.{limit}") };
+            return Ok(Some(Pause {
+                reason: format!("budget: {what} ({key} {})", number(allowed)),
+                limit: limit.to_string(),
+                scope: scope.to_string(),
+                allowed,
+                used,
+                until: until.cloned(),
+                activation_id: None,
+                paused_at: String::new(),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// A limit as written: whole numbers without decimals.
+pub fn number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", v as i64) } else { format!("{v}") }
+}
+
+/// The limit a pause names, as the config now sets it: `None` when there is none any more.
+fn current_limit(config: &ProjectConfig, agent: &AgentConfig, pause: &Pause) -> Option<Option<f64>> {
+    let limits = if pause.scope == "project" { &config.budgets.project } else { &agent.budget };
+    Some(match pause.limit.as_str() {
+        "maxActivationsPerHour" => limits.max_activations_per_hour.map(|v| v as f64),
+        "maxTokensPerActivation" => limits.max_tokens_per_activation.map(|v| v as f64),
+        "maxTokensPerDay" => limits.max_tokens_per_day.map(|v| v as f64),
+        "maxCostPerDay" => limits.max_cost_per_day,
+        "loopGuard" => {
+            let guard = config.budgets.loop_guard;
+            guard.enabled.then_some(guard.max_activations as f64)
+        }
+        // A limit this build does not know: only the user resumes it.
+        _ => return None,
+    })
+}
+
+/// What [`resume_due`] did.
+#[derive(Debug, Default)]
+pub struct Resumed {
+    /// (agent, why) for every agent resumed.
+    pub agents: Vec<(String, String)>,
+    /// The earliest end of a period some paused agent waits for.
+    pub next_due: Option<DateTime<Utc>>,
+}
+
+/// A scheduler step: resume every paused agent whose limit's period ended or whose limit the
+/// config now raises or lifts.
+pub fn resume_due(host: &ToolHost) -> Result<Resumed, StoreError> {
+    let store = &host.store;
+    let config = &host.project.config;
+    let now = store.now();
+    let mut out = Resumed::default();
+    for record in store.agents()? {
+        let (Some(pause), Some(agent)) = (&record.paused, config.agent(&record.id)) else { continue };
+        let until = pause.until.as_deref().and_then(parse_iso);
+        let why = match (until, current_limit(config, agent, pause)) {
+            (Some(at), _) if at <= now => Some(format!("the period of {} ended", pause.limit)),
+            (_, Some(None)) => Some(format!("{} is no longer limited", pause.limit)),
+            (_, Some(Some(v))) if v > pause.allowed => {
+                Some(format!("{} was raised from {} to {}", pause.limit, number(pause.allowed), number(v)))
+            }
+            _ => None,
+        };
+        match why {
+            Some(why) => {
+                store.resume_agent(&record.id, &why)?;
+                tracing::info!(agent = %record.id, "resumed: {why}");
+                out.agents.push((record.id.clone(), why));
+            }
+            None => {
+                if let Some(at) = until {
+                    out.next_due = Some(out.next_due.map_or(at, |d: DateTime<Utc>| d.min(at)));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Prices;
+
+    #[test]
+    fn cost_prices_cached_input_apart_and_falls_back_to_the_input_price() {
+        let prices =
+            Prices { input_per_mtok: Some(3.0), output_per_mtok: Some(15.0), cached_input_per_mtok: Some(0.3) };
+        // 1M input of which 400k cached, 100k output.
+        let cost = prices.cost(1_000_000, 400_000, 100_000);
+        assert!((cost - (0.6 * 3.0 + 0.4 * 0.3 + 0.1 * 15.0)).abs() < 1e-9, "{cost}");
+        let no_cache_price = Prices { cached_input_per_mtok: None, ..prices };
+        assert!((no_cache_price.cost(1_000_000, 400_000, 0) - 3.0).abs() < 1e-9);
+        assert_eq!(Prices::default().cost(1_000_000, 0, 1_000_000), 0.0);
+    }
+
+    #[test]
+    fn periods_are_utc_hours_and_days() {
+        let now = parse_iso("2026-03-01T12:34:56.789Z").unwrap();
+        let p = Periods::of(now);
+        assert_eq!((iso(p.hour), iso(p.day)), ("2026-03-01T12:00:00.000Z".into(), "2026-03-01T00:00:00.000Z".into()));
+        assert_eq!(later(iso(p.day), Some("2026-03-01T12:30:00.000Z")), "2026-03-01T12:30:00.000Z");
+        assert_eq!(later(iso(p.hour), Some("2026-02-28T00:00:00.000Z")), "2026-03-01T12:00:00.000Z");
+    }
+}
