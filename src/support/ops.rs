@@ -75,7 +75,7 @@ impl ControllerOps {
     /// A signal from pack code: for the scope's agent (attributed to its activation and checked
     /// by the policy), or unattributed for the user or the controller; no pack records the
     /// controller's own kinds either way.
-    pub fn record_signal(&self, args: &Value, scope: &CallScope) -> Result<Value, String> {
+    fn record_signal(&self, args: &Value, scope: &CallScope) -> Result<Value, String> {
         let request = self.signal_request(args, Some(scope))?;
         match scope.agent_id.as_deref() {
             Some(agent) => {
