@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use suzumio::js::{CONTROLLER_GLUE, CallScope, HostFuture, HostOps, JsCall, JsError, JsHost, JsLimits, ModuleSpec};
+use suzumio::js::{
+    CONTROLLER_GLUE, CallScope, HostFuture, HostOps, JsCall, JsError, JsHost, JsLimits, ModuleSpec, rejected,
+};
 
 /// A host that answers a few operations and records what it was asked.
 #[derive(Default)]
@@ -21,6 +23,7 @@ impl HostOps for TestHost {
             "store.projectStats" => Ok(json!({"messages": 3})),
             "recordSignal" => Ok(json!([{"id": "sig_1", "kind": args["kind"]}])),
             "state.read" => Err(format!("no state named {}", args["name"].as_str().unwrap_or(""))),
+            "store.sendMessage" => Err(rejected("Communication policy allows non-coordinator priorities P2 or lower")),
             _ => Err(format!("unknown op {op}")),
         }
     }
@@ -196,6 +199,59 @@ async fn host_errors_become_js_errors_and_scope_comes_from_rust() {
     let calls = ops.calls.lock().unwrap();
     let record = calls.iter().find(|c| c.0 == "recordSignal").expect("recordSignal reached the host");
     assert_eq!(record.1.as_deref(), Some("pm"), "the caller is the scope Rust set, not an argument");
+}
+
+/// A host refusal by a rule is an `Error` named `RejectedError` that pack code may catch; one it
+/// lets escape ends the call as `JsError::Rejected`, not as the pack's own failure.
+#[tokio::test]
+async fn host_refusals_are_rejections() {
+    let source = r#"
+      export function createControllerToolpack(context) {
+        const send = () => context.store.sendMessage({ recipient: "pm", priority: "P0", body: "x" });
+        return {
+          "x.catch": () => { try { send(); } catch (e) { return { output: `${e.name}: ${e.message}` }; } },
+          "x.escape": () => { send(); return { output: "sent" }; },
+        };
+      }"#;
+    let pack = Pack::new("refusals", &[("controller.mjs", source)]);
+    let (h, _) = host(&pack, fast()).await;
+    let caught = support(&h, "x.catch", json!({})).await.unwrap();
+    assert_eq!(caught["output"], "RejectedError: Communication policy allows non-coordinator priorities P2 or lower");
+    assert_eq!(
+        support(&h, "x.escape", json!({})).await.unwrap_err(),
+        JsError::Rejected {
+            pack: "test-pack".into(),
+            message: "Communication policy allows non-coordinator priorities P2 or lower".into()
+        }
+    );
+}
+
+/// The host functions are gone from `globalThis` before the pack's module is evaluated, and the
+/// glue cannot be imported: pack code has only the context of each call.
+#[tokio::test]
+async fn pack_code_cannot_capture_the_host_functions() {
+    let source = r#"
+      const seen = Object.getOwnPropertyNames(globalThis).filter((name) => name.startsWith("__suzumio"));
+      export function createControllerToolpack() { return { "x.seen": () => ({ output: JSON.stringify(seen) }) }; }"#;
+    let pack = Pack::new("capture", &[("controller.mjs", source)]);
+    let (h, _) = host(&pack, fast()).await;
+    assert_eq!(support(&h, "x.seen", json!({})).await.unwrap(), json!({"output": "[]"}));
+
+    let pack = Pack::new("glue", &[("controller.mjs", "import * as glue from 'suzumio:glue'; export default glue;")]);
+    let err = JsHost::spawn(pack.spec("controller.mjs", fast()), Arc::new(TestHost::default())).await.err();
+    let Some(JsError::Load { message, .. }) = err else { panic!("expected a load error, got {err:?}") };
+    assert!(message.contains("suzumio: modules are internal to the host and cannot be imported"), "{message}");
+}
+
+/// A top-level `await` that never settles fails the load at the deadline instead of hanging it.
+#[tokio::test]
+async fn a_module_that_never_finishes_loading_fails_at_the_deadline() {
+    let pack = Pack::new("tla", &[("controller.mjs", "await new Promise(() => {});\nexport default {};")]);
+    let started = Instant::now();
+    let err = JsHost::spawn(pack.spec("controller.mjs", fast()), Arc::new(TestHost::default())).await.err();
+    let Some(JsError::Load { message, .. }) = err else { panic!("expected a load error, got {err:?}") };
+    assert_eq!(message, "module evaluation did not finish within 300 ms");
+    assert!(started.elapsed() < Duration::from_secs(5), "stopped at the deadline: {:?}", started.elapsed());
 }
 
 #[tokio::test]

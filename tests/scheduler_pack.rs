@@ -201,7 +201,9 @@ fn remove_worker(yaml: String) -> String {
 #[tokio::test]
 async fn due_job_is_sent_as_a_p3_message_from_scheduler_and_listed_done_once() {
     let env = Env::new();
-    let job = env.create("schedule.once", json!({"afterMinutes": 5, "body": "Check the **build**."})).await;
+    // Scheduled by the user: a job an agent schedules is sent as that agent (tests/policy.rs).
+    let scheduled = env.webui("schedule.once", json!({"afterMinutes": 5, "body": "Check the **build**."})).await;
+    let job = metadata_job(&scheduled.expect("scheduled from the WebUI"));
     assert_eq!(job["recipient"], "pm", "the coordinator by default");
 
     env.advance(Duration::minutes(5) - Duration::milliseconds(1));
@@ -575,13 +577,14 @@ async fn created_jobs_have_the_reference_shape_and_output() {
     assert_eq!(out.title.as_deref(), Some("scheduled message created"));
     assert_eq!(
         out.output,
-        format!("Scheduled {id}.\nNext: 2026-01-05T09:05:00.000Z\nRoute: scheduler -> pm\nPriority: P3")
+        format!("Scheduled {id}.\nNext: 2026-01-05T09:05:00.000Z\nRoute: pm -> pm\nPriority: P3"),
+        "a job an agent schedules is sent as that agent"
     );
     assert_eq!(
         env.jobs_file(),
         json!({"version": 1, "jobs": [{
             "id": id, "type": "once", "status": "active", "createdAt": START, "nextAt": "2026-01-05T09:05:00.000Z",
-            "sentCount": 0, "sender": "scheduler", "recipient": "pm", "priority": "P3", "waitForQuiet": false,
+            "sentCount": 0, "sender": "pm", "recipient": "pm", "priority": "P3", "waitForQuiet": false,
             "body": "Hello", "schedule": {"afterMs": 300000}, "createdBy": "pm",
         }]})
     );
@@ -613,17 +616,21 @@ async fn created_jobs_have_the_reference_shape_and_output() {
         assert_eq!(env.job(&job["id"])["schedule"], schedule, "{input}");
     }
 
+    // Other senders are the user's to choose (the WebUI).
     let out = env
-        .ok(
+        .webui(
             "schedule.recurring",
             json!({"everyDays": 1, "channel": "#team", "sender": "worker", "priority": "P1", "body": "x"}),
         )
-        .await;
+        .await
+        .expect("webui recurring");
     assert!(out.output.ends_with("\nRoute: worker -> #team\nPriority: P1"), "{}", out.output);
     let job = metadata_job(&out);
     assert_eq!((job["channel"].clone(), job.get("recipient")), (json!("#team"), None));
-    let out =
-        env.ok("schedule.once", json!({"afterMinutes": 1, "sender": "user", "recipient": "user", "body": "x"})).await;
+    let out = env
+        .webui("schedule.once", json!({"afterMinutes": 1, "sender": "user", "recipient": "user", "body": "x"}))
+        .await
+        .expect("webui once");
     assert!(out.output.contains("\nRoute: user -> user\n"), "{}", out.output);
 }
 
@@ -1011,11 +1018,13 @@ async fn list_lines_and_metrics_follow_the_reference_format() {
     let long = format!("Line one\n\n  line two {}", "x".repeat(200));
     let a = env.create("schedule.once", json!({"afterMinutes": 5, "body": long})).await;
     let b = env
-        .create(
+        .webui(
             "schedule.recurring",
             json!({"everyHours": 1, "channel": "#team", "sender": "worker", "priority": "P1", "body": "Channel note"}),
         )
-        .await;
+        .await
+        .map(|out| metadata_job(&out))
+        .expect("webui recurring");
     let c = env
         .create(
             "schedule.once",
@@ -1031,22 +1040,19 @@ async fn list_lines_and_metrics_follow_the_reference_format() {
     let id = |job: &Value| job["id"].as_str().unwrap().to_string();
     let preview = format!("Line one line two {}…", "x".repeat(140 - "Line one line two ".len()));
     let active = [
-        format!("- {} [active/once] next 2026-01-05T09:05:00.000Z, P3 scheduler -> pm, sent 0: {preview}", id(&a)),
+        format!("- {} [active/once] next 2026-01-05T09:05:00.000Z, P3 pm -> pm, sent 0: {preview}", id(&a)),
         format!(
             "- {} [active/recurring] next 2026-01-05T10:00:00.000Z, P1 worker -> #team, sent 0: Channel note",
             id(&b)
         ),
         format!(
-            "- {} [active/once] next 2026-01-05T09:10:00.000Z, P3 scheduler -> worker, sent 0, waits for quiet: quiet",
+            "- {} [active/once] next 2026-01-05T09:10:00.000Z, P3 pm -> worker, sent 0, waits for quiet: quiet",
             id(&c)
         ),
     ];
     let inactive = [
-        format!("- {} [done/once] next 2026-01-05T09:01:00.000Z, P3 scheduler -> pm, sent 1: to be done", id(&d)),
-        format!(
-            "- {} [cancelled/once] next 2026-01-05T09:01:00.000Z, P3 scheduler -> pm, sent 0: to be cancelled",
-            id(&e)
-        ),
+        format!("- {} [done/once] next 2026-01-05T09:01:00.000Z, P3 pm -> pm, sent 1: to be done", id(&d)),
+        format!("- {} [cancelled/once] next 2026-01-05T09:01:00.000Z, P3 pm -> pm, sent 0: to be cancelled", id(&e)),
     ];
     let list = env.list(false).await;
     assert_eq!(list.output, format!("Scheduled messages:\n{}", active.join("\n")));

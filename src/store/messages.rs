@@ -1,7 +1,7 @@
 //! Messages: `sendMessage` exactly as reference §4.2 (validation, the `messages` row, the
 //! `message.created` event and signals), and the conversation queries the WebUI shows (§4.10).
 //!
-//! The sender is not checked here, nor the communication policy: the support broker and the
+//! The sender is not checked here, nor the communication policy: `support::policy` and the
 //! WebUI decide who may speak, this module only records what was said.
 
 use rusqlite::{Connection, OptionalExtension, Row, params_from_iter, types::Value as SqlValue};

@@ -3,12 +3,14 @@
 //! the agent is the one whose socket the request came over (the connection carries its identity
 //! and its token was checked at `hello`), the activation exists, belongs to the agent and is
 //! still running, the toolpack is registered, the tool is in it and allowed for the agent, and
-//! the input matches the tool's schema. Only then does a handler run.
+//! the input matches the tool's schema. Only then does a handler run. A `recordSignal` passes
+//! the same activation checks, then the communication policy for that agent (`policy`).
 
 use serde_json::Value;
 
 use super::builtin_tools::{self, Caller};
-use super::{InvokeError, ToolHost, ToolOutput};
+use super::{InvokeError, ToolHost, ToolOutput, policy};
+use crate::config::Priority;
 use crate::rpc::{CallSupportParams, RecordSignalParams};
 use crate::store::{ActivationRecord, ActivationStatus, SignalRecord, SignalRequest};
 use crate::toolpack::{RunsIn, ToolError};
@@ -76,8 +78,9 @@ pub async fn call_support(host: &ToolHost, agent_id: &str, params: CallSupportPa
     })
 }
 
-/// A `recordSignal` from `agent_id`'s runner: only for its running activation, attributed to it.
-/// No `status` and no `notBefore` on this path (reference §3.6).
+/// A `recordSignal` from `agent_id`'s runner: only for its running activation, attributed to it,
+/// and only what [`policy::check_signal`] lets an agent record. No `status` and no `notBefore`
+/// on this path (reference §3.6).
 pub fn record_signal(
     host: &ToolHost,
     agent_id: &str,
@@ -85,6 +88,13 @@ pub fn record_signal(
 ) -> Result<Vec<SignalRecord>, ToolError> {
     check_activation(host, agent_id, &params.activation_id, true)?;
     let s = params.signal;
+    let payload = s.payload.unwrap_or(Value::Null);
+    let route = policy::Route {
+        recipient: s.target_agent.as_deref(),
+        channel: s.target_channel.as_deref(),
+        priority: policy::priority(s.priority.as_deref(), Priority::P2)?,
+    };
+    policy::check_signal(&host.project.config.communication, agent_id, &s.kind, route, &payload)?;
     Ok(host.store.record_signal(SignalRequest {
         kind: s.kind,
         source_agent: Some(agent_id.to_string()),
@@ -92,7 +102,7 @@ pub fn record_signal(
         target_agent: s.target_agent,
         target_channel: s.target_channel,
         priority: s.priority,
-        payload: s.payload.unwrap_or(Value::Null),
+        payload,
         status: None,
         useful_effect: s.useful_effect,
         not_before: None,

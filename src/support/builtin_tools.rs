@@ -1,5 +1,5 @@
 //! The controller-side built-in tools, each registered once in [`HANDLERS`] next to its
-//! implementation: `messages.send` (with the communication policy enforced),
+//! implementation: `messages.send` (with the communication policy of [`policy`] enforced),
 //! `coordination.wait_for_signal` and `completion.submit` of the `core` pack (reference
 //! §4.2–§4.4), and `web.fetch` of the `web` pack. Where a built-in runs and whether it ends the
 //! activation is declared in its manifest (`runsIn`, `endsActivation`); a unit test checks that
@@ -14,7 +14,7 @@ use std::pin::Pin;
 
 use serde_json::{Value, json};
 
-use super::{InvokeError, ToolHost, ToolOutput, web_fetch};
+use super::{InvokeError, ToolHost, ToolOutput, policy, web_fetch};
 use crate::config::Priority;
 use crate::store::{SendMessage, SignalRequest};
 use crate::toolpack::ToolError;
@@ -62,45 +62,13 @@ fn text(input: &Value, key: &str) -> Option<String> {
     input.get(key).and_then(Value::as_str).filter(|s| !s.trim().is_empty()).map(str::to_string)
 }
 
-/// The communication policy (reference §4.2), when `restrictNonCoordinatorToCoordinator` is on
-/// and the sender is not the coordinator.
-pub fn check_policy(
-    host: &ToolHost,
-    sender: &str,
-    recipient: Option<&str>,
-    channel: Option<&str>,
-    priority: Priority,
-) -> Result<(), InvokeError> {
-    let policy = &host.project.config.communication;
-    if !policy.restrict_non_coordinator_to_coordinator || sender == policy.coordinator_agent {
-        return Ok(());
-    }
-    let coordinator = &policy.coordinator_agent;
-    if channel.is_some() {
-        return Err(InvokeError::Rejected(format!(
-            "Communication policy allows non-coordinator agents to send direct messages only to {coordinator}; channels are not allowed."
-        )));
-    }
-    if recipient != Some(coordinator.as_str()) {
-        return Err(InvokeError::Rejected(format!(
-            "Communication policy allows non-coordinator agents to message only {coordinator}."
-        )));
-    }
-    let max = policy.non_coordinator_max_priority;
-    if priority < max {
-        return Err(InvokeError::Rejected(format!(
-            "Communication policy allows non-coordinator priorities {max} or lower; {priority} is not allowed."
-        )));
-    }
-    Ok(())
-}
-
 fn send(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOutput, InvokeError> {
     let recipient = text(input, "recipient");
     let channel = text(input, "channel");
     let priority_text = text(input, "priority").unwrap_or_else(|| "P3".into());
-    let priority: Priority = priority_text.parse().map_err(InvokeError::Rejected)?;
-    check_policy(host, &caller.agent_id, recipient.as_deref(), channel.as_deref(), priority)?;
+    let priority = policy::priority(Some(&priority_text), Priority::P3)?;
+    let route = policy::Route { recipient: recipient.as_deref(), channel: channel.as_deref(), priority };
+    policy::check_message(&host.project.config.communication, &caller.agent_id, None, route)?;
     let sent = host.store.send_message(SendMessage {
         sender: caller.agent_id.clone(),
         recipient,
@@ -118,16 +86,21 @@ fn send(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOutput, I
 }
 
 fn wait_for_signal(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOutput, InvokeError> {
-    let policy = &host.project.config.communication;
+    let communication = &host.project.config.communication;
     let reason = text(input, "reason").unwrap_or_default();
-    let pm = text(input, "pm").unwrap_or_else(|| policy.coordinator_agent.clone());
-    let is_coordinator = caller.agent_id == policy.coordinator_agent;
+    let pm = text(input, "pm").unwrap_or_else(|| communication.coordinator_agent.clone());
+    let is_coordinator = caller.agent_id == communication.coordinator_agent;
     let notify = input.get("notifyPm").and_then(Value::as_bool).unwrap_or(!is_coordinator);
     let mut message_id = None;
     if notify && pm != caller.agent_id && host.project.config.agent(&pm).is_some() {
-        // Bypasses the communication policy, as in the reference: waiting must always be reportable.
+        // A wait must always be reportable to the coordinator, so that notice bypasses the
+        // policy as in the reference; `pm` naming anyone else is an ordinary message to them.
         // A coordinator that is itself only waiting gets the note without being woken by it:
         // two waiting agents notifying each other would otherwise wake each other for ever.
+        if pm != communication.coordinator_agent {
+            let route = policy::Route { recipient: Some(&pm), channel: None, priority: Priority::P2 };
+            policy::check_message(communication, &caller.agent_id, None, route)?;
+        }
         let message = SendMessage {
             sender: caller.agent_id.clone(),
             recipient: Some(pm.clone()),

@@ -11,6 +11,7 @@ pub mod builtin_tools;
 pub mod builtin_webui;
 pub mod ops;
 pub mod packs;
+pub mod policy;
 pub mod quota;
 pub mod runners;
 pub mod web_fetch;
@@ -89,6 +90,9 @@ impl From<StoreError> for InvokeError {
 
 impl From<JsError> for InvokeError {
     fn from(e: JsError) -> Self {
+        if let JsError::Rejected { .. } = e {
+            return InvokeError::Rejected(e.to_string());
+        }
         tracing::warn!("{}", e.with_stack());
         InvokeError::Handler(e.to_string())
     }
@@ -281,9 +285,10 @@ impl ToolHost {
         }
         let ops = ops::ControllerOps::new(self.project.clone(), self.store.clone(), self.state.clone());
         for (i, item) in requests.iter().enumerate() {
-            let recorded = ops
-                .signal_request(item, None)
-                .and_then(|request| self.store.record_signal(request).map_err(|e| e.to_string()));
+            let recorded = ops.signal_request(item, None).and_then(|request| {
+                policy::check_pack_kind(&request.kind).map_err(|r| r.to_string())?;
+                self.store.record_signal(request).map_err(|e| e.to_string())
+            });
             match recorded {
                 Ok(signals) => outcome.recorded.extend(signals.into_iter().map(|s| s.id)),
                 Err(e) => outcome.errors.push(format!("signal request {i} from {pack}: {e}")),

@@ -2,14 +2,23 @@
 //! state files, `recordSignal` attributed to the calling activation, time helpers. Each
 //! operation checks its arguments and answers with JSON or an error message that becomes a
 //! JavaScript `Error`. Callers' identities come from the [`CallScope`] Rust set for the call.
+//!
+//! A call whose scope has an agent (a support call) acts for that agent: its messages and
+//! signals go through [`policy`] exactly as the agent's own `messages.send` and `recordSignal`
+//! do, whatever the pack passes. A call without one is the user's (a WebUI entry) or the
+//! controller's (a scheduler hook) and may send as `user` or a virtual sender; such code may
+//! still send for an agent (`onBehalfOf`, e.g. a job that agent scheduled), under the policy.
+//! Policy refusals are [`js::rejected`](crate::js::rejected) errors.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::policy::{self, Refused};
 use crate::clock::{iso, parse_iso};
-use crate::js::{CallScope, HostFuture, HostOps};
+use crate::config::Priority;
+use crate::js::{CallScope, HostFuture, HostOps, rejected};
 use crate::project::Project;
 use crate::store::{MessageQuery, SendMessage, SignalQuery, SignalRequest, SignalStatus, StateFiles, Store};
 
@@ -63,24 +72,85 @@ impl ControllerOps {
         })
     }
 
-    fn send_message(&self, args: &Value, scope: &CallScope) -> Result<Value, String> {
+    /// A signal from pack code: for the scope's agent (attributed to its activation and checked
+    /// by the policy), or unattributed for the user or the controller; no pack records the
+    /// controller's own kinds either way.
+    fn record_signal(&self, args: &Value, scope: &CallScope) -> Result<Value, String> {
+        let request = self.signal_request(args, Some(scope))?;
+        match scope.agent_id.as_deref() {
+            Some(agent) => {
+                let route = policy::Route {
+                    recipient: request.target_agent.as_deref(),
+                    channel: request.target_channel.as_deref(),
+                    priority: policy::priority(request.priority.as_deref(), Priority::P2).map_err(refusal)?,
+                };
+                policy::check_signal(&self.project.config.communication, agent, &request.kind, route, &request.payload)
+                    .map_err(refusal)?;
+            }
+            None => policy::check_pack_kind(&request.kind).map_err(refusal)?,
+        }
+        to_json(self.store.record_signal(request))
+    }
+
+    /// `store.sendMessage` (and, with `send: false`, `store.checkMessage`: would it be accepted
+    /// now, from this caller?). See the module header for who it is sent as.
+    fn send_message(&self, args: &Value, scope: &CallScope, send: bool) -> Result<Value, String> {
         let Some(obj) = args.as_object() else { return Err("Tool input must be an object".into()) };
         let text = |key: &str| obj.get(key).and_then(Value::as_str).map(str::to_string);
-        let body = text("body").filter(|b| !b.trim().is_empty()).ok_or("body is required")?;
-        let sender = text("sender").or_else(|| scope.agent_id.clone()).unwrap_or_else(|| "user".into());
+        let body = text("body").filter(|b| !b.trim().is_empty());
+        if send && body.is_none() {
+            return Err("body is required".into());
+        }
+        let agent = self.acting_agent(scope, text("onBehalfOf").as_deref()).map_err(refusal)?;
+        let (sender, recipient, channel, priority) =
+            (text("sender"), text("recipient"), text("channel"), text("priority"));
+        let sender = match &agent {
+            Some(agent) => {
+                let route = policy::Route {
+                    recipient: recipient.as_deref(),
+                    channel: channel.as_deref(),
+                    priority: policy::priority(priority.as_deref(), Priority::P3).map_err(refusal)?,
+                };
+                policy::check_message(&self.project.config.communication, agent, sender.as_deref(), route)
+                    .map_err(refusal)?;
+                agent.clone()
+            }
+            None => sender.unwrap_or_else(|| "user".into()),
+        };
+        if !send {
+            return Ok(Value::Null);
+        }
+        // Attributed to the scope's activation only when the agent is the scope's own.
+        let activation = scope.activation_id.clone().filter(|_| scope.agent_id.is_some());
         let sent = self
             .store
             .send_message(SendMessage {
                 sender,
-                recipient: text("recipient"),
-                channel: text("channel"),
-                priority: text("priority"),
-                body,
-                source_agent: scope.agent_id.clone(),
-                source_activation: scope.activation_id.clone(),
+                recipient,
+                channel,
+                priority,
+                body: body.unwrap_or_default(),
+                source_agent: agent,
+                source_activation: activation,
             })
             .map_err(|e| e.to_string())?;
         serde_json::to_value(sent).map_err(|e| e.to_string())
+    }
+
+    /// Who a message is sent for: the scope's agent (a support call, which may name only
+    /// itself), or the agent trusted code names in `onBehalfOf`, or nobody (the user or the
+    /// controller itself).
+    fn acting_agent(&self, scope: &CallScope, on_behalf_of: Option<&str>) -> Result<Option<String>, Refused> {
+        match (scope.agent_id.as_deref(), on_behalf_of) {
+            (Some(agent), Some(named)) if named != agent => Err(Refused(format!(
+                "Pack code called by {agent} acts only for {agent}; onBehalfOf {named} is not allowed."
+            ))),
+            (Some(agent), _) => Ok(Some(agent.to_string())),
+            (None, Some(named)) if self.project.config.agent(named).is_none() => {
+                Err(Refused(format!("Unknown agent: {named}")))
+            }
+            (None, named) => Ok(named.map(str::to_string)),
+        }
     }
 
     fn list_agents(&self) -> Result<Value, String> {
@@ -124,6 +194,10 @@ pub(crate) fn communication_json(c: &crate::config::CommunicationConfig) -> Valu
     })
 }
 
+fn refusal(r: Refused) -> String {
+    rejected(r)
+}
+
 fn to_json<T: serde::Serialize>(v: Result<T, crate::store::StoreError>) -> Result<Value, String> {
     serde_json::to_value(v.map_err(|e| e.to_string())?).map_err(|e| e.to_string())
 }
@@ -139,15 +213,11 @@ fn str_arg(args: &Value, key: &str) -> Option<String> {
 impl HostOps for ControllerOps {
     fn call(&self, pack_id: &str, scope: &CallScope, op: &str, args: Value) -> Result<Value, String> {
         match op {
-            "recordSignal" => {
-                let request = self.signal_request(&args, Some(scope))?;
-                to_json(self.store.record_signal(request))
-            }
-            "store.recordSignal" => {
-                let request = self.signal_request(&args, None)?;
-                to_json(self.store.record_signal(request))
-            }
-            "store.sendMessage" => self.send_message(&args, scope),
+            // In an agent's call both are that agent's signals; `store.recordSignal` is only
+            // unattributed (reference §3.4) for the user and the controller.
+            "recordSignal" | "store.recordSignal" => self.record_signal(&args, scope),
+            "store.sendMessage" => self.send_message(&args, scope, true),
+            "store.checkMessage" => self.send_message(&args, scope, false),
             "store.listAgents" => self.list_agents(),
             "store.listMessages" => to_json(self.store.list_messages(&MessageQuery {
                 participant_a: str_arg(&args, "participantA").or_else(|| str_arg(&args, "agentA")),

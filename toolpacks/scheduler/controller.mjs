@@ -3,7 +3,9 @@
 // maxRuns, pause/resume and missed-run bookkeeping.
 //
 // State: one document, toolpack-state/<pack id>/jobs.json = {"version": 1, "jobs": [Job...]}.
-// Jobs are only ever appended or replaced, never removed, so a job's index is stable.
+// Jobs are only ever appended or replaced, never removed, so a job's index is stable. A job's
+// `createdBy` is the agent whose support call created it, or "user" (the WebUI): an agent's job
+// is sent as that agent and checked by the communication policy, when created and when it fires.
 //
 // Invariants:
 // * Every change goes through commit(): the new document is built in full first (inputs are
@@ -24,7 +26,8 @@ const STATE_FILE = "jobs.json";
 const BLOCK_FILE = "jobs-blocked.json";
 const WEEKDAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 const PRIORITIES = ["P0", "P1", "P2", "P3"];
-const SENDERS = ["scheduler", "user"];
+const USER = "user";
+const SENDERS = ["scheduler", USER];
 const ONCE_DELAYS = [
   ["afterMs", 1],
   ["afterSeconds", 1000],
@@ -121,7 +124,7 @@ function scheduleOnce(context, rawInput, fromWebui) {
   const nowIso = context.time.now();
   const now = parseTimestamp(nowIso);
   const config = context.store.config();
-  const message = messageFields(config, input);
+  const message = messageFields(context, config, input);
   const delays = ONCE_DELAYS.map(([key, unit]) => [key, finiteNumber(input[key]), unit]);
   const at = optionalTimestamp(input, "at");
   let schedule;
@@ -150,7 +153,7 @@ function scheduleRecurring(context, rawInput) {
   const nowIso = context.time.now();
   const now = parseTimestamp(nowIso);
   const config = context.store.config();
-  const message = messageFields(config, input);
+  const message = messageFields(context, config, input);
 
   const everyMs = Math.round(
     INTERVALS.reduce((sum, [key, unit]) => sum + Math.max(0, finiteNumber(input[key])) * unit, 0),
@@ -359,17 +362,24 @@ function checkCronDayNames(expr) {
   }
 }
 
-/** Sender, route, priority, waitForQuiet and body, checked (reference §5.1 routing). */
-function messageFields(config, input) {
+/**
+ * Sender, route, priority, waitForQuiet and body, checked (reference §5.1 routing). A job an
+ * agent schedules (a support call: context.agent is set by the controller) is sent as that agent
+ * and must pass the communication policy now, through the same check the host applies when the
+ * job fires; from the WebUI (the user) any of "scheduler", "user" or an agent may be the sender.
+ */
+function messageFields(context, config, input) {
   const body = input.body;
   if (typeof body !== "string" || body.trim() === "") throw new Error("body is required");
   const agentIds = (config.agents ?? []).map((agent) => agent.id);
-  const sender = optionalString(input, "sender") ?? "scheduler";
+  const creator = context.agent?.id;
+  const sender = optionalString(input, "sender") ?? creator ?? "scheduler";
   if (!SENDERS.includes(sender) && !agentIds.includes(sender)) throw new Error(`Unknown sender: ${sender}`);
   const route = routeFromInput(config, agentIds, input);
   const priority = optionalString(input, "priority") ?? "P3";
   if (!PRIORITIES.includes(priority)) throw new Error(`Invalid priority: ${input.priority}`);
   const waitForQuiet = optionalBoolean(input, "waitForQuiet");
+  if (creator !== undefined) context.store.checkMessage({ sender, ...route, priority });
   return { sender, ...route, priority, waitForQuiet, body };
 }
 
@@ -413,8 +423,15 @@ function newJob(context, type, nowIso, next, message, schedule) {
   job.waitForQuiet = message.waitForQuiet;
   job.body = message.body;
   job.schedule = schedule;
-  job.createdBy = context.agent?.id ?? "user";
+  // Who the job acts for when it fires (see deliverOne): set only from the controller's context
+  // of this call, never from the input.
+  job.createdBy = context.agent?.id ?? USER;
   return job;
+}
+
+/** The agent that created a job, or undefined for the user (the WebUI). */
+function createdByAgent(job) {
+  return typeof job.createdBy === "string" && job.createdBy !== USER ? job.createdBy : undefined;
 }
 
 function created(job) {
@@ -500,6 +517,10 @@ function deliverOne(context, job, dueMs, now, nowIso) {
     const message = { sender: job.sender, priority: job.priority, body: job.body };
     if (job.channel !== undefined) message.channel = job.channel;
     else message.recipient = job.recipient;
+    // The hook is the controller's own code, but a job an agent created is that agent's message:
+    // the host sends it as that agent, under the communication policy.
+    const creator = createdByAgent(job);
+    if (creator !== undefined) message.onBehalfOf = creator;
     sent = context.store.sendMessage(message);
   } catch (e) {
     const error = errorText(e);

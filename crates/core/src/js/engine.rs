@@ -131,30 +131,33 @@ impl Engine {
 
         let limit_ms = spec.limits.call_timeout.as_millis() as u64;
         deadline.store(epoch.elapsed().as_nanos() as u64 + limit_ms * 1_000_000, Ordering::Relaxed);
-        let glue: Result<Persistent<Object<'static>>, String> = context
-            .async_with(async |ctx| {
-                let loaded = async {
-                    install_host_functions(&ctx, &spec.pack_id, ops.clone(), scope.clone())?;
-                    ctx.eval::<(), _>(PRELUDE)?;
-                    let namespace: Object = Module::import(&ctx, GLUE_MODULE)?.into_future().await?;
-                    Ok::<_, rquickjs::Error>(namespace)
-                }
-                .await
-                .catch(&ctx);
-                match loaded {
-                    Ok(namespace) => Ok(Persistent::save(&ctx, namespace)),
-                    Err(e) => Err(describe(e).0),
-                }
-            })
-            .await;
-        deadline.store(u64::MAX, Ordering::Relaxed);
-        let glue = glue.map_err(|message| {
-            if interrupted.load(Ordering::Relaxed) {
-                load_error(format!("module evaluation did not finish within {limit_ms} ms"))
-            } else {
-                load_error(message)
+        let loading = context.async_with(async |ctx| {
+            let loaded = async {
+                install_host_functions(&ctx, &spec.pack_id, ops.clone(), scope.clone())?;
+                ctx.eval::<(), _>(PRELUDE)?;
+                let namespace: Object = Module::import(&ctx, GLUE_MODULE)?.into_future().await?;
+                Ok::<_, rquickjs::Error>(namespace)
             }
-        })?;
+            .await
+            .catch(&ctx);
+            match loaded {
+                Ok(namespace) => Ok(Persistent::save(&ctx, namespace)),
+                Err(e) => Err(describe(e).message),
+            }
+        });
+        // As for calls: the interrupt handler stops evaluation that computes, the timer a
+        // top-level `await` that never settles.
+        let timer = spec.limits.call_timeout + std::time::Duration::from_millis(50);
+        let loaded: Option<Result<Persistent<Object<'static>>, String>> =
+            tokio::time::timeout(timer, loading).await.ok();
+        deadline.store(u64::MAX, Ordering::Relaxed);
+        let too_slow = || load_error(format!("module evaluation did not finish within {limit_ms} ms"));
+        let glue = match loaded {
+            None => return Err(too_slow()),
+            Some(Err(_)) if interrupted.load(Ordering::Relaxed) => return Err(too_slow()),
+            Some(Err(message)) => return Err(load_error(message)),
+            Some(Ok(glue)) => glue,
+        };
         Ok(Engine { runtime, context, glue, deadline, interrupted, epoch, scope })
     }
 
@@ -191,10 +194,11 @@ impl Engine {
         let text = match outcome {
             Err(_) => return Err(timed_out()),
             Ok(Err(_)) if self.interrupted.load(Ordering::Relaxed) => return Err(timed_out()),
-            Ok(Err((message, _))) if is_out_of_memory(&message) => {
+            Ok(Err(thrown)) if is_out_of_memory(&thrown.message) => {
                 return Err(JsError::OutOfMemory { pack, mib: spec.limits.memory_bytes >> 20 });
             }
-            Ok(Err((message, stack))) => return Err(JsError::Exception { pack, message, stack }),
+            Ok(Err(Thrown { message, rejected: true, .. })) => return Err(JsError::Rejected { pack, message }),
+            Ok(Err(Thrown { message, stack, .. })) => return Err(JsError::Exception { pack, message, stack }),
             Ok(Ok(text)) => text,
         };
         let _ = &self.runtime;
@@ -207,14 +211,27 @@ fn is_out_of_memory(message: &str) -> bool {
     message.contains("out of memory") || message.contains("Allocation failed")
 }
 
+/// The `name` the glue gives the `Error` of a host refusal (see [`super::rejected`]).
+const REJECTED_NAME: &str = "RejectedError";
+
+/// What was thrown: message, stack, and whether it is a host refusal that escaped.
+struct Thrown {
+    message: String,
+    stack: Option<String>,
+    rejected: bool,
+}
+
 /// Message and stack of whatever was thrown.
-fn describe(error: CaughtError<'_>) -> (String, Option<String>) {
+fn describe(error: CaughtError<'_>) -> Thrown {
+    let plain = |message: String| Thrown { message, stack: None, rejected: false };
     match error {
         CaughtError::Exception(e) => {
             let message = e.message().unwrap_or_default();
             let name = e.get::<_, String>("name").unwrap_or_default();
-            let message = if name.is_empty() || name == "Error" { message } else { format!("{name}: {message}") };
-            (message, e.stack())
+            let rejected = name == REJECTED_NAME;
+            let message =
+                if name.is_empty() || name == "Error" || rejected { message } else { format!("{name}: {message}") };
+            Thrown { message, stack: e.stack(), rejected }
         }
         CaughtError::Value(v) => {
             let shown = v
@@ -224,16 +241,20 @@ fn describe(error: CaughtError<'_>) -> (String, Option<String>) {
                 .flatten()
                 .and_then(|s| s.to_string().ok())
                 .unwrap_or_else(|| format!("{:?}", v.type_of()));
-            (format!("threw a non-Error value: {shown}"), None)
+            plain(format!("threw a non-Error value: {shown}"))
         }
-        CaughtError::Error(e) => (e.to_string(), None),
+        CaughtError::Error(e) => plain(e.to_string()),
     }
 }
 
+/// What the glue's `unwrap` reads: `{ok}`, `{error}`, or `{error, rejected: true}` for a refusal.
 fn reply(result: Result<Value, String>) -> String {
     match result {
         Ok(v) => json!({ "ok": v }).to_string(),
-        Err(e) => json!({ "error": e }).to_string(),
+        Err(e) => match super::split_rejected(&e) {
+            (message, true) => json!({ "error": message, "rejected": true }).to_string(),
+            (message, false) => json!({ "error": message }).to_string(),
+        },
     }
 }
 

@@ -3,7 +3,8 @@
 //! Only relative specifiers (`./x.mjs`, `../lib/y.js`) are accepted; they resolve against the
 //! importing module's directory, are normalized, followed through symlinks and must still be
 //! inside the pack root, and must end in `.mjs` or `.js`. Bare specifiers (`lodash`), URLs and
-//! absolute paths are refused. Internal modules (`suzumio:*`) are served from memory.
+//! absolute paths are refused. Internal modules (`suzumio:*`, the glue) are served from memory
+//! and only to the host, never to a pack's module.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -36,6 +37,14 @@ impl Resolver for PackResolver {
         _attributes: Option<rquickjs::loader::ImportAttributes<'js>>,
     ) -> Result<String> {
         if name.starts_with("suzumio:") {
+            // Internal modules are the host's (the glue); a pack module's name is its path.
+            if Path::new(base).is_absolute() {
+                return Err(self.refuse(
+                    base,
+                    name,
+                    "suzumio: modules are internal to the host and cannot be imported",
+                ));
+            }
             return Ok(name.to_string());
         }
         // The glue imports the pack module by its absolute path; pack code may not.

@@ -1,23 +1,29 @@
 // Glue between the runner and a toolpack's runner.mjs (reference §3.3). Evaluated as its own
-// module that imports the pack module; the Rust side calls the exports below with JSON strings
-// and gets JSON strings back. The factory is called at load (to check the handlers) and again
-// for every call, with that activation's context.
-import * as pack from "__PACK_MODULE__";
+// module; the Rust side calls the exports below with JSON strings and gets JSON strings back.
+// The factory is called at load (to check the handlers) and again for every call, with that
+// activation's context. As in the controller glue, the host function is taken off `globalThis`
+// before the pack module is evaluated (a dynamic import, below), so pack code only ever has the
+// context of its call.
 
-const PACK_ID = __PACK_ID__;
 const hostCallAsync = globalThis.__suzumio_host_async;
 delete globalThis.__suzumio_host;
 delete globalThis.__suzumio_host_async;
+const { parse, stringify } = JSON;
+const freeze = Object.freeze;
+const console = globalThis.console;
+
+const PACK_ID = __PACK_ID__;
+const pack = await import("__PACK_MODULE__");
 
 function unwrap(reply) {
-  const parsed = JSON.parse(reply);
+  const parsed = parse(reply);
   if (parsed.error !== undefined) throw new Error(parsed.error);
   return parsed.ok;
 }
-const callAsync = async (op, args) => unwrap(await hostCallAsync(op, JSON.stringify(args === undefined ? null : args)));
+const callAsync = async (op, args) => unwrap(await hostCallAsync(op, stringify(args === undefined ? null : args)));
 
 function makeContext(base) {
-  return Object.freeze({
+  return freeze({
     project: base.project,
     agentId: base.agentId,
     activationId: base.activationId,
@@ -25,7 +31,7 @@ function makeContext(base) {
     toolpackId: PACK_ID,
     callSupport: (tool, input) => callAsync("callSupport", { tool, input: input === undefined ? {} : input }),
     recordSignal: (signal) => callAsync("recordSignal", signal),
-    console: globalThis.console,
+    console,
   });
 }
 
@@ -34,7 +40,7 @@ async function handlers(baseJson) {
   if (typeof factory !== "function") {
     throw new Error(`Runner module for ${PACK_ID} must export createRunnerToolpack`);
   }
-  const instance = await factory(makeContext(JSON.parse(baseJson)));
+  const instance = await factory(makeContext(parse(baseJson)));
   const map = instance && typeof instance === "object" && instance.tools !== undefined ? instance.tools : instance;
   return map !== null && typeof map === "object" ? map : {};
 }
@@ -47,17 +53,17 @@ function handlerOf(map, name) {
 
 export async function load(baseJson, toolsJson) {
   const map = await handlers(baseJson);
-  for (const name of JSON.parse(toolsJson)) {
+  for (const name of parse(toolsJson)) {
     if (!handlerOf(map, name)) throw new Error(`Runner module for ${PACK_ID} did not register ${name}`);
   }
-  return JSON.stringify(Object.keys(map).filter((name) => handlerOf(map, name)));
+  return stringify(Object.keys(map).filter((name) => handlerOf(map, name)));
 }
 
 export async function invoke(baseJson, tool, inputJson) {
   const map = await handlers(baseJson);
   const handler = handlerOf(map, tool);
   if (!handler) throw new Error(`Runner module for ${PACK_ID} did not register ${tool}`);
-  const input = JSON.parse(inputJson);
+  const input = parse(inputJson);
   const result = await handler.call(map, input === null ? {} : input);
-  return JSON.stringify(result === undefined ? null : result);
+  return stringify(result === undefined ? null : result);
 }
