@@ -174,9 +174,13 @@ async fn across_containers_a_swapped_link_to_proc_1_never_leaks() {
             result.map(|o| o.output).map_err(|e| e.to_string())
         }
     };
-    let swap = "cd /artifacts/b && mkdir d && echo harmless > d/environ && ln -s /proc/1 l && \
-                (while :; do mv d t; mv l d; mv d l; mv t d; done) >/dev/null 2>&1 &";
-    call("b", "shell.exec", json!({"command": swap})).await.unwrap();
+    let setup = "cd /artifacts/b && mkdir d && echo harmless > d/environ && ln -s /proc/1 l";
+    call("b", "shell.exec", json!({"command": setup})).await.unwrap();
+    // The swap loop runs in b's container as one long call (a call's background processes are
+    // stopped when it returns), until the test drops a stop file into b's workspace.
+    let swap = "cd /artifacts/b && while [ ! -e /workspace/stop ]; do mv d t; mv l d; mv d l; mv t d; done";
+    let swapping = tokio::spawn(call("b", "shell.exec", json!({"command": swap, "timeoutMs": 300000})));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let (mut read, mut leaks) = (0, Vec::new());
     for _ in 0..2_000 {
         match call("a", "file.read", json!({"path": "/artifacts/b/d/environ"})).await {
@@ -185,6 +189,8 @@ async fn across_containers_a_swapped_link_to_proc_1_never_leaks() {
             Err(_) => {}
         }
     }
+    std::fs::write(project.dir.join("workspaces/b/stop"), "").unwrap();
+    let _ = swapping.await;
     runners.shutdown().await;
     assert!(leaks.is_empty(), "{} reads leaked, e.g. {:.200}", leaks.len(), leaks[0]);
     assert!(read > 0, "the real file was never read: the swap loop did not run as planned");
