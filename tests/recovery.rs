@@ -92,6 +92,10 @@ fn messages_survive_a_kill_9_and_are_delivered_exactly_once() {
     activations.sort();
     activations.dedup();
     assert_eq!(activations.len(), 3, "each message went to its own activation, once");
+    // Delivery is at least once, and says so: the interrupted message was delivered twice.
+    let mut deliveries: Vec<u64> = signals.iter().map(|s| s["deliveries"].as_u64().unwrap_or(0)).collect();
+    deliveries.sort();
+    assert_eq!(deliveries, [1, 1, 2], "{signals:?}");
     let done =
         text(&suzumio(&["ui", &dir, "core/messages.conversation", r#"{"agentA": "worker", "agentB": "user"}"#]).stdout);
     for activation in &activations {

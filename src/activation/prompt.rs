@@ -97,6 +97,13 @@ fn signals_section(out: &mut String, signals: &[SignalRecord]) {
 fn render_each(out: &mut String, signals: &[SignalRecord]) {
     for s in signals {
         let _ = writeln!(out, "## {} {}\n", s.id, s.kind);
+        if s.deliveries > 0 {
+            let _ = writeln!(
+                out,
+                "- Delivered again: the activation it first went to was interrupted before it finished, \
+                 so part of it may already be done. Check before repeating work.\n"
+            );
+        }
         let p = &s.payload;
         let text = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("");
         if s.kind == "message.created" {
@@ -198,6 +205,7 @@ mod tests {
             created_at: "2026-03-01T09:00:00.000Z".into(),
             not_before: None,
             delivered_at: None,
+            deliveries: 0,
             delivered_activation_id: None,
         }
     }
@@ -257,6 +265,17 @@ mod tests {
         assert!(prompt.contains(
             "## sig_1 plan.continuation_nudge\n\n- Priority: P2\n- Time: 2026-03-01T09:00:00.000Z\n\n```json\n{\n  \"planId\": \"pln_1\"\n}\n```"
         ));
+    }
+
+    /// Delivery is at least once: a signal whose first activation was interrupted says so.
+    #[test]
+    fn a_signal_delivered_again_says_so() {
+        let mut again = signal("plan.continuation_nudge", Priority::P2, json!({"planId": "pln_1"}));
+        let fresh = render_signals(std::slice::from_ref(&again));
+        assert!(!fresh.contains("Delivered again"), "{fresh}");
+        again.deliveries = 1;
+        let text = render_signals(&[again]);
+        assert!(text.contains("- Delivered again: the activation it first went to was interrupted"), "{text}");
     }
 
     #[test]

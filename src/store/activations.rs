@@ -34,7 +34,8 @@ impl Store {
             )?;
             for signal in signal_ids {
                 let changed = w.tx.execute(
-                    "UPDATE signals SET status = 'delivered', delivered_at = ?3, delivered_activation_id = ?4
+                    "UPDATE signals SET status = 'delivered', delivered_at = ?3, delivered_activation_id = ?4,
+                            deliveries = deliveries + 1
                      WHERE id = ?1 AND target_agent = ?2 AND status = 'pending'",
                     params![signal, agent_id, w.now, id],
                 )?;

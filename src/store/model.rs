@@ -300,6 +300,9 @@ pub struct SignalRecord {
     pub not_before: Option<String>,
     pub delivered_at: Option<String>,
     pub delivered_activation_id: Option<String>,
+    /// How many activations it was delivered to: more than one means an earlier one was
+    /// interrupted by a controller crash before it finished (delivery is at least once).
+    pub deliveries: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -23,9 +23,8 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<SignalRecord>, StoreError> {
         self.write(|w| {
-            let running: Option<String> = w
-                .tx
-                .query_row(
+            let running: Option<String> =
+                w.tx.query_row(
                     "SELECT a.id FROM activations a JOIN agents g ON g.active_activation_id = a.id
                      WHERE a.id = ?1 AND a.agent_id = ?2 AND a.status = 'running'",
                     params![activation_id, agent_id],
@@ -47,7 +46,9 @@ impl Store {
             drop(stmt);
             for s in &signals {
                 w.tx.execute(
-                    "UPDATE signals SET status = 'delivered', delivered_at = ?2, delivered_activation_id = ?3 WHERE id = ?1",
+                    "UPDATE signals SET status = 'delivered', delivered_at = ?2, delivered_activation_id = ?3,
+                            deliveries = deliveries + 1
+                     WHERE id = ?1",
                     params![s.id, w.now, activation_id],
                 )?;
             }
@@ -66,6 +67,7 @@ impl Store {
                     s.status = crate::store::SignalStatus::Delivered;
                     s.delivered_at = Some(w.now.clone());
                     s.delivered_activation_id = Some(activation_id.to_string());
+                    s.deliveries += 1;
                     s
                 })
                 .collect())

@@ -159,6 +159,13 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX model_calls_by_time ON model_calls(at, agent_id);
     CREATE INDEX model_calls_by_activation ON model_calls(activation_id);
     "#,
+    // 5: how many times a signal was delivered. More than once means the activation it went to
+    // was interrupted (a controller crash) and it was delivered again: work is at least once,
+    // and the prompt and the API say so.
+    r#"
+    ALTER TABLE signals ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0;
+    UPDATE signals SET deliveries = 1 WHERE status = 'delivered';
+    "#,
 ];
 
 /// The schema version this build writes.

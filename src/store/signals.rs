@@ -303,6 +303,7 @@ impl WriteTx<'_> {
             payload: payload.clone(),
             status: plan.status,
             useful_effect: plan.useful_effect,
+            deliveries: 0,
             created_at: self.now.clone(),
             not_before: not_before.map(str::to_string),
             delivered_at: None,
@@ -341,7 +342,8 @@ impl WriteTx<'_> {
 }
 
 pub(crate) const SIGNAL_COLUMNS: &str = "id, kind, source_agent, source_activation, target_agent, target_channel, \
-     priority, payload_json, status, useful_effect, created_at, not_before, delivered_at, delivered_activation_id";
+     priority, payload_json, status, useful_effect, created_at, not_before, delivered_at, delivered_activation_id, \
+     deliveries";
 
 pub(crate) fn signal_from_row(r: &Row<'_>) -> rusqlite::Result<SignalRecord> {
     Ok(SignalRecord {
@@ -359,6 +361,7 @@ pub(crate) fn signal_from_row(r: &Row<'_>) -> rusqlite::Result<SignalRecord> {
         not_before: r.get(11)?,
         delivered_at: r.get(12)?,
         delivered_activation_id: r.get(13)?,
+        deliveries: r.get::<_, i64>(14)?.max(0) as u64,
     })
 }
 
