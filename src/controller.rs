@@ -143,6 +143,9 @@ pub struct RunOptions {
     /// Stop once the project is idle: no activation running, nothing pending, nothing due
     /// within a minute.
     pub until_idle: bool,
+    /// Start a project that was never started (`initialized`): what `suzumio run` means unless
+    /// `--paused`. A stopped, submitted or completed project keeps its status either way.
+    pub start: bool,
 }
 
 /// How a run ended.
@@ -234,6 +237,10 @@ pub async fn run(
     };
     let listener = crate::web::bind(serve_options).await?;
     let address = listener.local_addr()?;
+    // Once the port is ours: a run that cannot serve changes nothing.
+    if options.start && tools.store.project()?.status == crate::store::ProjectStatus::Initialized {
+        tools.store.set_project_status(crate::store::ProjectStatus::Running)?;
+    }
     let kind = options.backend.unwrap_or(tools.project.config.backend.kind);
     let runners = runners(&tools, kind).await?;
     let activations = Activations::new(tools.clone(), runners.clone());

@@ -68,6 +68,11 @@ enum Command {
         /// (exit 1 if an activation failed).
         #[arg(long)]
         until_idle: bool,
+        /// Serve without starting the project: a new project stays `initialized` until
+        /// `suzumio start` or the WebUI starts it. (Without it, `run` starts a new project; a
+        /// stopped, submitted or completed one keeps its status.)
+        #[arg(long)]
+        paused: bool,
     },
     /// Send a message (as the user) to an agent or a channel.
     Send {
@@ -255,14 +260,24 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { dir } => finish(commands::check(&dir)),
         Command::Tools { dir, agent, json } => finish(commands::tools(&dir, agent.as_deref(), json)),
-        Command::Run { dir, host, port, token, allowed_hosts, backend, until_idle } => block_on(async move {
+        Command::Run { dir, host, port, token, allowed_hosts, backend, until_idle, paused } => block_on(async move {
             let login_code = token.as_ref().map(|_| suzumio::store::new_token());
             let link_code = login_code.clone();
             let backend = backend.map(BackendKind::from);
-            let options = RunOptions { host, port, token, backend, until_idle, login_code, allowed_hosts };
+            let options =
+                RunOptions { host, port, token, backend, until_idle, login_code, allowed_hosts, start: !paused };
             let live = terminal.clone();
             let announce = move |tools: &suzumio::support::ToolHost, addr: std::net::SocketAddr| {
-                println!("suzumio: project {} is served at http://{addr} (Ctrl-C to stop)", tools.name());
+                let status = tools.store.project().map(|p| p.status);
+                let note = match status {
+                    Ok(suzumio::store::ProjectStatus::Running) => String::new(),
+                    Ok(suzumio::store::ProjectStatus::Stopped) => {
+                        " (stopped: no agent runs until `suzumio start` or Start in the WebUI)".to_string()
+                    }
+                    Ok(other) => format!(" ({}: no agent runs until it is started)", other.as_str()),
+                    Err(e) => format!(" (status unknown: {e})"),
+                };
+                println!("suzumio: project {}{note} is served at http://{addr} (Ctrl-C to stop)", tools.name());
                 if let Some(code) = &link_code {
                     println!("suzumio: WebUI login link (works once): http://{addr}/login/{code}");
                 }

@@ -278,7 +278,7 @@ fn normalized(mut v: serde_json::Value) -> serde_json::Value {
 #[test]
 fn golden_tool_ui_tool_status_and_summary() {
     let project = TempProject::copy_of("review");
-    let c = Controller::start(&project.dir, &[]);
+    let c = Controller::start(&project.dir, &["--paused"]);
     for (route, file) in
         [("tool-ui", "review.tool-ui.json"), ("tool-status", "review.tool-status.json"), ("", "review.summary.json")]
     {
@@ -293,7 +293,7 @@ fn golden_tool_ui_tool_status_and_summary() {
 #[test]
 fn lists_are_paged_and_secrets_stay_out_of_the_config() {
     let project = TempProject::copy_of("review");
-    let c = Controller::start(&project.dir, &[]);
+    let c = Controller::start(&project.dir, &["--paused"]);
     for i in 0..3 {
         post(&c, &format!("{P}/messages"), &format!(r#"{{"recipient": "pm", "body": "m{i}"}}"#));
     }
@@ -354,7 +354,7 @@ fn every_list_route_pages_the_same_way_and_refuses_unknown_cursors() {
         let out = support::suzumio(&project.dir, &["tool", "call", &dir, "--agent", "pm", "messages.send", &input]);
         assert_eq!(out.status.code(), Some(0), "{}", support::text(&out.stderr));
     }
-    let c = Controller::start(&project.dir, &[]);
+    let c = Controller::start(&project.dir, &["--paused"]);
     for i in 0..4 {
         post(&c, &format!("{P}/messages"), &format!(r#"{{"recipient": "pm", "body": "m{i}"}}"#));
     }
@@ -524,4 +524,53 @@ fn a_login_link_works_once_and_opens_a_session() {
     assert_eq!(http("GET", &link, &[], None).status, 403, "the link works once");
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Regression: on a fresh project `suzumio send` then `suzumio run --until-idle` printed "the
+/// project is idle" with the message still pending: `run` did not start the project. Now it
+/// does (unless `--paused`), and a stopped project stays stopped and says so first.
+#[test]
+fn run_starts_a_new_project_and_a_stopped_one_says_so() {
+    let project = TempProject::copy_of("review");
+    let dir = project.dir.to_str().unwrap().to_string();
+    let sent = support::suzumio(&project.dir, &["send", &dir, "pm", "hello"]);
+    assert_eq!(sent.status.code(), Some(0), "{}", support::text(&sent.stderr));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["run", &dir, "--port", "0", "--backend", "process", "--until-idle"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", support::text(&out.stderr));
+    let first = support::text(&out.stdout).lines().next().unwrap_or_default().to_string();
+    assert!(first.starts_with("suzumio: project review-demo is served at"), "{first}");
+    let signals = support::suzumio(&project.dir, &["signals", &dir, "--agent", "pm", "--json"]);
+    let signals: Vec<serde_json::Value> = serde_json::from_slice(&signals.stdout).unwrap();
+    assert!(signals.iter().all(|s| s["status"] != "pending"), "the message was delivered: {signals:?}");
+
+    assert_eq!(support::suzumio(&project.dir, &["stop", &dir]).status.code(), Some(0));
+    let c = Controller::start(&project.dir, &[]);
+    assert_eq!(get(&c, P).json()["status"], "stopped", "a stopped project stays stopped");
+    drop(c);
+    let stopped = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["run", &dir, "--port", "0", "--backend", "process", "--until-idle"])
+        .output()
+        .unwrap();
+    let first = support::text(&stopped.stdout).lines().next().unwrap_or_default().to_string();
+    assert!(first.contains("(stopped: no agent runs until `suzumio start`"), "{first}");
+}
+
+/// A port already in use fails the run before anything starts: exit 1, status unchanged.
+#[test]
+fn a_port_in_use_fails_before_anything_changes() {
+    let project = TempProject::copy_of("review");
+    let dir = project.dir.to_str().unwrap().to_string();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["run", &dir, "--port", &port, "--backend", "process"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", support::text(&out.stderr));
+    assert!(support::text(&out.stderr).contains("cannot listen on"), "{}", support::text(&out.stderr));
+    let status = support::suzumio(&project.dir, &["status", &dir]);
+    assert!(support::text(&status.stdout).contains("initialized"), "{}", support::text(&status.stdout));
 }
