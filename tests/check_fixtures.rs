@@ -100,6 +100,7 @@ mod invalid {
         agent_count_too_large,
         import_outside_project,
         import_device,
+        coordinator_unknown,
         disk_quota_not_a_size,
         disk_quota_too_small,
         budget_limits,

@@ -639,7 +639,7 @@ async fn default_recipient_is_the_coordinator_else_the_first_agent() {
     let cases: &[(&str, &str)] = &[
         ("", "pm"),
         ("communication:\n  coordinatorAgent: worker\n", "worker"),
-        ("communication:\n  coordinatorAgent: ghost\n", "pm"),
+        // (A coordinatorAgent that names no agent is refused by `check`: fixture coordinator_unknown.)
     ];
     for (extra, expected) in cases {
         let env = Env::with_config(|yaml| format!("{yaml}{extra}"));

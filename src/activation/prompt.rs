@@ -21,6 +21,8 @@ pub struct SystemInput<'a> {
     pub agent: &'a AgentConfig,
     /// Model-facing tool names the agent may call.
     pub tools: &'a [String],
+    /// Those of them that end the activation (the tool table's `endsActivation`).
+    pub ending: &'a [String],
 }
 
 /// The system part: the same text for every activation of the agent while the config holds.
@@ -28,9 +30,17 @@ pub fn system(input: &SystemInput<'_>) -> String {
     let mut out = String::new();
     first_sections(&mut out, input);
     contract_section(&mut out, input);
-    out.push_str(
-        "# Activation Rule\n\nCalling `coordination.wait_for_signal` or `completion.submit` ends this activation.\n",
-    );
+    out.push_str("# Activation Rule\n\n");
+    let ending: Vec<String> = input.ending.iter().map(|t| format!("`{t}`")).collect();
+    match ending.as_slice() {
+        [] => out.push_str("This activation ends when you reply without calling a tool.\n"),
+        [one] => {
+            let _ = writeln!(out, "Calling {one} ends this activation.");
+        }
+        [rest @ .., last] => {
+            let _ = writeln!(out, "Calling {} or {last} ends this activation.", rest.join(", "));
+        }
+    }
     out
 }
 
@@ -163,18 +173,33 @@ fn contract_section(out: &mut String, input: &SystemInput<'_>) {
     out.push_str(
         "- Do not send acknowledgements or thanks that carry no information; they wake the recipient for nothing.\n",
     );
-    if is_coordinator {
-        out.push_str(
+    // Speak of a coordinator only when there is one, and of `completion.submit` only to agents
+    // that may call it.
+    let has_coordinator = c.agent(coordinator).is_some();
+    let can_submit = input.tools.iter().any(|t| t == "completion.submit");
+    match (is_coordinator, can_submit) {
+        (true, true) => out.push_str(
             "- You are the coordinator: call `completion.submit` with the final report when the task is done.\n",
+        ),
+        (true, false) => out.push_str("- You are the coordinator: the others report to you.\n"),
+        (false, true) => {
+            out.push_str("- Call `completion.submit` with the final report when the whole task is done.\n")
+        }
+        (false, false) => {}
+    }
+    let blocked = if c.channels.iter().any(|ch| ch == "#blocked") { " or post to #blocked" } else { "" };
+    if has_coordinator && !is_coordinator {
+        let _ = writeln!(
+            out,
+            "- When blocked, say what you need and from whom: message {coordinator}{blocked}, then wait for a signal.\n"
         );
     } else {
-        let _ = writeln!(out, "- Only the coordinator ({coordinator}) calls `completion.submit`.");
+        let _ = writeln!(
+            out,
+            "- When blocked, say what you need and from whom: message the agent (or `user`) who can help{blocked}, then \
+             wait for a signal.\n"
+        );
     }
-    let _ = writeln!(
-        out,
-        "- When blocked, say what you need and from whom: message {coordinator}{}, then wait for a signal.\n",
-        if c.channels.iter().any(|ch| ch == "#blocked") { " or post to #blocked" } else { "" }
-    );
 }
 
 #[cfg(test)]
@@ -215,7 +240,7 @@ mod tests {
         let c = config();
         let agent = c.agent("worker-1").unwrap();
         let tools = vec!["messages.send".to_string(), "file.read".to_string()];
-        let system = system(&SystemInput { config: &c, agent, tools: &tools });
+        let system = system(&SystemInput { config: &c, agent, tools: &tools, ending: &[] });
         let headings: Vec<&str> = system.lines().filter(|l| l.starts_with("# ")).collect();
         assert_eq!(
             headings,
@@ -235,8 +260,28 @@ mod tests {
         assert!(system.contains("- /artifacts/worker-1 (read-write, yours)\n- /artifacts/worker-2 (read-only)\n"));
         assert!(system.contains("- Available tools: messages.send, file.read.\n"));
         assert!(system.contains("- Communication policy: send direct messages only to pm, at P2 or lower"));
-        assert!(system.contains("- Only the coordinator (pm) calls `completion.submit`."));
-        assert_eq!(system, super::system(&SystemInput { config: &c, agent, tools: &tools }), "deterministic");
+        // `completion.submit` is not among its tools, so the prompt does not speak of it.
+        assert!(!system.contains("completion.submit"), "{system}");
+        assert!(system.contains("- When blocked, say what you need and from whom: message pm"), "{system}");
+        assert_eq!(
+            system,
+            super::system(&SystemInput { config: &c, agent, tools: &tools, ending: &[] }),
+            "deterministic"
+        );
+    }
+
+    /// Regression: without `coordinatorAgent` and without an agent called `pm`, every prompt told
+    /// agents to "message pm", and `messages.send {"recipient":"pm"}` then failed.
+    #[test]
+    fn a_project_without_a_coordinator_names_none() {
+        let mut c = config();
+        c.communication.coordinator_agent = "nobody-here".into();
+        let agent = c.agent("worker-1").unwrap();
+        let tools = vec!["messages.send".to_string(), "completion.submit".to_string()];
+        let system = system(&SystemInput { config: &c, agent, tools: &tools, ending: &[] });
+        assert!(!system.contains("message nobody-here") && !system.contains("coordinator"), "{system}");
+        assert!(system.contains("message the agent (or `user`) who can help"), "{system}");
+        assert!(system.contains("- Call `completion.submit` with the final report when the whole task is done."));
     }
 
     #[test]
@@ -281,7 +326,7 @@ mod tests {
     #[test]
     fn the_coordinator_is_not_restricted() {
         let c = config();
-        let system = system(&SystemInput { config: &c, agent: c.agent("pm").unwrap(), tools: &[] });
+        let system = system(&SystemInput { config: &c, agent: c.agent("pm").unwrap(), tools: &[], ending: &[] });
         assert!(system.contains("You are the coordinator"));
         assert!(system.contains("- Available tools: none."));
         assert!(!system.contains("Communication policy"), "the coordinator is not restricted");

@@ -242,7 +242,14 @@ impl Activations {
                 })
             })
             .collect();
-        let system = prompt::system(&SystemInput { config, agent, tools: &toolset.tools });
+        let registry = &self.tools.project.registry;
+        let ending: Vec<String> = toolset
+            .tools
+            .iter()
+            .filter(|t| registry.tool(t).is_some_and(|(_, def)| def.ends_activation))
+            .cloned()
+            .collect();
+        let system = prompt::system(&SystemInput { config, agent, tools: &toolset.tools, ending: &ending });
         let mut conversation = context::replay(&history);
         conversation.push_prompt(&activation.prompt, &prompt_row);
         let models = match resolve_presets(&config.models, &agent.model) {

@@ -202,6 +202,21 @@ impl ToolpackRegistry {
                     );
                 }
             }
+            let toolset = self.resolve_agent(agent);
+            let ends = toolset.tools.iter().any(|t| self.tool(t).is_some_and(|(_, def)| def.ends_activation));
+            if !ends {
+                let ending: Vec<&str> =
+                    self.tools().filter(|(_, def)| def.ends_activation).map(|(_, def)| def.name.as_str()).collect();
+                d.warning(
+                    Some(&agent.loc),
+                    format!("agents.{}.tools", agent.base_id),
+                    format!(
+                        "this agent can call no tool that ends an activation ({}): its activations end only when \
+                         the model stops calling tools",
+                        if ending.is_empty() { "none is registered".to_string() } else { ending.join(", ") }
+                    ),
+                );
+            }
         }
     }
 }

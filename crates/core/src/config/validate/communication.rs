@@ -33,7 +33,21 @@ pub(super) fn read_channels(top: &Obj, d: &mut Diagnostics) -> Vec<String> {
 
 pub(super) fn read(node: &Node, agents: &[&str], d: &mut Diagnostics) -> Option<CommunicationConfig> {
     let c = Obj::open(node, "communication", COMMUNICATION_KEYS, COMMUNICATION_RETIRED, d)?;
-    let coordinator = c.string("coordinatorAgent", d).unwrap_or_else(|| "pm".to_string());
+    let named = c.string("coordinatorAgent", d);
+    if let Some(name) = &named
+        && !agents.is_empty()
+        && !agents.contains(&name.as_str())
+    {
+        let hint = crate::config::diag::did_you_mean(name, agents.iter().copied());
+        d.error_hint(
+            Some(&c.key_loc("coordinatorAgent")),
+            "communication.coordinatorAgent",
+            format!("`{name}` is not an agent of this project"),
+            hint.or_else(|| Some(format!("agents: {}", agents.join(", ")))),
+        );
+    }
+    // Unset: the reference's default, `pm`, which only counts if there is such an agent.
+    let coordinator = named.unwrap_or_else(|| "pm".to_string());
     let restrict = c.bool("restrictNonCoordinatorToCoordinator", d).unwrap_or(false);
     if restrict && !agents.contains(&coordinator.as_str()) && !agents.is_empty() {
         d.warning(
