@@ -82,23 +82,33 @@ pub(super) async fn run(
     };
     let mut timed_out = false;
     let mut was_cancelled = false;
-    let status = tokio::select! {
-        status = child.wait() => Some(status),
-        _ = tokio::time::sleep(Duration::from_millis(timeout_ms)) => { timed_out = true; None }
-        _ = cancelled => { was_cancelled = true; None }
+    // Wait for the shell to exit *without reaping it*: while it is a zombie its pid, which is
+    // the group id, cannot be reused, so signalling the group reaches only what it started.
+    let leader = group;
+    let exited = tokio::task::spawn_blocking(move || {
+        nix::sys::wait::waitid(
+            nix::sys::wait::Id::Pid(leader),
+            nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
+        )
+    });
+    let finished = tokio::select! {
+        _ = exited => true,
+        _ = tokio::time::sleep(Duration::from_millis(timeout_ms)) => { timed_out = true; false }
+        _ = cancelled => { was_cancelled = true; false }
     };
-    let status = match status {
-        Some(status) => status,
-        None => stop_group(group, &mut child).await,
+    let mut stopped_background = false;
+    let status = if finished {
+        // Members of its group still alive were started in the background: give them the drain
+        // grace to finish writing, then kill the group, then reap the shell.
+        if group_has_live_members(group) {
+            tokio::time::sleep(DRAIN_GRACE).await;
+            stopped_background = killpg(group, Signal::SIGKILL).is_ok();
+        }
+        child.wait().await
+    } else {
+        stop_group(group, &mut child).await
     }
     .map_err(|e| format!("Cannot wait for the command: {e}"))?;
-    // The shell is gone; members of its group still alive were started in the background.
-    // Give them the drain grace to finish writing, then kill the group.
-    let lingering = killpg(group, None).is_ok();
-    if lingering {
-        tokio::time::sleep(DRAIN_GRACE).await;
-    }
-    let stopped_background = lingering && killpg(group, Signal::SIGKILL).is_ok();
 
     for mut reader in readers {
         if tokio::time::timeout(DRAIN_GRACE, &mut reader).await.is_err() {
@@ -148,6 +158,23 @@ pub(super) async fn run(
         })
         .as_object()
         .cloned(),
+    })
+}
+
+/// Whether a process other than the group's leader, and not a zombie, is in process group
+/// `group` (read from `/proc/<pid>/stat`: the state is field 3, the group field 5).
+fn group_has_live_members(group: Pid) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return killpg(group, None).is_ok() };
+    entries.filter_map(Result::ok).any(|entry| {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { return false };
+        if pid == group.as_raw() {
+            return false;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
+        // After the command name, which is in parentheses and may contain anything.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, rest)| rest) else { return false };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields.first().is_some_and(|state| *state != "Z") && fields.get(2) == Some(&group.as_raw().to_string().as_str())
     })
 }
 
