@@ -63,11 +63,17 @@ impl Progress {
                 }
                 Some(format!("{agent}: {tool}"))
             }
-            Event::ToolCallFinished { tool, status, .. } => {
+            Event::ToolCallFinished { tool, status, error, .. } => {
                 if let Some(l) = line {
                     l.tool = None;
                 }
-                (status == "failed").then(|| format!("{agent}: {tool} failed"))
+                // The reason in one line: its first line, cut to fit a terminal.
+                let why = error.as_deref().and_then(|e| e.lines().find(|l| !l.trim().is_empty())).map(|first| {
+                    let first = first.trim();
+                    let cut: String = first.chars().take(160).collect();
+                    if cut.len() < first.len() { format!(": {cut}…") } else { format!(": {cut}") }
+                });
+                (status == "failed").then(|| format!("{agent}: {tool} failed{}", why.unwrap_or_default()))
             }
             Event::MessageCreated { sender, recipient, channel, priority, .. } => {
                 let to = recipient.as_deref().or(channel.as_deref()).unwrap_or("-");
@@ -223,6 +229,22 @@ mod tests {
         let message = |id: &str| view.bars[id].message().split_whitespace().collect::<Vec<_>>().join(" ");
         assert_eq!(message("dev"), "dev failed 1 activation(s), 1 tool call(s), 1 failed");
         assert_eq!(message("pm"), "pm quiet 0 activation(s), 0 tool call(s)");
+    }
+
+    /// Regression: `run` printed `writer: file.write failed` and not why.
+    #[test]
+    fn a_failed_tool_line_says_why_in_one_line() {
+        let terminal = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let mut view = LiveView::new(&terminal, &["dev".into()], true);
+        let failed = event(
+            "tool_call.finished",
+            json!({"toolCallId": "tc_1", "activationId": "act_1", "agentId": "dev", "tool": "file.write",
+                   "status": "failed", "error": "\nWrite path must be under /workspace: /etc/x\nmore detail", "errorKind": "failed"}),
+        );
+        assert_eq!(
+            view.show(&failed).as_deref(),
+            Some("dev: file.write failed: Write path must be under /workspace: /etc/x")
+        );
     }
 
     #[test]

@@ -117,6 +117,7 @@ mod valid {
         counted_agents_with_names,
         warnings_only,
         manifest_json_surrogates,
+        allowlist_typo,
     );
 }
 

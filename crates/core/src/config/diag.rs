@@ -72,6 +72,16 @@ impl Diagnostics {
         self.push(Severity::Warning, loc, path.into(), message.into(), None);
     }
 
+    pub fn warning_hint(
+        &mut self,
+        loc: Option<&Loc>,
+        path: impl Into<String>,
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) {
+        self.push(Severity::Warning, loc, path.into(), message.into(), hint);
+    }
+
     fn push(&mut self, severity: Severity, loc: Option<&Loc>, path: String, message: String, hint: Option<String>) {
         let diagnostic = Diagnostic { severity, loc: loc.cloned(), path, pack: None, message, hint };
         match severity {

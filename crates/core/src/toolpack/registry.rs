@@ -195,10 +195,23 @@ impl ToolpackRegistry {
             seen.push(&agent.base_id);
             for (i, (pattern, loc)) in agent.tools.entries.iter().enumerate() {
                 if !self.by_tool.keys().any(|t| pattern.matches(t)) {
-                    d.warning(
+                    let shown = pattern.to_string();
+                    let hint = crate::config::diag::did_you_mean(&shown, self.by_tool.keys().map(String::as_str));
+                    // A typo in a local pack's tool leaves that pack out of the container.
+                    let pack = shown.split_once('.').map(|(p, _)| p).filter(|p| {
+                        self.packs
+                            .iter()
+                            .any(|pk| pk.is_local() && pk.tools.iter().any(|t| t.name.starts_with(&format!("{p}."))))
+                    });
+                    let unmounted = match pack {
+                        Some(p) => format!("; unless another entry allows one of its tools, pack `{p}` is not mounted"),
+                        None => String::new(),
+                    };
+                    d.warning_hint(
                         Some(loc),
                         format!("agents.{}.tools[{i}]", agent.base_id),
-                        format!("`{pattern}` matches no registered tool"),
+                        format!("`{pattern}` matches no registered tool{unmounted}"),
+                        hint,
                     );
                 }
             }
