@@ -589,15 +589,15 @@ impl AgentRunners {
     /// Stop the calls an activation has in flight (P0).
     pub async fn cancel_calls(&self, agent: &str, activation_id: &str) {
         let Ok(slot) = self.slot(agent) else { return };
-        let calls: Vec<String> = slot
-            .in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|(_, a)| *a == activation_id)
-            .map(|(c, _)| c.clone())
-            .collect();
-        slot.cancelling.lock().unwrap_or_else(|e| e.into_inner()).extend(calls.iter().cloned());
+        let calls: Vec<String> = {
+            let in_flight = slot.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            let calls: Vec<String> =
+                in_flight.iter().filter(|(_, a)| *a == activation_id).map(|(c, _)| c.clone()).collect();
+            // Under the `in_flight` lock: `invoke` forgets a call there first, then here, so no
+            // id is left behind.
+            slot.cancelling.lock().unwrap_or_else(|e| e.into_inner()).extend(calls.iter().cloned());
+            calls
+        };
         if let Some(conn) = live(slot) {
             for call_id in calls {
                 let _ = conn.request(rpc::method::CANCEL, json!({ "callId": call_id })).await;
