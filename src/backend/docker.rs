@@ -18,9 +18,11 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use bollard::Docker;
 use bollard::errors::Error as DockerError;
-use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountType};
+use bollard::models::{
+    ContainerCreateBody, ContainerStateStatusEnum, HostConfig, HostConfigLogConfig, Mount, MountType,
+};
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
     StopContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
@@ -31,8 +33,8 @@ use crate::backend::image::{self, ImageInfo};
 use crate::backend::runner_binary::{self, RunnerBuild};
 use crate::backend::spec::{TMP_SIZE, pack_target};
 use crate::backend::{
-    AGENT_LABEL, BackendError, ContainerSpec, PROJECT_LABEL, ROOT_LABEL, RUNNER_GID, RUNNER_UID, RunnerBackend,
-    SPEC_LABEL, TokenReader, WORKSPACE_DIR,
+    AGENT_LABEL, BackendError, ContainerSpec, LAST_LOG_LINES, PROJECT_LABEL, ROOT_LABEL, RUNNER_GID, RUNNER_UID,
+    RunnerBackend, RunnerEnd, RunnerLoss, SPEC_LABEL, TokenReader, WORKSPACE_DIR,
 };
 use crate::config::DEFAULT_IMAGE;
 
@@ -41,6 +43,9 @@ const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// bollard gives every request two minutes to answer; a stop must answer well inside that.
 const MAX_STOP_TIMEOUT: Duration = Duration::from_secs(100);
+/// `docker rm -f` kills the container, then removes it: how long a SIGKILLed container is
+/// watched for its removal before it is reported as killed.
+const REMOVAL_GRACE: Duration = Duration::from_millis(600);
 
 /// A running container, as `ensure_running` left it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +65,8 @@ pub struct ExitInfo {
     pub oom_killed: bool,
     /// The engine's error for the container, if it reported one (e.g. a failed start).
     pub error: Option<String>,
+    /// When it stopped, as the engine recorded it (after the process was gone), if known.
+    pub finished_at: Option<std::time::SystemTime>,
 }
 
 /// The Docker backend; cheap to clone (one connection pool shared by the clones).
@@ -234,10 +241,62 @@ impl DockerBackend {
         // The container may be gone already (stopped and removed meanwhile): then no OOM flag.
         let state = self.inspect(name).await?.and_then(|c| c.state);
         let oom_killed = state.as_ref().and_then(|s| s.oom_killed).unwrap_or(false);
+        let finished_at = state
+            .as_ref()
+            .and_then(|s| s.finished_at.as_deref())
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(std::time::SystemTime::from);
         if error.is_none() {
             error = state.and_then(|s| s.error).filter(|m| !m.is_empty());
         }
-        Ok(ExitInfo { code, oom_killed, error })
+        Ok(ExitInfo { code, oom_killed, error, finished_at })
+    }
+
+    /// Why the container `name` went away: waits up to `wait` for it to stop, reads its last log
+    /// lines while it still exists, and tells a removal (`docker rm -f`) from a kill.
+    pub async fn runner_loss(&self, name: &str, memory_bytes: u64, wait: Duration) -> RunnerLoss {
+        let exited = tokio::time::timeout(wait, self.wait_exit(name)).await;
+        let logs = self.last_logs(name).await;
+        let end = match exited {
+            Err(_) => RunnerEnd::StillRunning,
+            Ok(Err(BackendError::ContainerNotFound { .. })) => RunnerEnd::Removed,
+            Ok(Err(e)) if e.to_string().contains("removal") => RunnerEnd::Removed,
+            Ok(Err(e)) => RunnerEnd::Unknown(e.to_string()),
+            Ok(Ok(exit)) if exit.code == 137 && !exit.oom_killed && self.removed_within(name, REMOVAL_GRACE).await => {
+                RunnerEnd::Removed
+            }
+            Ok(Ok(exit)) => RunnerEnd::Exited { exit, memory_bytes },
+        };
+        RunnerLoss::with_logs(end, &logs)
+    }
+
+    /// The container's last [`LAST_LOG_LINES`] lines (stdout and stderr); empty when it is gone.
+    async fn last_logs(&self, name: &str) -> String {
+        let options = LogsOptionsBuilder::new().stdout(true).stderr(true).tail(&LAST_LOG_LINES.to_string()).build();
+        let mut stream = self.docker.logs(name, Some(options));
+        let mut text = String::new();
+        while let Ok(Some(Ok(chunk))) = tokio::time::timeout(Duration::from_secs(1), stream.next()).await {
+            text.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
+        }
+        text
+    }
+
+    /// Whether the container `name` is gone (or being removed) within `grace`.
+    async fn removed_within(&self, name: &str, grace: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            match self.docker.inspect_container(name, None).await {
+                Err(e) if status_of(&e) == Some(404) => return true,
+                Ok(c) if c.state.as_ref().and_then(|s| s.status) == Some(ContainerStateStatusEnum::REMOVING) => {
+                    return true;
+                }
+                _ => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     async fn create(&self, spec: &ContainerSpec, fingerprint: &str) -> Result<String, BackendError> {
@@ -432,5 +491,9 @@ impl RunnerBackend for DockerBackend {
 
     fn wait_exit<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<ExitInfo, BackendError>> {
         Box::pin(DockerBackend::wait_exit(self, &spec.name))
+    }
+
+    fn runner_loss<'a>(&'a self, spec: &'a ContainerSpec, wait: Duration) -> BoxFuture<'a, RunnerLoss> {
+        Box::pin(DockerBackend::runner_loss(self, &spec.name, spec.limits.memory_bytes, wait))
     }
 }

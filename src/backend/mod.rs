@@ -103,4 +103,132 @@ pub trait RunnerBackend: Send + Sync {
 
     /// Resolves when the runner exits, with how it ended.
     fn wait_exit<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<ExitInfo, BackendError>>;
+
+    /// Why the runner of `spec` went away, asked when its session closed unexpectedly: waits up
+    /// to `wait` for it to have stopped, then says how it ended and its last log lines.
+    fn runner_loss<'a>(&'a self, spec: &'a ContainerSpec, wait: Duration) -> BoxFuture<'a, RunnerLoss>;
+}
+
+/// Log lines kept in a [`RunnerLoss`], and how long each may be.
+pub const LAST_LOG_LINES: usize = 5;
+pub const LAST_LOG_LINE_CHARS: usize = 300;
+
+/// How a runner ended, as far as its backend can tell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunnerEnd {
+    /// It stopped; `memory_bytes` is its memory limit (named when the OOM killer ended it).
+    Exited { exit: ExitInfo, memory_bytes: u64 },
+    /// Its container is gone (`docker rm -f`).
+    Removed,
+    /// It still runs, although its session closed (it closed the socket itself).
+    StillRunning,
+    /// The backend could not tell (the engine's error).
+    Unknown(String),
+}
+
+/// Why a runner was lost: how it ended and the last lines it logged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunnerLoss {
+    pub end: RunnerEnd,
+    pub last_logs: Vec<String>,
+}
+
+impl RunnerLoss {
+    /// Whether the runner had provably stopped before `instant` (the engine recorded its end,
+    /// which comes after the process is gone, earlier than that).
+    pub fn stopped_before(&self, instant: std::time::SystemTime) -> bool {
+        matches!(&self.end, RunnerEnd::Exited { exit, .. } if exit.finished_at.is_some_and(|t| t < instant))
+    }
+
+    /// Keep the last [`LAST_LOG_LINES`] non-empty lines of `text`, each cut to
+    /// [`LAST_LOG_LINE_CHARS`], without terminal colours (the runner's log has them).
+    pub fn with_logs(end: RunnerEnd, text: &str) -> RunnerLoss {
+        let text = anstream::adapter::strip_str(text).to_string();
+        let lines: Vec<&str> = text.lines().map(str::trim_end).filter(|l| !l.is_empty()).collect();
+        let last_logs = lines[lines.len().saturating_sub(LAST_LOG_LINES)..]
+            .iter()
+            .map(|l| match l.char_indices().nth(LAST_LOG_LINE_CHARS) {
+                Some((cut, _)) => format!("{}…", &l[..cut]),
+                None => l.to_string(),
+            })
+            .collect();
+        RunnerLoss { end, last_logs }
+    }
+}
+
+impl std::fmt::Display for RunnerEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunnerEnd::Exited { exit, memory_bytes } if exit.oom_killed => {
+                write!(f, "OOM-killed: the memory limit of {} was reached", human_bytes(*memory_bytes))
+            }
+            RunnerEnd::Exited { exit, .. } => {
+                match exit.code {
+                    137 => write!(f, "killed (SIGKILL, exit code 137)")?,
+                    143 => write!(f, "stopped (SIGTERM, exit code 143)")?,
+                    code => write!(f, "exited with code {code}")?,
+                }
+                match &exit.error {
+                    Some(error) => write!(f, " ({error})"),
+                    None => Ok(()),
+                }
+            }
+            RunnerEnd::Removed => write!(f, "its container was removed"),
+            RunnerEnd::StillRunning => write!(f, "it closed its connection but still runs"),
+            RunnerEnd::Unknown(why) => write!(f, "it went away (how is unknown: {why})"),
+        }
+    }
+}
+
+impl std::fmt::Display for RunnerLoss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.end)?;
+        if !self.last_logs.is_empty() {
+            write!(f, "; its last log lines:\n{}", self.last_logs.join("\n"))?;
+        }
+        Ok(())
+    }
+}
+
+/// `67108864` → `64 MiB` (limits are usually round).
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (unit, size) in UNITS {
+        if bytes >= size && bytes.is_multiple_of(size) {
+            return format!("{} {unit}", bytes / size);
+        }
+        if bytes >= size {
+            return format!("{:.1} {unit}", bytes as f64 / size as f64);
+        }
+    }
+    format!("{bytes} bytes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loss_keeps_the_last_lines_of_the_log_capped_and_without_colours() {
+        let long = "y".repeat(LAST_LOG_LINE_CHARS + 50);
+        let log = format!("1\n2\n\n3\n\x1b[32m INFO\x1b[0m 4\n5\n{long}\n");
+        let loss = RunnerLoss::with_logs(RunnerEnd::Removed, &log);
+        let kept: Vec<&str> = loss.last_logs.iter().map(String::as_str).collect();
+        let cut = format!("{}…", "y".repeat(LAST_LOG_LINE_CHARS));
+        assert_eq!(kept, ["2", "3", " INFO 4", "5", cut.as_str()]);
+    }
+
+    #[test]
+    fn an_oom_kill_names_the_memory_limit() {
+        let exit = ExitInfo { code: 137, oom_killed: true, error: None, finished_at: None };
+        let end = RunnerEnd::Exited { exit: exit.clone(), memory_bytes: 32 << 20 };
+        assert_eq!(end.to_string(), "OOM-killed: the memory limit of 32 MiB was reached");
+        let killed = RunnerEnd::Exited { exit: ExitInfo { oom_killed: false, ..exit }, memory_bytes: 32 << 20 };
+        assert_eq!(killed.to_string(), "killed (SIGKILL, exit code 137)");
+        let half = RunnerEnd::Exited {
+            exit: ExitInfo { code: 3, oom_killed: true, error: None, finished_at: None },
+            memory_bytes: 1536 << 20,
+        };
+        assert_eq!(half.to_string(), "OOM-killed: the memory limit of 1.5 GiB was reached");
+    }
 }

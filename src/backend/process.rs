@@ -12,12 +12,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use std::os::unix::process::ExitStatusExt;
+
 use futures_util::future::BoxFuture;
 use tokio::process::{Child, Command};
 
 use super::runner_binary::{self, RunnerBuild};
 use super::{
-    BackendError, ContainerHandle, ContainerSpec, ExitInfo, RUNNER_PATH, RunnerBackend, TokenReader, WORKSPACE_DIR,
+    BackendError, ContainerHandle, ContainerSpec, ExitInfo, RUNNER_PATH, RunnerBackend, RunnerEnd, RunnerLoss,
+    TokenReader, WORKSPACE_DIR,
 };
 
 #[derive(Default)]
@@ -153,17 +156,33 @@ impl RunnerBackend for ProcessBackend {
                     match children.get_mut(&spec.agent).map(|c| c.try_wait()) {
                         Some(Ok(Some(status))) => {
                             return Ok(ExitInfo {
-                                code: status.code().unwrap_or(137) as i64,
+                                // Killed by a signal: the shell's convention, as Docker reports it.
+                                code: status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(137) as i64,
                                 oom_killed: false,
                                 error: None,
+                                // Seen by polling: no exact time.
+                                finished_at: None,
                             });
                         }
-                        None => return Ok(ExitInfo { code: 0, oom_killed: false, error: None }),
+                        None => return Ok(ExitInfo { code: 0, oom_killed: false, error: None, finished_at: None }),
                         _ => {}
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+        })
+    }
+
+    /// The child's exit status; its log went to the controller's stderr, so no lines here.
+    fn runner_loss<'a>(&'a self, spec: &'a ContainerSpec, wait: Duration) -> BoxFuture<'a, RunnerLoss> {
+        Box::pin(async move {
+            let end = match tokio::time::timeout(wait, self.wait_exit(spec)).await {
+                Err(_) => RunnerEnd::StillRunning,
+                Ok(Err(e)) => RunnerEnd::Unknown(e.to_string()),
+                // No memory limit applies to a local process.
+                Ok(Ok(exit)) => RunnerEnd::Exited { exit, memory_bytes: 0 },
+            };
+            RunnerLoss { end, last_logs: Vec::new() }
         })
     }
 }

@@ -18,10 +18,12 @@
 //!   for the agent, and its allowed built-in runner tools) and the session is ready. The socket
 //!   *is* the identity: requests on it act as that agent only.
 //! - A tool call (`invoke`) starts the runner when needed (lazily, kept warm), waits for its
-//!   session, and restarts it when it died. `callSupport`/`recordSignal` from the runner go
-//!   through the broker's verification chain.
+//!   session, and restarts it when it died. A call is sent at most once (ARCHITECTURE.md
+//!   "Delivery semantics"): when the runner dies during it, it fails at once as `RunnerLost`
+//!   with how the runner ended (the backend's `runner_loss`), and is not sent again.
+//!   `callSupport`/`recordSignal` from the runner go through the broker's verification chain.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -38,7 +40,7 @@ use tokio_util::task::TaskTracker;
 use super::quota::DiskQuotas;
 use super::{ToolHost, ToolOutput, broker};
 use crate::activation::run::{RunnerFuture, RunnerTools};
-use crate::backend::{ContainerSpec, RunnerBackend, TOKEN_FILE};
+use crate::backend::{ContainerSpec, RunnerBackend, RunnerEnd, RunnerLoss, TOKEN_FILE};
 use crate::rpc::{
     self, CallSupportParams, Connection, HandlerFuture, HelloParams, HelloResult, IncomingRequest, InvokeParams,
     LoadParams, LoadResult, PackSpec, RecordSignalParams, RequestHandler, RpcError,
@@ -50,6 +52,11 @@ use crate::toolpack::{PackSource, RunsIn, ToolError};
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Upper bound of one tool call over the socket (shell.exec may run 5 minutes).
 const INVOKE_TIMEOUT: Duration = Duration::from_secs(330);
+/// How long the backend may take to report how a lost runner ended (it is usually stopped
+/// already when its socket closes).
+const LOSS_WAIT: Duration = Duration::from_secs(1);
+/// How long a call the runner cancelled by itself waits for the runner's socket to close.
+const STOPPING_GRACE: Duration = Duration::from_secs(1);
 /// How long a new connection has to complete its hello before it is closed.
 pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
 /// Connections of one agent's socket that may be waiting for their hello at once; more are
@@ -124,6 +131,8 @@ struct Slot {
     starting: tokio::sync::Mutex<()>,
     /// Calls in flight: call id → activation id (for P0 cancel).
     in_flight: Mutex<HashMap<String, String>>,
+    /// Calls in flight the controller asked the runner to cancel.
+    cancelling: Mutex<HashSet<String>>,
 }
 
 impl AgentRunners {
@@ -147,6 +156,7 @@ impl AgentRunners {
                     load_error: Mutex::new(None),
                     starting: tokio::sync::Mutex::new(()),
                     in_flight: Mutex::new(HashMap::new()),
+                    cancelling: Mutex::new(HashSet::new()),
                 };
                 (a.id.clone(), Arc::new(slot))
             })
@@ -431,7 +441,8 @@ impl AgentRunners {
                 _ => admissions.retain(|t| *t != token),
             }
         }
-        started.map_err(|e| ToolError::RunnerLost(format!("the runner of {agent} could not be started: {e}")))?;
+        let handle =
+            started.map_err(|e| ToolError::RunnerLost(format!("the runner of {agent} could not be started: {e}")))?;
         let waited = tokio::time::timeout(READY_TIMEOUT, async {
             loop {
                 if let Some(conn) = live(slot) {
@@ -449,7 +460,13 @@ impl AgentRunners {
         })
         .await;
         match waited {
-            Ok(result) => result,
+            Ok(Ok(conn)) => {
+                if handle.created {
+                    self.watch_runner(slot, spec, conn.clone());
+                }
+                Ok(conn)
+            }
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(ToolError::RunnerLost(format!(
                 "the runner of {agent} did not connect within {} s ({})",
                 READY_TIMEOUT.as_secs(),
@@ -480,11 +497,19 @@ impl AgentRunners {
         if let Some(quotas) = self.quotas.get() {
             quotas.admit(agent, tool, &input)?;
         }
-        let mut attempts = 0;
+        let slot = self.slot(agent)?;
+        // Retried (once) only when the call provably never reached a runner: the session was
+        // found closed before the request was handed to it (`Connection::request` refuses a
+        // closed connection before writing), or the runner had stopped before the request was
+        // written (the engine recorded its end earlier). Otherwise a call is never sent again,
+        // whatever happens to the runner.
+        let mut retried = false;
         loop {
-            attempts += 1;
-            let conn = self.session(agent).await?;
-            let slot = self.slot(agent)?;
+            let mut conn = self.session(agent).await?;
+            if conn.is_closed() {
+                clear(slot, &conn);
+                conn = self.session(agent).await?;
+            }
             let call_id = format!("call_{}", uuid::Uuid::now_v7().simple());
             slot.in_flight.lock().unwrap_or_else(|e| e.into_inner()).insert(call_id.clone(), activation_id.to_string());
             let params = InvokeParams {
@@ -493,21 +518,24 @@ impl AgentRunners {
                 input: Some(input.clone()),
                 call_id: call_id.clone(),
             };
+            let sent_at = std::time::SystemTime::now();
             let result =
                 tokio::time::timeout(INVOKE_TIMEOUT, conn.call::<_, rpc::ToolOutput>(rpc::method::INVOKE, &params))
                     .await;
             slot.in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&call_id);
+            let cancelled_by_us = slot.cancelling.lock().unwrap_or_else(|e| e.into_inner()).remove(&call_id);
+            // Past this match the runner went away during the call.
             match result {
-                Ok(Ok(out)) => return Ok(ToolOutput { title: out.title, output: out.output, metadata: out.metadata }),
-                // The runner went away before answering: once, start it again and retry (the
-                // call never ran, or ran in a runner that no longer exists).
-                Ok(Err(e)) if e.is_connection_closed() && attempts == 1 => {
-                    clear(slot, &conn);
-                    continue;
+                Ok(Ok(out)) => {
+                    return Ok(ToolOutput { title: out.title, output: out.output, metadata: out.metadata });
                 }
-                Ok(Err(e)) if e.is_connection_closed() => {
-                    return Err(ToolError::RunnerLost(format!("the runner of {agent} stopped during {tool}")));
-                }
+                Ok(Err(e)) if e.is_connection_closed() => {}
+                // A runner stopping on SIGTERM (`docker stop`) cancels its calls before it
+                // closes the socket: a cancel the controller did not ask for is the runner going.
+                Ok(Err(e))
+                    if !cancelled_by_us
+                        && e.message.starts_with(&format!("{tool} was cancelled"))
+                        && tokio::time::timeout(STOPPING_GRACE, conn.closed()).await.is_ok() => {}
                 Ok(Err(e)) => return Err(ToolError::Failed(e.message)),
                 Err(_) => {
                     return Err(ToolError::Failed(format!(
@@ -516,20 +544,60 @@ impl AgentRunners {
                     )));
                 }
             }
+            clear(slot, &conn);
+            let loss = match self.spec(agent) {
+                Ok(spec) => self.backend.runner_loss(&spec, LOSS_WAIT).await,
+                Err(e) => RunnerLoss { end: RunnerEnd::Unknown(e.to_string()), last_logs: Vec::new() },
+            };
+            if !retried && loss.stopped_before(sent_at) {
+                tracing::info!(%agent, %tool, "the runner had stopped before the call was sent: sending it to a new one");
+                retried = true;
+                continue;
+            }
+            tracing::warn!(%agent, %tool, "runner lost: {loss}");
+            return Err(ToolError::RunnerLost(format!("runner lost during {tool}: {loss}")));
         }
+    }
+
+    /// Until the session of a runner started for `spec` closes: when the runner stops first (its
+    /// socket still open, e.g. held by a process it left), close the session, so that the calls
+    /// in flight fail now rather than at their timeout.
+    fn watch_runner(&self, slot: &Arc<Slot>, spec: ContainerSpec, conn: Connection) {
+        let (backend, stopping, agent) = (self.backend.clone(), self.stopping.clone(), slot.agent.clone());
+        self.tasks.spawn(async move {
+            tokio::select! {
+                _ = stopping.cancelled() => {}
+                _ = conn.closed() => {}
+                exit = backend.wait_exit(&spec) => match exit {
+                    Ok(_) | Err(crate::backend::BackendError::ContainerNotFound { .. }) => {
+                        tracing::info!(%agent, "the runner stopped: closing its session");
+                        conn.abort();
+                    }
+                    // The engine could not be asked: the socket is still watched.
+                    Err(e) => {
+                        tracing::warn!(%agent, "cannot watch the runner's container: {e}");
+                        tokio::select! {
+                            _ = stopping.cancelled() => {}
+                            _ = conn.closed() => {}
+                        }
+                    }
+                },
+            }
+        });
     }
 
     /// Stop the calls an activation has in flight (P0).
     pub async fn cancel_calls(&self, agent: &str, activation_id: &str) {
         let Ok(slot) = self.slot(agent) else { return };
-        let calls: Vec<String> = slot
-            .in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|(_, a)| *a == activation_id)
-            .map(|(c, _)| c.clone())
-            .collect();
+        let calls: Vec<String> = {
+            let in_flight = slot.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            let calls: Vec<String> =
+                in_flight.iter().filter(|(_, a)| *a == activation_id).map(|(c, _)| c.clone()).collect();
+            // Under the `in_flight` lock: `invoke` forgets a call there first, then here, so no
+            // id is left behind.
+            slot.cancelling.lock().unwrap_or_else(|e| e.into_inner()).extend(calls.iter().cloned());
+            calls
+        };
         if let Some(conn) = live(slot) {
             for call_id in calls {
                 let _ = conn.request(rpc::method::CANCEL, json!({ "callId": call_id })).await;
