@@ -105,9 +105,8 @@ fn healthy_beside(name: &str, bad_module: &str) -> Running {
         // Keep a call that never settles in flight for the whole test.
         let url = c.url(&format!("{P}/tool-ui/bad/bad.hang"));
         thread::spawn(move || {
-            for _ in 0..20 {
-                http("POST", &url, &[], Some("{}"));
-            }
+            // Ends when the controller does (the request fails then).
+            while support::client().post(&url).body("{}").header("Content-Type", "application/json").send().is_ok() {}
         });
     }
     // Let the first ticks start the bad load or hook.
@@ -169,4 +168,42 @@ fn a_webui_promise_that_never_settles_occupies_only_its_pack() {
     let r = http("POST", &c.url(&format!("{P}/tool-ui/bad/bad.hang")), &[], Some("{}"));
     assert_eq!(r.status, 422, "the bad pack's own call still ends at its deadline: {}", r.body);
     assert!(r.json()["error"].as_str().unwrap().contains("did not finish within 2000 ms"), "{}", r.body);
+}
+
+/// A module that does not load is remembered: the next call gets its error at once instead of
+/// another load, and fixing the file on disk retries at once (before the backoff ends).
+#[tokio::test]
+async fn a_failed_load_is_remembered_and_retried_when_the_files_change() {
+    use suzumio::clock::SystemClock;
+    use suzumio::config::load::ProcessEnv;
+    use suzumio::project::Project;
+    use suzumio::store::{StateFiles, Store};
+    use suzumio::support::ToolHost;
+
+    let dir = project(TOP_LEVEL_LOOP);
+    let yaml = dir.path().join("suzumio.yaml");
+    let text = std::fs::read_to_string(&yaml).unwrap().replace("timeoutMs: 2000", "timeoutMs: 300");
+    std::fs::write(&yaml, text).unwrap();
+    let project = std::sync::Arc::new(Project::load(dir.path(), &ProcessEnv).expect("project loads"));
+    let store = Store::open(&project.config, std::sync::Arc::new(SystemClock)).unwrap();
+    let host = ToolHost::new(project, store, StateFiles::new(dir.path()));
+
+    let start = Instant::now();
+    let first = host.invoke_webui("bad", "bad.hang", json!({})).await.unwrap_err().to_string();
+    let loading = start.elapsed();
+    assert!(first.contains("module evaluation did not finish within 300 ms"), "{first}");
+    let start = Instant::now();
+    let again = host.invoke_webui("bad", "bad.hang", json!({})).await.unwrap_err().to_string();
+    let remembered = start.elapsed();
+    println!("a load that loops: {loading:?}; the remembered error: {remembered:?}");
+    assert_eq!(again, first);
+    assert!(loading >= Duration::from_millis(300) && remembered < Duration::from_millis(100), "{remembered:?}");
+
+    std::fs::write(
+        dir.path().join("toolpacks/bad/controller.mjs"),
+        NEVER_SETTLES.replace("new Promise(() => {})", "({ output: \"fixed\" })"),
+    )
+    .unwrap();
+    let fixed = host.invoke_webui("bad", "bad.hang", json!({})).await.expect("loads once its file changed");
+    assert_eq!(fixed.output, "fixed");
 }
