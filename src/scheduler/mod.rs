@@ -87,6 +87,8 @@ pub struct Scheduler {
 struct HookWakes {
     at: std::sync::Mutex<HashMap<String, DateTime<Utc>>>,
     arrived: Notify,
+    /// Background hooks that have not returned yet (what they return may be due at once).
+    running: std::sync::atomic::AtomicUsize,
 }
 
 impl HookWakes {
@@ -182,8 +184,11 @@ impl Scheduler {
         for (pack, outcome) in self.tools.start_scheduler_hooks() {
             self.hook_wakes.at.lock().unwrap_or_else(|e| e.into_inner()).remove(&pack);
             let wakes = self.hook_wakes.clone();
+            wakes.running.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
             tokio::spawn(async move {
-                let Ok(Some(outcome)) = outcome.await else { return };
+                let outcome = outcome.await;
+                wakes.running.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                let Ok(Some(outcome)) = outcome else { return };
                 if let Some(at) = outcome.wake_at {
                     wakes.at.lock().unwrap_or_else(|e| e.into_inner()).insert(pack, at);
                     wakes.arrived.notify_one();
@@ -198,9 +203,14 @@ impl Scheduler {
         nudges::no_effect_nudge(&self.tools, activation)
     }
 
-    /// When the last tick said something would next be due.
+    /// When the last tick said something would next be due, or a background hook since; now
+    /// while a background hook has not returned (it may record signals or ask to continue).
     pub fn next_due(&self) -> Option<DateTime<Utc>> {
-        *self.next_due.lock().unwrap_or_else(|e| e.into_inner())
+        if self.hook_wakes.running.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            return Some(self.store().now());
+        }
+        let last = *self.next_due.lock().unwrap_or_else(|e| e.into_inner());
+        [last, self.hook_wakes.earliest()].into_iter().flatten().min()
     }
 
     /// P1 signals for a running activation, handed over at a tool boundary (reference §1.3).
