@@ -5,7 +5,9 @@
 //! 0. resume paused agents whose budget period ended or whose limit was raised;
 //! 1. for each agent: deliver pending signals (P0 pre-empts a running activation; otherwise an
 //!    idle agent gets its P0/P1 batch or exactly one P2/P3 signal) — see `delivery.rs`;
-//! 2. the local packs' scheduler hooks (isolated: one failing never stops the others);
+//! 2. the local packs' scheduler hooks (isolated: one failing never stops the others; they run
+//!    concurrently, each with `scheduler.hookTimeoutMs`; in [`Scheduler::run`] the tick does
+//!    not wait for them, so a slow hook never delays a delivery);
 //! 3. the failed nudge, the failed-agent monitor, the quiet-agent monitor, the all-quiet nudge.
 //!
 //! Starting and stopping the work of an activation goes through [`ActivationLauncher`], so the
@@ -16,11 +18,12 @@ mod delivery;
 mod monitors;
 pub mod nudges;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::parse_iso;
@@ -75,19 +78,54 @@ pub struct Scheduler {
     /// Counts the ticks of [`Scheduler::run`]: `--until-idle` looks again after each one
     /// instead of polling.
     ticks: watch::Sender<u64>,
+    hook_wakes: Arc<HookWakes>,
+}
+
+/// The `wakeAt` of each pack's last hook run in the background ([`Scheduler::run`]), and a
+/// notice when one arrives so the loop can wake earlier.
+#[derive(Default)]
+struct HookWakes {
+    at: std::sync::Mutex<HashMap<String, DateTime<Utc>>>,
+    arrived: Notify,
+    /// Background hooks that have not returned yet (what they return may be due at once).
+    running: std::sync::atomic::AtomicUsize,
+}
+
+impl HookWakes {
+    fn earliest(&self) -> Option<DateTime<Utc>> {
+        self.at.lock().unwrap_or_else(|e| e.into_inner()).values().min().copied()
+    }
+}
+
+/// Whether a tick waits for the scheduler hooks or leaves them running on their own.
+#[derive(Clone, Copy)]
+enum Hooks {
+    Wait,
+    Background,
 }
 
 impl Scheduler {
     pub fn new(tools: Arc<ToolHost>, launcher: Arc<dyn ActivationLauncher>) -> Scheduler {
-        Scheduler { tools, launcher, next_due: std::sync::Mutex::new(None), ticks: watch::channel(0).0 }
+        Scheduler {
+            tools,
+            launcher,
+            next_due: std::sync::Mutex::new(None),
+            ticks: watch::channel(0).0,
+            hook_wakes: Arc::default(),
+        }
     }
 
     fn store(&self) -> &Store {
         &self.tools.store
     }
 
-    /// One tick (reference §1.5).
+    /// One tick (reference §1.5), waiting for the scheduler hooks (at most
+    /// `scheduler.hookTimeoutMs`) before the rules that follow them.
     pub async fn tick(&self) -> TickReport {
+        self.tick_with(Hooks::Wait).await
+    }
+
+    async fn tick_with(&self, hooks: Hooks) -> TickReport {
         let mut report = TickReport::default();
         match self.store().project() {
             Ok(p) if p.status == ProjectStatus::Running => report.ran = true,
@@ -104,7 +142,11 @@ impl Scheduler {
         if let Err(e) = delivery::deliver(self, &mut report) {
             report.errors.push(format!("signal delivery: {e}"));
         }
-        report.hooks = self.tools.run_scheduler_hooks().await;
+        match hooks {
+            Hooks::Wait => report.hooks = self.tools.run_scheduler_hooks().await,
+            Hooks::Background => self.start_hooks_in_background(),
+        }
+        report.due(self.hook_wakes.earliest());
         for hook in &report.hooks {
             report.errors.extend(hook.errors.iter().map(|e| format!("toolpack {}: {e}", hook.pack)));
         }
@@ -134,15 +176,41 @@ impl Scheduler {
         report
     }
 
+    /// Start the hooks whose previous run has returned and let them finish on their own: a slow
+    /// hook delays neither this tick's rules nor the next tick's deliveries. What they return
+    /// is recorded when it comes (signals wake the loop as store events; a `wakeAt` through
+    /// `hook_woke`).
+    fn start_hooks_in_background(&self) {
+        for (pack, outcome) in self.tools.start_scheduler_hooks() {
+            self.hook_wakes.at.lock().unwrap_or_else(|e| e.into_inner()).remove(&pack);
+            let wakes = self.hook_wakes.clone();
+            wakes.running.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            tokio::spawn(async move {
+                let outcome = outcome.await;
+                wakes.running.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                let Ok(Some(outcome)) = outcome else { return };
+                if let Some(at) = outcome.wake_at {
+                    wakes.at.lock().unwrap_or_else(|e| e.into_inner()).insert(pack, at);
+                    wakes.arrived.notify_one();
+                }
+            });
+        }
+    }
+
     /// Called when an activation has finished (its row already updated): a completed
     /// activation with no useful effect gets the no-effect nudge (reference §1.4).
     pub fn activation_finished(&self, activation: &ActivationRecord) -> Result<Option<SignalRecord>, StoreError> {
         nudges::no_effect_nudge(&self.tools, activation)
     }
 
-    /// When the last tick said something would next be due.
+    /// When the last tick said something would next be due, or a background hook since; now
+    /// while a background hook has not returned (it may record signals or ask to continue).
     pub fn next_due(&self) -> Option<DateTime<Utc>> {
-        *self.next_due.lock().unwrap_or_else(|e| e.into_inner())
+        if self.hook_wakes.running.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            return Some(self.store().now());
+        }
+        let last = *self.next_due.lock().unwrap_or_else(|e| e.into_inner());
+        [last, self.hook_wakes.earliest()].into_iter().flatten().min()
     }
 
     /// P1 signals for a running activation, handed over at a tool boundary (reference §1.3).
@@ -161,21 +229,25 @@ impl Scheduler {
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let interval = Duration::from_millis(self.tools.project.config.scheduler.tick_interval_ms);
         let mut events = self.store().subscribe();
+        // A due time already past (a busy pack asking to continue) still leaves a breath
+        // between ticks, so a misbehaving hook cannot spin the loop.
+        let until = |due: DateTime<Utc>| {
+            (due - self.store().now()).to_std().unwrap_or(Duration::ZERO).max(Duration::from_millis(50))
+        };
         loop {
-            let report = self.tick().await;
+            let report = self.tick_with(Hooks::Background).await;
             self.ticks.send_modify(|n| *n += 1);
-            let mut wait = interval;
-            if let Some(due) = report.next_due {
-                let until = (due - self.store().now()).to_std().unwrap_or(Duration::ZERO);
-                // A due time already past (a busy pack asking to continue) still leaves a breath
-                // between ticks, so a misbehaving hook cannot spin the loop.
-                wait = wait.min(until.max(Duration::from_millis(50)));
-            }
-            let deadline = tokio::time::Instant::now() + wait;
+            let wait = report.next_due.map_or(interval, |due| interval.min(until(due)));
+            let mut deadline = tokio::time::Instant::now() + wait;
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep_until(deadline) => break,
                     _ = shutdown.cancelled() => return,
+                    _ = self.hook_wakes.arrived.notified() => {
+                        if let Some(due) = self.hook_wakes.earliest() {
+                            deadline = deadline.min(tokio::time::Instant::now() + until(due));
+                        }
+                    }
                     event = events.recv() => match event {
                         Ok(e) if !e.event.wakes_scheduler() => continue,
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => return,

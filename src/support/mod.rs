@@ -17,8 +17,10 @@ pub mod runners;
 pub mod web_fetch;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
 
 use crate::js::{CallScope, JsCall, JsError};
 use crate::project::Project;
@@ -138,10 +140,11 @@ impl ToolHost {
             }]));
         }
         entry.check_input(&input).map_err(InvokeError::InvalidInput)?;
-        let Some(host) = self.packs.controller(pack).await else {
-            return builtin_webui::invoke(self, &pack.id, &entry.id, &input);
+        let host = match self.packs.controller(pack).await {
+            None => return builtin_webui::invoke(self, &pack.id, &entry.id, &input),
+            Some(packs::Controller::Ready(host)) => host,
+            Some(packs::Controller::Failed { error, .. }) => return Err(error.into()),
         };
-        let host = host?;
         let base = json!({ "project": self.name(), "toolpackId": pack.id }).to_string();
         let call = JsCall {
             export: "webui",
@@ -167,10 +170,13 @@ impl ToolHost {
             return Err(InvokeError::UnknownTool { pack: pack_id.into(), tool: tool.into() });
         }
         self.project.registry.validate_input(tool, &input).map_err(InvokeError::InvalidInput)?;
-        let Some(host) = self.packs.controller(pack).await else {
-            return Err(InvokeError::Handler(format!("built-in tool {tool} has no controller-side handler here")));
+        let host = match self.packs.controller(pack).await {
+            None => {
+                return Err(InvokeError::Handler(format!("built-in tool {tool} has no controller-side handler here")));
+            }
+            Some(packs::Controller::Ready(host)) => host,
+            Some(packs::Controller::Failed { error, .. }) => return Err(error.into()),
         };
-        let host = host?;
         let agent =
             self.store.agent(agent_id)?.ok_or_else(|| InvokeError::Rejected(format!("Unknown agent: {agent_id}")))?;
         let base = json!({
@@ -193,6 +199,13 @@ impl ToolHost {
     }
 }
 
+fn logged(outcome: HookOutcome) -> HookOutcome {
+    for e in &outcome.errors {
+        tracing::warn!(toolpack = %outcome.pack, "scheduler hook: {e}");
+    }
+    outcome
+}
+
 /// What one pack's scheduler hook did in a tick.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HookOutcome {
@@ -206,33 +219,92 @@ pub struct HookOutcome {
 }
 
 impl ToolHost {
-    /// Run every local pack's scheduler hook once (reference §3.7). Each hook is isolated: one
-    /// that throws, times out or returns garbage is logged and skipped; the others still run.
-    pub async fn run_scheduler_hooks(&self) -> Vec<HookOutcome> {
+    /// Run every local pack's scheduler hook once (reference §3.7) and wait for them. Each hook
+    /// is isolated: one that throws, times out or returns garbage is logged and skipped; the
+    /// others still run. Hooks run concurrently, each with `scheduler.hookTimeoutMs`, so this
+    /// waits at most that long (plus, for a pack not loaded yet, its load: at most its timeoutMs).
+    pub async fn run_scheduler_hooks(self: &Arc<Self>) -> Vec<HookOutcome> {
         let mut outcomes = Vec::new();
-        for pack in self.project.registry.packs() {
-            let Some(host) = self.packs.controller(pack).await else { continue };
-            let mut outcome =
-                HookOutcome { pack: pack.id.clone(), recorded: Vec::new(), wake_at: None, errors: Vec::new() };
-            match host {
-                Err(e) => outcome.errors.push(e.to_string()),
-                Ok(host) => match self.hook_base(pack) {
-                    Err(e) => outcome.errors.push(e.to_string()),
-                    Ok(base) => {
-                        let call = JsCall { export: "schedulerTick", args: vec![base], scope: CallScope::default() };
-                        match host.call(call).await {
-                            Err(e) => outcome.errors.push(e.with_stack()),
-                            Ok(value) => self.record_hook_requests(&pack.id, value, &mut outcome),
-                        }
-                    }
-                },
+        for (_, running) in self.start_scheduler_hooks() {
+            if let Ok(Some(outcome)) = running.await {
+                outcomes.push(outcome);
             }
-            for e in &outcome.errors {
-                tracing::warn!(toolpack = %pack.id, "scheduler hook: {e}");
-            }
-            outcomes.push(outcome);
         }
         outcomes
+    }
+
+    /// Start the scheduler hook of every local pack whose previous hook has returned, each in
+    /// its own task, and return at once: `(pack, outcome)` for each started hook. An outcome is
+    /// `None` when there is nothing to report (its module's load error is already known). A hook past its deadline is reported then; its JavaScript runs on
+    /// (until the pack's own timeout stops it) and its result is dropped.
+    pub fn start_scheduler_hooks(self: &Arc<Self>) -> Vec<(String, oneshot::Receiver<Option<HookOutcome>>)> {
+        let deadline = Duration::from_millis(self.project.config.scheduler.hook_timeout_ms);
+        let mut started = Vec::new();
+        for pack in self.project.registry.packs() {
+            if !matches!(pack.source, crate::toolpack::PackSource::Local { .. }) {
+                continue;
+            }
+            let slot = self.packs.slot(&pack.id);
+            if !slot.begin_hook() {
+                continue;
+            }
+            let (tx, rx) = oneshot::channel();
+            let (tools, id) = (self.clone(), pack.id.clone());
+            tokio::spawn(async move {
+                let _ = tx.send(tools.run_hook(&id, slot, deadline).await);
+            });
+            started.push((pack.id.clone(), rx));
+        }
+        started
+    }
+
+    /// Load the pack if needed (a load has the pack's own deadline, and its error is reported
+    /// only when it changes), then call its hook with the hook deadline.
+    async fn run_hook(&self, pack_id: &str, slot: Arc<packs::PackSlot>, deadline: Duration) -> Option<HookOutcome> {
+        let mut outcome =
+            HookOutcome { pack: pack_id.to_string(), recorded: Vec::new(), wake_at: None, errors: Vec::new() };
+        let loaded = match self.project.registry.pack(pack_id) {
+            None => None,
+            Some(pack) => self.packs.controller(pack).await.map(|c| (pack, c)),
+        };
+        let (pack, host) = match loaded {
+            None | Some((_, packs::Controller::Failed { fresh: false, .. })) => {
+                slot.end_hook();
+                return None;
+            }
+            Some((_, packs::Controller::Failed { error, fresh: true })) => {
+                slot.end_hook();
+                outcome.errors.push(error.with_stack());
+                return Some(logged(outcome));
+            }
+            Some((pack, packs::Controller::Ready(host))) => (pack, host),
+        };
+        let base = match self.hook_base(pack) {
+            Ok(base) => base,
+            Err(e) => {
+                slot.end_hook();
+                outcome.errors.push(e.to_string());
+                return Some(logged(outcome));
+            }
+        };
+        let call = JsCall { export: "schedulerTick", args: vec![base], scope: CallScope::default() };
+        // The call runs on in its own task past the deadline, until the pack's JavaScript
+        // returns (or its timeoutMs stops it); only then may the hook be called again.
+        let mut running = tokio::spawn(async move {
+            let result = host.call(call).await;
+            slot.end_hook();
+            result
+        });
+        match tokio::time::timeout(deadline, &mut running).await {
+            Ok(Ok(Ok(value))) => self.record_hook_requests(pack_id, value, &mut outcome),
+            Ok(Ok(Err(e))) => outcome.errors.push(e.with_stack()),
+            Ok(Err(join)) => outcome.errors.push(format!("the scheduler hook's task failed: {join}")),
+            Err(_) => outcome.errors.push(format!(
+                "the scheduler hook did not return within {} ms (scheduler.hookTimeoutMs); it is not called again until it returns",
+                deadline.as_millis()
+            )),
+        }
+        Some(logged(outcome))
     }
 
     fn hook_base(&self, pack: &Toolpack) -> Result<String, InvokeError> {

@@ -255,6 +255,9 @@ pub struct SchedulerConfig {
     pub max_signals_per_activation: u64,
     /// Period of the timer tick (events wake the scheduler earlier).
     pub tick_interval_ms: u64,
+    /// Deadline of one pack's scheduler hook in a tick; a hook past it is reported and not
+    /// called again until its JavaScript returns (hooks run concurrently, so nobody else waits).
+    pub hook_timeout_ms: u64,
     pub no_effect_nudge: NudgeConfig,
     pub failed_nudge: NudgeConfig,
     pub all_quiet_nudge: AllQuietNudgeConfig,

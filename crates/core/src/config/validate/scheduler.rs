@@ -1,4 +1,4 @@
-//! `scheduler`: signals per activation, the tick period, the no-effect / failed / all-quiet
+//! `scheduler`: signals per activation, the tick period, the scheduler hook deadline, the no-effect / failed / all-quiet
 //! nudges and the quiet / failed agent monitors, with the reference defaults (§2.5). Monitor and
 //! nudge agents are checked against the expanded agent ids.
 
@@ -12,6 +12,7 @@ const SCHEDULER_KEYS: &[&str] = &[
     "maxSignalsPerActivation",
     "maxPromptMessages",
     "tickIntervalMs",
+    "hookTimeoutMs",
     "noEffectNudge",
     "failedNudge",
     "allQuietNudge",
@@ -43,6 +44,7 @@ pub(super) fn read(node: &Node, agents: &[&str], d: &mut Diagnostics) -> Option<
         .or_else(|| s.int_at_least("maxPromptMessages", 1, d))
         .unwrap_or(20) as u64;
     let tick_interval_ms = s.int_at_least("tickIntervalMs", 100, d).unwrap_or(2000) as u64;
+    let hook_timeout_ms = s.int_at_least("hookTimeoutMs", 10, d).unwrap_or(1000) as u64;
     let no_effect = NudgeConfig {
         enabled: true,
         priority: Priority::P3,
@@ -63,6 +65,7 @@ pub(super) fn read(node: &Node, agents: &[&str], d: &mut Diagnostics) -> Option<
     Some(SchedulerConfig {
         max_signals_per_activation: max_signals,
         tick_interval_ms,
+        hook_timeout_ms,
         no_effect_nudge: read_nudge(&s, "noEffectNudge", no_effect, d),
         failed_nudge: read_nudge(&s, "failedNudge", failed, d),
         all_quiet_nudge: read_all_quiet(&s, agents, d),
