@@ -8,63 +8,19 @@ mod support;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use suzumio::activation::run::execute_tool;
 use suzumio::config::BackendKind;
-use suzumio::support::ToolHost;
-use suzumio::support::runners::AgentRunners;
 
-struct Setup {
-    _project: support::TempProject,
-    tools: Arc<ToolHost>,
-    runners: Arc<AgentRunners>,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        let config = &self.tools.project.config;
-        let _ = std::process::Command::new("docker")
-            .args(["rm", "-f", &format!("suzumio-{}-a", config.name), &format!("suzumio-{}-b", config.name)])
-            .output();
-    }
-}
+type Setup = support::containers::ContainerProject;
 
 async fn setup() -> Setup {
-    if std::env::var_os("SUZUMIO_SKIP_DOCKER_TESTS").is_some() {
-        panic!("SUZUMIO_SKIP_DOCKER_TESTS is set, but these tests need Docker; unset it");
-    }
     setup_with(BackendKind::Docker).await
 }
 
 async fn setup_with(kind: BackendKind) -> Setup {
-    let project = support::TempProject::copy_of("containers");
-    // A unique project name per test, so parallel tests do not share containers.
-    let unique = project.dir.file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_string();
-    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
-    std::fs::write(project.dir.join("suzumio.yaml"), yaml.replace("name: containers", &format!("name: ct-{unique}")))
-        .unwrap();
-    let tools = suzumio::controller::open(&project.dir).unwrap_or_else(|e| panic!("{e}"));
-    let runners = suzumio::controller::runners_with(&tools, kind, support::static_runner())
-        .await
-        .unwrap_or_else(|e| panic!("{kind:?} backend (for Docker, start it with scripts/setup.sh): {e}"));
-    Setup { _project: project, tools, runners }
+    support::containers::start("ct", None, kind).await
 }
 
 impl Setup {
-    /// One tool call in its own short activation (as `suzumio tool call` does).
-    async fn call(&self, agent: &str, tool: &str, input: Value) -> Result<String, String> {
-        let activation = self.tools.store.start_activation(agent, "test", &[]).unwrap();
-        let result = execute_tool(&self.tools, self.runners.as_ref(), agent, &activation.id, tool, input).await;
-        self.tools
-            .store
-            .finish_activation(&activation.id, suzumio::store::ActivationOutcome::Completed, None, None)
-            .unwrap();
-        result.map(|o| o.output).map_err(|e| e.to_string())
-    }
-
-    async fn sh(&self, agent: &str, command: &str) -> String {
-        self.call(agent, "shell.exec", json!({ "command": command })).await.unwrap_or_else(|e| panic!("{e}"))
-    }
-
     fn controller_runs(&self) -> u64 {
         self.tools.state.read("probe", "runs.json").unwrap().map_or(0, |v| v["runs"].as_u64().unwrap())
     }

@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use nix::fcntl::{RenameFlags, renameat2};
 use serde_json::{Value, json};
-use suzumio::activation::run::execute_tool;
 use suzumio::config::BackendKind;
 use suzumio_runner::{BuiltinTools, Roots};
 
@@ -148,31 +147,10 @@ async fn write_through_a_swapped_link_never_lands_outside() {
 /// `a`'s container `/proc/1` is `a`'s own runner.
 #[tokio::test]
 async fn across_containers_a_swapped_link_to_proc_1_never_leaks() {
-    if std::env::var_os("SUZUMIO_SKIP_DOCKER_TESTS").is_some() {
-        panic!("SUZUMIO_SKIP_DOCKER_TESTS is set, but this test needs Docker; unset it");
-    }
-    let project = support::TempProject::copy_of("containers");
-    let unique = project.dir.file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_string();
-    let name = format!("race-{unique}");
-    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
-    std::fs::write(project.dir.join("suzumio.yaml"), yaml.replace("name: containers", &format!("name: {name}")))
-        .unwrap();
-    let _containers = RemoveOnDrop(vec![format!("suzumio-{name}-a"), format!("suzumio-{name}-b")]);
-    let tools = suzumio::controller::open(&project.dir).unwrap_or_else(|e| panic!("{e}"));
-    let runners = suzumio::controller::runners_with(&tools, BackendKind::Docker, support::static_runner())
-        .await
-        .unwrap_or_else(|e| panic!("Docker backend (start it with scripts/setup.sh): {e}"));
+    let s = Arc::new(support::containers::start("race", None, BackendKind::Docker).await);
     let call = |agent: &'static str, tool: &'static str, input: Value| {
-        let (tools, runners) = (tools.clone(), runners.clone());
-        async move {
-            let activation = tools.store.start_activation(agent, "test", &[]).unwrap();
-            let result = execute_tool(&tools, runners.as_ref(), agent, &activation.id, tool, input).await;
-            tools
-                .store
-                .finish_activation(&activation.id, suzumio::store::ActivationOutcome::Completed, None, None)
-                .unwrap();
-            result.map(|o| o.output).map_err(|e| e.to_string())
-        }
+        let s = s.clone();
+        async move { s.call(agent, tool, input).await }
     };
     let setup = "cd /artifacts/b && mkdir d && echo harmless > d/environ && ln -s /proc/1 l";
     call("b", "shell.exec", json!({"command": setup})).await.unwrap();
@@ -189,17 +167,9 @@ async fn across_containers_a_swapped_link_to_proc_1_never_leaks() {
             Err(_) => {}
         }
     }
-    std::fs::write(project.dir.join("workspaces/b/stop"), "").unwrap();
+    std::fs::write(s.project.dir.join("workspaces/b/stop"), "").unwrap();
     let _ = swapping.await;
-    runners.shutdown().await;
+    s.runners.shutdown().await;
     assert!(leaks.is_empty(), "{} reads leaked, e.g. {:.200}", leaks.len(), leaks[0]);
     assert!(read > 0, "the real file was never read: the swap loop did not run as planned");
-}
-
-struct RemoveOnDrop(Vec<String>);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("docker").arg("rm").arg("-f").args(&self.0).output();
-    }
 }

@@ -8,57 +8,18 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use suzumio::activation::run::execute_tool;
 use suzumio::config::BackendKind;
-use suzumio::support::ToolHost;
-use suzumio::support::runners::AgentRunners;
 
-struct Setup {
-    _project: support::TempProject,
-    tools: Arc<ToolHost>,
-    runners: Arc<AgentRunners>,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        let name = &self.tools.project.config.name;
-        let _ = std::process::Command::new("docker").args(["rm", "-f", &format!("suzumio-{name}-a")]).output();
-    }
-}
+type Setup = support::containers::ContainerProject;
 
 async fn setup(quota: &str) -> Setup {
-    if std::env::var_os("SUZUMIO_SKIP_DOCKER_TESTS").is_some() {
-        panic!("SUZUMIO_SKIP_DOCKER_TESTS is set, but these tests need Docker; unset it");
-    }
-    let project = support::TempProject::copy_of("containers");
-    let unique = project.dir.file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_string();
-    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
-    let yaml = yaml
-        .replace("name: containers", &format!("name: quota-{unique}"))
-        .replace("backend:\n", &format!("backend:\n  docker: {{diskQuota: {quota}}}\n"));
-    std::fs::write(project.dir.join("suzumio.yaml"), yaml).unwrap();
-    let tools = suzumio::controller::open(&project.dir).unwrap_or_else(|e| panic!("{e}"));
-    let runners = suzumio::controller::runners_with(&tools, BackendKind::Docker, support::static_runner())
-        .await
-        .unwrap_or_else(|e| panic!("Docker backend (start it with scripts/setup.sh): {e}"));
-    Setup { _project: project, tools, runners }
+    support::containers::start("quota", Some(&format!("diskQuota: {quota}")), BackendKind::Docker).await
 }
 
 impl Setup {
-    async fn call(&self, tool: &str, input: Value) -> Result<String, String> {
-        let activation = self.tools.store.start_activation("a", "test", &[]).unwrap();
-        let result = execute_tool(&self.tools, self.runners.as_ref(), "a", &activation.id, tool, input).await;
-        self.tools
-            .store
-            .finish_activation(&activation.id, suzumio::store::ActivationOutcome::Completed, None, None)
-            .unwrap();
-        result.map(|o| o.output).map_err(|e| e.to_string())
-    }
-
     /// Calls `file.read` until `done` holds for its result, for at most `within`.
     async fn read_until(
         &self,
@@ -67,7 +28,7 @@ impl Setup {
     ) -> Result<String, String> {
         let deadline = Instant::now() + within;
         loop {
-            let result = self.call("file.read", json!({"path": "note.txt"})).await;
+            let result = self.call("a", "file.read", json!({"path": "note.txt"})).await;
             if done(&result) || Instant::now() > deadline {
                 return result;
             }
@@ -87,23 +48,25 @@ fn exceeded(result: &Result<String, String>) -> bool {
 #[tokio::test]
 async fn shell_growth_past_the_quota_stops_the_agents_calls_until_space_is_freed() {
     let s = setup("8m").await;
-    s.call("file.write", json!({"path": "note.txt", "content": "small"})).await.unwrap();
+    s.call("a", "file.write", json!({"path": "note.txt", "content": "small"})).await.unwrap();
 
-    let too_big = s.call("file.write", json!({"path": "big.txt", "content": "x".repeat(10 << 20)})).await;
+    let too_big = s.call("a", "file.write", json!({"path": "big.txt", "content": "x".repeat(10 << 20)})).await;
     assert!(exceeded(&too_big), "{too_big:?}");
     assert!(too_big.unwrap_err().ends_with("writing 10.0 MiB more would go over"));
     let patch = json!({"operations": [{"op": "add", "path": "big.txt", "content": "x".repeat(9 << 20)}]});
-    assert!(exceeded(&s.call("file.patch", patch).await));
+    assert!(exceeded(&s.call("a", "file.patch", patch).await));
 
     // The shell is not stopped mid-write: detection follows within seconds.
-    let dd = s.call("shell.exec", json!({"command": "dd if=/dev/zero of=/workspace/big bs=1M count=20"})).await;
+    let dd = s.call("a", "shell.exec", json!({"command": "dd if=/dev/zero of=/workspace/big bs=1M count=20"})).await;
     assert!(dd.is_ok(), "{dd:?}");
     let big = s.tools.project.config.root.join("workspaces/a/big");
     assert_eq!(std::fs::metadata(&big).map(|m| m.len()).ok(), Some(20 << 20), "{dd:?}");
     let blocked = s.read_until(Duration::from_secs(10), exceeded).await;
     assert!(exceeded(&blocked), "the next calls fail within seconds: {blocked:?}");
     assert!(
-        s.call("shell.exec", json!({"command": "true"})).await.is_err_and(|e| e.starts_with("disk quota exceeded"))
+        s.call("a", "shell.exec", json!({"command": "true"}))
+            .await
+            .is_err_and(|e| e.starts_with("disk quota exceeded"))
     );
     let events = s.events("agent.quota_exceeded");
     assert_eq!(events.len(), 1, "{events:?}");
@@ -112,7 +75,7 @@ async fn shell_growth_past_the_quota_stops_the_agents_calls_until_space_is_freed
     assert!(events[0]["usedBytes"].as_u64().unwrap() >= 20 << 20, "{events:?}");
 
     // Deleting frees space, and is allowed while over.
-    s.call("file.patch", json!({"operations": [{"op": "delete", "path": "/workspace/big"}]})).await.unwrap();
+    s.call("a", "file.patch", json!({"operations": [{"op": "delete", "path": "/workspace/big"}]})).await.unwrap();
     let back = s.read_until(Duration::from_secs(10), |r| r.is_ok()).await;
     assert_eq!(back.as_deref(), Ok("1: small"));
     assert_eq!(s.events("agent.quota_ok").len(), 1);
@@ -122,11 +85,11 @@ async fn shell_growth_past_the_quota_stops_the_agents_calls_until_space_is_freed
 async fn tmp_is_a_tmpfs_with_a_size() {
     let s = setup("8m").await;
     let out = s
-        .call("shell.exec", json!({"command": "df -k /tmp | tail -1; dd if=/dev/zero of=/tmp/fill bs=1M count=100 2>&1; rm -f /tmp/fill"}))
+        .call("a", "shell.exec", json!({"command": "df -k /tmp | tail -1; dd if=/dev/zero of=/tmp/fill bs=1M count=100 2>&1; rm -f /tmp/fill"}))
         .await
         .unwrap();
     assert!(out.contains("tmpfs"), "{out}");
     assert!(out.contains("No space left on device"), "a write beyond /tmp's 64m fails: {out}");
     // /tmp is not the workspace: it does not count against the disk quota.
-    assert!(s.call("file.read", json!({"path": "/workspace"})).await.is_ok());
+    assert!(s.call("a", "file.read", json!({"path": "/workspace"})).await.is_ok());
 }

@@ -7,44 +7,19 @@
 mod support;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use suzumio::activation::run::execute_tool;
 use suzumio::config::BackendKind;
-use suzumio::support::ToolHost;
-use suzumio::support::runners::AgentRunners;
 
 /// The agents' memory limit: small enough that filling the container's `/tmp` (a 64 MiB tmpfs,
 /// whose pages count against it) gets the runner, its largest process, OOM-killed.
 const MEMORY: &str = "32m";
 
-struct Setup {
-    _project: support::TempProject,
-    tools: Arc<ToolHost>,
-    runners: Arc<AgentRunners>,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("docker").args(["rm", "-f", &self.container()]).output();
-    }
-}
+type Setup = support::containers::ContainerProject;
 
 async fn setup() -> Setup {
-    let project = support::TempProject::copy_of("containers");
-    let unique = project.dir.file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_string();
-    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
-    let yaml = yaml
-        .replace("name: containers", &format!("name: rd-{unique}"))
-        .replace("backend:\n", &format!("backend:\n  docker: {{memory: {MEMORY}}}\n"));
-    std::fs::write(project.dir.join("suzumio.yaml"), yaml).unwrap();
-    let tools = suzumio::controller::open(&project.dir).unwrap_or_else(|e| panic!("{e}"));
-    let runners = suzumio::controller::runners_with(&tools, BackendKind::Docker, support::static_runner())
-        .await
-        .unwrap_or_else(|e| panic!("Docker backend (start it with scripts/setup.sh): {e}"));
-    Setup { _project: project, tools, runners }
+    support::containers::start("rd", Some(&format!("memory: {MEMORY}")), BackendKind::Docker).await
 }
 
 impl Setup {
@@ -57,15 +32,8 @@ impl Setup {
     }
 
     /// `shell.exec` of `command` for agent `a` in its own activation; the error as the model sees it.
-    async fn sh(&self, command: &str) -> Result<String, String> {
-        let activation = self.tools.store.start_activation("a", "test", &[]).unwrap();
-        let input = json!({ "command": command });
-        let result = execute_tool(&self.tools, self.runners.as_ref(), "a", &activation.id, "shell.exec", input).await;
-        self.tools
-            .store
-            .finish_activation(&activation.id, suzumio::store::ActivationOutcome::Completed, None, None)
-            .unwrap();
-        result.map(|o| o.output).map_err(|e| e.to_string())
+    async fn shell(&self, command: &str) -> Result<String, String> {
+        self.call("a", "shell.exec", json!({ "command": command })).await
     }
 
     /// Start `sleep 30` as a call, do `to_the_container` once the command runs, and return how
@@ -73,7 +41,7 @@ impl Setup {
     async fn die_during_sleep(&self, to_the_container: &[&str]) -> (Duration, String) {
         let started = self.workspace().join("started");
         let _ = std::fs::remove_file(&started);
-        let call = self.sh("touch /workspace/started; sleep 30");
+        let call = self.shell("touch /workspace/started; sleep 30");
         let kill = async {
             while !started.exists() {
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -108,7 +76,7 @@ fn assert_fast(what: &str, elapsed: Duration) {
 #[tokio::test]
 async fn a_killed_container_fails_the_call_at_once_and_the_next_call_works() {
     let s = setup().await;
-    assert!(s.sh("echo warm").await.unwrap().ends_with("\nwarm"));
+    assert!(s.shell("echo warm").await.unwrap().ends_with("\nwarm"));
     let name = s.container();
     let (elapsed, error) = s.die_during_sleep(&["kill", &name]).await;
     println!("{error}");
@@ -117,7 +85,7 @@ async fn a_killed_container_fails_the_call_at_once_and_the_next_call_works() {
     assert!(error.contains("its last log lines:") && error.contains("connected to the controller"), "{error}");
     let recorded = s.last_call_error();
     assert!(recorded.contains("killed (SIGKILL") && recorded.contains("connected to the controller"), "{recorded}");
-    assert!(s.sh("echo again").await.unwrap().ends_with("\nagain"), "the next call starts a fresh container");
+    assert!(s.shell("echo again").await.unwrap().ends_with("\nagain"), "the next call starts a fresh container");
 }
 
 #[tokio::test]
@@ -127,7 +95,7 @@ async fn a_removed_container_fails_the_call_at_once_saying_so() {
     let (elapsed, error) = s.die_during_sleep(&["rm", "-f", &name]).await;
     assert_fast("docker rm -f", elapsed);
     assert!(error.starts_with("runner lost during shell.exec: its container was removed"), "{error}");
-    assert!(s.sh("echo again").await.unwrap().ends_with("\nagain"));
+    assert!(s.shell("echo again").await.unwrap().ends_with("\nagain"));
 }
 
 /// `docker stop`: the runner cancels its calls on SIGTERM, then exits; the call says it lost its
@@ -141,18 +109,18 @@ async fn a_stopped_container_fails_the_call_as_runner_lost() {
     assert_fast("docker stop", elapsed);
     assert!(error.starts_with("runner lost during shell.exec: exited with code 0"), "{error}");
     assert!(error.contains("stopping on a signal"), "{error}");
-    assert!(s.sh("echo again").await.unwrap().ends_with("\nagain"));
+    assert!(s.shell("echo again").await.unwrap().ends_with("\nagain"));
 }
 
 #[tokio::test]
 async fn an_oom_killed_runner_is_named_with_the_memory_limit() {
     let s = setup().await;
-    assert!(s.sh("echo warm").await.unwrap().ends_with("\nwarm"));
+    assert!(s.shell("echo warm").await.unwrap().ends_with("\nwarm"));
     let name = s.container();
     // The call fills the container's tmpfs beyond the memory limit: its pages belong to no
     // process, so the OOM killer takes the largest one, the runner.
     let start = Instant::now();
-    let error = s.sh("head -c 60m /dev/zero > /tmp/fill; sleep 30").await.expect_err("the runner is OOM-killed");
+    let error = s.shell("head -c 60m /dev/zero > /tmp/fill; sleep 30").await.expect_err("the runner is OOM-killed");
     let elapsed = start.elapsed();
     println!("OOM: the call failed {} ms after it started", elapsed.as_millis());
     assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
@@ -161,7 +129,7 @@ async fn an_oom_killed_runner_is_named_with_the_memory_limit() {
         "{error}"
     );
     assert_eq!(docker(&["inspect", "-f", "{{.State.OOMKilled}}", &name]).trim(), "true");
-    assert!(s.sh("echo again").await.unwrap().ends_with("\nagain"));
+    assert!(s.shell("echo again").await.unwrap().ends_with("\nagain"));
 }
 
 /// At most once: a command that appends a line and then kills its runner is not run again.
@@ -171,9 +139,9 @@ async fn a_call_whose_runner_died_is_not_sent_again() {
     let command = "echo x >> /workspace/log; \
                    for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = suzumio-runner ] && kill -9 ${p#/proc/}; done; \
                    sleep 30";
-    let error = s.sh(command).await.expect_err("the runner is gone");
+    let error = s.shell(command).await.expect_err("the runner is gone");
     assert!(error.starts_with("runner lost during shell.exec: killed (SIGKILL, exit code 137)"), "{error}");
     let log = std::fs::read_to_string(s.workspace().join("log")).unwrap();
     assert_eq!(log, "x\n", "the command ran exactly once");
-    assert!(s.sh("cat /workspace/log").await.unwrap().ends_with("\nx"), "the next call works");
+    assert!(s.shell("cat /workspace/log").await.unwrap().ends_with("\nx"), "the next call works");
 }

@@ -14,57 +14,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use suzumio::activation::run::execute_tool;
 use suzumio::config::BackendKind;
 use suzumio::rpc::{Connection, HandlerFuture, RequestHandler, RpcError};
-use suzumio::support::ToolHost;
-use suzumio::support::runners::{AgentRunners, HELLO_DEADLINE, MAX_PENDING_HELLOS};
+use suzumio::support::runners::{HELLO_DEADLINE, MAX_PENDING_HELLOS};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
-struct Setup {
-    project: support::TempProject,
-    tools: Arc<ToolHost>,
-    runners: Arc<AgentRunners>,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        let config = &self.tools.project.config;
-        let _ = std::process::Command::new("docker")
-            .args(["rm", "-f", &format!("suzumio-{}-a", config.name), &format!("suzumio-{}-b", config.name)])
-            .output();
-    }
-}
+type Setup = support::containers::ContainerProject;
 
 async fn setup() -> Setup {
-    if std::env::var_os("SUZUMIO_SKIP_DOCKER_TESTS").is_some() {
-        panic!("SUZUMIO_SKIP_DOCKER_TESTS is set, but these tests need Docker; unset it");
-    }
-    let project = support::TempProject::copy_of("containers");
-    let unique = project.dir.file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_string();
-    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
-    std::fs::write(project.dir.join("suzumio.yaml"), yaml.replace("name: containers", &format!("name: id-{unique}")))
-        .unwrap();
-    let tools = suzumio::controller::open(&project.dir).unwrap_or_else(|e| panic!("{e}"));
-    let runners = suzumio::controller::runners_with(&tools, BackendKind::Docker, support::static_runner())
-        .await
-        .unwrap_or_else(|e| panic!("Docker backend (start it with scripts/setup.sh): {e}"));
-    Setup { project, tools, runners }
+    support::containers::start("id", None, BackendKind::Docker).await
 }
 
 impl Setup {
-    async fn sh(&self, agent: &str, command: &str) -> String {
-        let activation = self.tools.store.start_activation(agent, "test", &[]).unwrap();
-        let input = json!({ "command": command });
-        let result = execute_tool(&self.tools, self.runners.as_ref(), agent, &activation.id, "shell.exec", input).await;
-        self.tools
-            .store
-            .finish_activation(&activation.id, suzumio::store::ActivationOutcome::Completed, None, None)
-            .unwrap();
-        result.map(|o| o.output).unwrap_or_else(|e| panic!("shell.exec {command}: {e}"))
-    }
-
     fn socket(&self, agent: &str) -> std::path::PathBuf {
         self.project.dir.join(".suzumio/run").join(agent).join("control.sock")
     }

@@ -161,21 +161,14 @@ impl ModelProvider for AnthropicProvider {
 
 impl AnthropicProvider {
     fn headers(&self, request: &ModelRequest) -> Result<HeaderMap, ProviderError> {
-        let mut pairs: Vec<(String, String)> = Vec::new();
-        if let Some(key) = &self.api_key {
-            pairs.push(("x-api-key".into(), key.clone()));
-        }
-        pairs.push(("anthropic-version".into(), ANTHROPIC_VERSION.into()));
-        pairs.extend(self.headers.iter().cloned());
-        pairs.extend(request.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-        self.http.headers(&pairs)
+        let mut auth: Vec<(String, String)> =
+            self.api_key.iter().map(|key| ("x-api-key".to_string(), key.clone())).collect();
+        auth.push(("anthropic-version".into(), ANTHROPIC_VERSION.into()));
+        self.http.request_headers(auth, &self.headers, request)
     }
 
     fn parse(&self, answer: &Value) -> Result<ModelResponse, ProviderError> {
-        parse_response(answer).map_err(|message| ProviderError::BadResponse {
-            provider: self.http.label().to_string(),
-            message: self.http.redact(&message),
-        })
+        self.http.parse(answer, parse_response)
     }
 }
 

@@ -16,7 +16,9 @@ use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use super::{CONNECT_TIMEOUT, HttpSettings, ProviderError, RetryPolicy, is_context_overflow};
+use super::{
+    CONNECT_TIMEOUT, HttpSettings, ModelRequest, ModelResponse, ProviderError, RetryPolicy, is_context_overflow,
+};
 use crate::config::ProviderConfig;
 
 /// Longest server text kept in an error message.
@@ -124,6 +126,32 @@ impl HttpClient {
 
     pub fn redact(&self, text: &str) -> String {
         self.redactor.redact(text)
+    }
+
+    /// The request's headers: the provider's own (`auth`, e.g. its key), then the configured
+    /// ones, then the request's.
+    pub fn request_headers(
+        &self,
+        auth: Vec<(String, String)>,
+        configured: &[(String, String)],
+        request: &ModelRequest,
+    ) -> Result<HeaderMap, ProviderError> {
+        let mut pairs = auth;
+        pairs.extend(configured.iter().cloned());
+        pairs.extend(request.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.headers(&pairs)
+    }
+
+    /// An answer read by the provider's parser; a failure names the provider, secrets redacted.
+    pub fn parse(
+        &self,
+        answer: &serde_json::Value,
+        parse: impl FnOnce(&serde_json::Value) -> Result<ModelResponse, String>,
+    ) -> Result<ModelResponse, ProviderError> {
+        parse(answer).map_err(|message| ProviderError::BadResponse {
+            provider: self.label.clone(),
+            message: self.redact(&message),
+        })
     }
 
     /// Build a header map; values are marked sensitive so they never show in `Debug` output.

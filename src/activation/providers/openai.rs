@@ -140,20 +140,12 @@ impl OpenAiProvider {
     }
 
     fn headers(&self, request: &ModelRequest) -> Result<HeaderMap, ProviderError> {
-        let mut pairs: Vec<(String, String)> = Vec::new();
-        if let Some(key) = &self.api_key {
-            pairs.push(("authorization".into(), format!("Bearer {key}")));
-        }
-        pairs.extend(self.headers.iter().cloned());
-        pairs.extend(request.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-        self.http.headers(&pairs)
+        let auth = self.api_key.iter().map(|key| ("authorization".to_string(), format!("Bearer {key}"))).collect();
+        self.http.request_headers(auth, &self.headers, request)
     }
 
     fn parse(&self, answer: &Value) -> Result<ModelResponse, ProviderError> {
-        parse_response(answer).map_err(|message| ProviderError::BadResponse {
-            provider: self.http.label().to_string(),
-            message: self.http.redact(&message),
-        })
+        self.http.parse(answer, parse_response)
     }
 }
 

@@ -1,0 +1,71 @@
+//! The `containers` fixture project with its agents' runners in real Docker containers (or as
+//! local processes): what the container tests share. Each test gets its own project name, so
+//! tests running in parallel never share a container; the containers are removed on drop.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use suzumio::activation::run::execute_tool;
+use suzumio::config::BackendKind;
+use suzumio::support::ToolHost;
+use suzumio::support::runners::AgentRunners;
+
+use super::TempProject;
+
+pub struct ContainerProject {
+    pub project: TempProject,
+    pub tools: Arc<ToolHost>,
+    pub runners: Arc<AgentRunners>,
+}
+
+/// The fixture named `<prefix>-<unique>`, with `docker` (the body of a YAML flow mapping such
+/// as `diskQuota: 8m`) under `backend.docker` when given, opened with runners of `kind`.
+pub async fn start(prefix: &str, docker: Option<&str>, kind: BackendKind) -> ContainerProject {
+    if kind == BackendKind::Docker && std::env::var_os("SUZUMIO_SKIP_DOCKER_TESTS").is_some() {
+        panic!("SUZUMIO_SKIP_DOCKER_TESTS is set, but these tests need Docker; unset it");
+    }
+    let project = TempProject::copy_of("containers");
+    let unique = project.dir.file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_string();
+    let path = project.dir.join("suzumio.yaml");
+    let mut yaml =
+        std::fs::read_to_string(&path).unwrap().replace("name: containers", &format!("name: {prefix}-{unique}"));
+    if let Some(docker) = docker {
+        yaml = yaml.replace("backend:\n", &format!("backend:\n  docker: {{{docker}}}\n"));
+    }
+    std::fs::write(&path, yaml).unwrap();
+    let tools = suzumio::controller::open(&project.dir).unwrap_or_else(|e| panic!("{e}"));
+    let runners = suzumio::controller::runners_with(&tools, kind, super::static_runner())
+        .await
+        .unwrap_or_else(|e| panic!("{kind:?} backend (for Docker, start it with scripts/setup.sh): {e}"));
+    ContainerProject { project, tools, runners }
+}
+
+impl ContainerProject {
+    /// One tool call in its own short activation (as `suzumio tool call` does); the error as
+    /// the model sees it.
+    pub async fn call(&self, agent: &str, tool: &str, input: Value) -> Result<String, String> {
+        let activation = self.tools.store.start_activation(agent, "test", &[]).unwrap();
+        let result = execute_tool(&self.tools, self.runners.as_ref(), agent, &activation.id, tool, input).await;
+        self.tools
+            .store
+            .finish_activation(&activation.id, suzumio::store::ActivationOutcome::Completed, None, None)
+            .unwrap();
+        result.map(|o| o.output).map_err(|e| e.to_string())
+    }
+
+    /// `shell.exec` of `command` that must succeed; its output.
+    pub async fn sh(&self, agent: &str, command: &str) -> String {
+        self.call(agent, "shell.exec", json!({ "command": command }))
+            .await
+            .unwrap_or_else(|e| panic!("shell.exec {command}: {e}"))
+    }
+}
+
+impl Drop for ContainerProject {
+    fn drop(&mut self) {
+        let name = &self.tools.project.config.name;
+        let _ = std::process::Command::new("docker")
+            .args(["rm", "-f", &format!("suzumio-{name}-a"), &format!("suzumio-{name}-b")])
+            .output();
+    }
+}
