@@ -21,6 +21,7 @@ pub mod backend;
 pub mod clock;
 pub mod commands;
 pub mod controller;
+pub mod permissions;
 pub mod progress;
 pub mod project;
 pub mod scheduler;

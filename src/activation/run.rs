@@ -36,13 +36,17 @@ use super::providers::{
     resolve_presets, safe_tool_names,
 };
 use crate::config::AgentConfig;
+use crate::permissions::{
+    self, Behavior,
+    approvals::{self, PendingCall},
+};
 use crate::scheduler::{ActivationLauncher, nudges};
 use crate::store::{
     ActivationOutcome, ActivationRecord, HistoryEntry, RecordedCall, RecordedUsage, SignalRecord, ToolCallOutcome,
 };
 use crate::support::builtin_tools::{self, Caller};
 use crate::support::{ToolHost, ToolOutput};
-use crate::toolpack::{RunsIn, ToolError};
+use crate::toolpack::{RunsIn, ToolDefinition, ToolError};
 
 /// Runs runner-side tools (built-in `file.*`/`shell.exec` and local packs' `runner.mjs` tools)
 /// in an agent's runner. Implemented by the agent supervisor (issue [D]).
@@ -634,10 +638,28 @@ pub async fn execute_tool(
                 host.project.registry.validate_input(tool, &input).err().map(|e| ToolError::invalid_input(tool, &e))
             }
         };
-    let result = match (invalid, def.runs_in) {
-        (Some(problem), _) => Err(problem),
-        (None, RunsIn::Controller) => builtin_tools::call(host, &caller, tool, &input).await,
-        (None, RunsIn::Runner) => runner.invoke(agent_id, activation_id, tool, input).await,
+    let result = match invalid {
+        Some(problem) => Err(problem),
+        None => {
+            let decision = permissions::decide(&host.project, &permissions::Call { agent, tool, def, input: &input });
+            match decision.behavior {
+                Behavior::Allow => dispatch(host, runner, &caller, def, tool, input.clone()).await,
+                Behavior::Deny => Err(ToolError::Denied(format!("Permission denied for {tool}: {}", decision.reason))),
+                Behavior::Ask => {
+                    let policy = permissions::ask_policy(&host.project, agent);
+                    let pending = PendingCall {
+                        agent_id,
+                        activation_id,
+                        call_id: &call_id,
+                        tool,
+                        input: &input,
+                        decision: &decision,
+                        policy,
+                    };
+                    approvals::ask(host, runner, pending).await
+                }
+            }
+        }
     };
     let (outcome, output, error) = match &result {
         Ok(out) => (ToolCallOutcome::Completed, serde_json::to_value(out).ok(), None),
@@ -654,6 +676,21 @@ pub async fn execute_tool(
         tracing::error!(agent = %agent_id, tool, call = %call_id, "recording the end of a tool call: {e}");
     }
     result
+}
+
+/// Runs a call that was decided `allow` where its tool runs: the controller or the agent's runner.
+pub async fn dispatch(
+    host: &ToolHost,
+    runner: &dyn RunnerTools,
+    caller: &Caller,
+    def: &ToolDefinition,
+    tool: &str,
+    input: Value,
+) -> Result<ToolOutput, ToolError> {
+    match def.runs_in {
+        RunsIn::Controller => builtin_tools::call(host, caller, tool, &input).await,
+        RunsIn::Runner => runner.invoke(&caller.agent_id, &caller.activation_id, tool, input).await,
+    }
 }
 
 impl ActivationLauncher for Activations {
