@@ -10,6 +10,7 @@ pub mod broker;
 pub mod builtin_tools;
 pub mod builtin_webui;
 pub mod ops;
+pub mod pack_files;
 pub mod packs;
 pub mod policy;
 pub mod quota;

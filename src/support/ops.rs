@@ -1,5 +1,6 @@
 //! What a pack's controller-side JavaScript may do: the narrow `context.store` API, its own
-//! state files, `recordSignal` attributed to the calling activation, time helpers. Each
+//! state files (also through `node:fs`, see [`super::pack_files`]), `recordSignal` attributed
+//! to the calling activation, time helpers. Each
 //! operation checks its arguments and answers with JSON or an error message that becomes a
 //! JavaScript `Error`. Callers' identities come from the [`CallScope`] Rust set for the call.
 //!
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::pack_files::{NO_PROCESSES, PackFiles};
 use super::policy::{self, Refused};
 use crate::clock::{iso, parse_iso};
 use crate::config::Priority;
@@ -212,6 +214,12 @@ fn str_arg(args: &Value, key: &str) -> Option<String> {
 
 impl HostOps for ControllerOps {
     fn call(&self, pack_id: &str, scope: &CallScope, op: &str, args: Value) -> Result<Value, String> {
+        if op.starts_with("fs.") || op.starts_with("exec") || op == "runtime.cwd" {
+            let files = PackFiles::new(pack_id, self.project.registry.pack(pack_id), &self.state)?;
+            if let Some(answer) = files.call(op, &args) {
+                return answer;
+            }
+        }
         match op {
             // In an agent's call both are that agent's signals; `store.recordSignal` is only
             // unattributed (reference §3.4) for the user and the controller.
@@ -241,6 +249,10 @@ impl HostOps for ControllerOps {
             }
             "store.projectStats" => to_json(self.store.project_stats()),
             "store.config" => Ok(self.config_view()),
+            "store.paths.root" => {
+                let root = &self.project.config.root;
+                Ok(json!(std::path::absolute(root).unwrap_or_else(|_| root.clone()).display().to_string()))
+            }
             "state.read" => {
                 let name = str_arg(&args, "name").ok_or("state.read needs a file name")?;
                 self.state.read(pack_id, &name).map(|v| v.unwrap_or(Value::Null)).map_err(|e| e.to_string())
@@ -284,6 +296,7 @@ impl HostOps for ControllerOps {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                     Ok(Value::Null)
                 }
+                "exec" => Err(NO_PROCESSES.into()),
                 other => Err(format!("context operation {other} is not available")),
             }
         })

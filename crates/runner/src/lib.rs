@@ -12,6 +12,7 @@
 //! depends only on `suzumio-core` (`rpc`, `js`, the toolpack output types), so the build keeps
 //! them out. Everything it knows about the project comes from the hello and `load`.
 
+mod pack_context;
 mod packs;
 pub mod paths;
 mod service;

@@ -1,7 +1,8 @@
 //! Runner packs: each pack's `runner.mjs` in its own [`JsHost`] behind `runner_glue.mjs`
 //! (reference §3.3). `callSupport` and `recordSignal` from pack code become requests to the
 //! controller over the runner's connection; the activation they speak for comes from the
-//! [`CallScope`] of the running call, never from the pack.
+//! [`CallScope`] of the running call, never from the pack. What pack code does in the container
+//! (`context.fs`, `context.exec`, `node:fs`, `node:child_process`) is [`ContainerAccess`]'s.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,7 +10,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use tokio::sync::Notify;
+
 use crate::js::{CallScope, HostFuture, HostOps, JsCall, JsError, JsHost, JsLimits, ModuleSpec, RUNNER_GLUE};
+use crate::pack_context::ContainerAccess;
 use crate::paths::WORKSPACE;
 use crate::rpc::{CallSupportParams, Connection, PackSpec, RecordSignalParams, SignalRequest, ToolOutput, method};
 
@@ -26,12 +30,18 @@ pub(crate) struct RunnerPack {
     pub id: String,
     host: JsHost,
     identity: Identity,
+    access: Arc<ContainerAccess>,
 }
 
 impl RunnerPack {
     /// Start the pack's runtime, call its factory once, and check that every allowed tool has
     /// a handler.
-    pub async fn load(spec: &PackSpec, identity: &Identity, connection: Connection) -> Result<RunnerPack, String> {
+    pub async fn load(
+        spec: &PackSpec,
+        identity: &Identity,
+        connection: Connection,
+        access: Arc<ContainerAccess>,
+    ) -> Result<RunnerPack, String> {
         let root = Path::new(&spec.root);
         let module = Path::new(&spec.module);
         let module = if module.is_absolute() { module.to_path_buf() } else { root.join(module) };
@@ -45,9 +55,9 @@ impl RunnerPack {
                 memory_bytes: (spec.memory_mb.max(1) as usize) << 20,
             },
         };
-        let ops: Arc<dyn HostOps> = Arc::new(ControllerLink { connection });
+        let ops: Arc<dyn HostOps> = Arc::new(ControllerLink { connection, access: access.clone() });
         let host = JsHost::spawn(module_spec, ops).await.map_err(message_of)?;
-        let pack = RunnerPack { id: spec.id.clone(), host, identity: identity.clone() };
+        let pack = RunnerPack { id: spec.id.clone(), host, identity: identity.clone(), access };
         let tools = serde_json::to_string(&spec.tools).map_err(|e| e.to_string())?;
         pack.host
             .call(JsCall {
@@ -62,19 +72,33 @@ impl RunnerPack {
 
     /// Call a tool's handler for an activation; the factory runs first with that activation's
     /// context. The pack's deadline covers both, and whatever the handler awaits.
-    pub async fn invoke(&self, activation_id: &str, tool: &str, input: &Value) -> Result<ToolOutput, String> {
-        let returned = self
-            .host
-            .call(JsCall {
-                export: "invoke",
-                args: vec![self.base(Some(activation_id)), tool.to_string(), input.to_string()],
-                scope: CallScope {
-                    agent_id: Some(self.identity.agent_id.clone()),
-                    activation_id: Some(activation_id.to_string()),
-                },
-            })
-            .await
-            .map_err(message_of)?;
+    /// `cancel`, when notified, fires the call's `context.signal` and stops its processes.
+    pub async fn invoke(
+        &self,
+        activation_id: &str,
+        tool: &str,
+        input: &Value,
+        cancel: Arc<Notify>,
+    ) -> Result<ToolOutput, String> {
+        let running = self.access.begin_call(activation_id);
+        let call = self.host.call(JsCall {
+            export: "invoke",
+            args: vec![self.base(Some(activation_id)), tool.to_string(), input.to_string()],
+            scope: CallScope {
+                agent_id: Some(self.identity.agent_id.clone()),
+                activation_id: Some(activation_id.to_string()),
+            },
+        });
+        tokio::pin!(call);
+        let returned = tokio::select! {
+            returned = &mut call => returned,
+            _ = cancel.notified() => {
+                running.cancel();
+                call.await
+            }
+        };
+        drop(running);
+        let returned = returned.map_err(message_of)?;
         crate::toolpack::output::parse_output(&format!("Runner tool {tool} of toolpack {}", self.id), returned)
             .map(ToolOutput::from)
     }
@@ -86,6 +110,7 @@ impl RunnerPack {
             "activationId": activation_id,
             "workspace": WORKSPACE,
             "toolpackId": self.id,
+            "env": self.access.env_json(),
         })
         .to_string()
     }
@@ -105,17 +130,31 @@ fn message_of(error: JsError) -> String {
     }
 }
 
-/// The host operations of runner pack code: requests to the controller.
+/// The host operations of runner pack code: requests to the controller, and the container.
 struct ControllerLink {
     connection: Connection,
+    access: Arc<ContainerAccess>,
 }
 
 impl HostOps for ControllerLink {
-    fn call(&self, _pack_id: &str, _scope: &CallScope, op: &str, _args: Value) -> Result<Value, String> {
-        Err(format!("{op} is not available in the runner"))
+    fn call(&self, _pack_id: &str, scope: &CallScope, op: &str, args: Value) -> Result<Value, String> {
+        self.access
+            .call(op, &args, scope.activation_id.as_deref())
+            .ok_or_else(|| format!("{op} is not available in the runner"))
     }
 
     fn call_async(&self, pack_id: &str, scope: &CallScope, op: &str, args: Value) -> HostFuture {
+        match op {
+            "exec" => {
+                let running = self.access.exec(&args, scope.activation_id.as_deref());
+                return Box::pin(async move { Ok(running.await) });
+            }
+            "call.cancelled" => {
+                let cancelled = self.access.cancelled(scope.activation_id.as_deref());
+                return Box::pin(async move { Ok(Value::Bool(cancelled.await)) });
+            }
+            _ => {}
+        }
         let connection = self.connection.clone();
         let pack_id = pack_id.to_string();
         let activation_id = scope.activation_id.clone();

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
+use super::pack_context::ContainerAccess;
 use super::packs::{Identity, RunnerPack};
 use super::paths::{ARTIFACTS, Roots};
 use super::tools::{BuiltinTool, BuiltinTools};
@@ -46,7 +47,7 @@ pub(crate) struct RunnerService {
     table: RwLock<Arc<ToolTable>>,
     /// One load at a time, so two loads never interleave their packs.
     loading: tokio::sync::Mutex<()>,
-    /// Running built-in calls by call id, for `cancel`.
+    /// Running calls by call id, for `cancel`.
     running: Mutex<HashMap<String, Arc<Notify>>>,
     shutdown: watch::Sender<bool>,
 }
@@ -160,11 +161,12 @@ impl RunnerService {
             register(name, Tool::Builtin(tool), &mut table)?;
         }
         if !params.builtin_tools.is_empty() {
-            table.builtins = Some(BuiltinTools::with_artifacts_dir(self.roots.clone(), normalized));
+            table.builtins = Some(BuiltinTools::with_artifacts_dir(self.roots.clone(), normalized.clone()));
         }
         let identity = Identity { project: params.project.clone(), agent_id: params.agent_id.clone() };
+        let access = Arc::new(ContainerAccess::new(self.roots.clone(), &normalized));
         for spec in &params.packs {
-            let pack = RunnerPack::load(spec, &identity, session.connection.clone()).await?;
+            let pack = RunnerPack::load(spec, &identity, session.connection.clone(), access.clone()).await?;
             for name in &spec.tools {
                 register(name, Tool::Pack(pack.clone()), &mut table)?;
             }
@@ -181,17 +183,20 @@ impl RunnerService {
             None | Some(Value::Null) => json!({}),
             Some(input) => input,
         };
-        match tool {
-            Tool::Pack(pack) => pack.invoke(&params.activation_id, &params.tool, &input).await,
+        let cancel = Arc::new(Notify::new());
+        let result = match tool {
+            Tool::Pack(pack) => {
+                self.running().insert(params.call_id.clone(), cancel.clone());
+                pack.invoke(&params.activation_id, &params.tool, &input, cancel).await
+            }
             Tool::Builtin(tool) => {
                 let builtins = table.builtins.as_ref().ok_or_else(|| format!("Unknown tool: {}", params.tool))?;
-                let cancel = Arc::new(Notify::new());
                 self.running().insert(params.call_id.clone(), cancel.clone());
-                let result = builtins.run(*tool, input, Some(cancel)).await;
-                self.running().remove(&params.call_id);
-                result
+                builtins.run(*tool, input, Some(cancel)).await
             }
-        }
+        };
+        self.running().remove(&params.call_id);
+        result
     }
 
     fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Notify>>> {

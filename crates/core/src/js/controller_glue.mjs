@@ -45,6 +45,9 @@ function makeContext(base) {
     listSignals: (query) => call("store.listSignals", query ?? {}),
     projectStats: () => call("store.projectStats"),
     config: () => call("store.config"),
+    // The project's root directory on the host (packs written for the original build their
+    // state path from it; `node:fs` lets them use `toolpack-state/<id>/` under it).
+    paths: freeze({ get root() { return call("store.paths.root"); } }),
   });
   context.state = freeze({
     read: (name) => call("state.read", { name }),

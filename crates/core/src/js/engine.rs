@@ -12,7 +12,8 @@ use std::time::Instant;
 use rquickjs::function::{Async, Func, Rest};
 use rquickjs::prelude::*;
 use rquickjs::{
-    AsyncContext, AsyncRuntime, CatchResultExt, CaughtError, Ctx, Function, Module, Object, Persistent, Promise,
+    AsyncContext, AsyncRuntime, CatchResultExt, CaughtError, Ctx, Exception, Function, Module, Object, Persistent,
+    Promise,
 };
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -124,8 +125,13 @@ impl Engine {
             .glue
             .replace("\"__PACK_MODULE__\"", &json!(spec.module.to_string_lossy()).to_string())
             .replace("__PACK_ID__", &json!(spec.pack_id).to_string());
-        let loader = PackLoader { internal: HashMap::from([(GLUE_MODULE.to_string(), glue_source)]) };
-        runtime.set_loader(PackResolver::new(spec.root.clone(), spec.pack_id.clone()), loader).await;
+        let mut internal: HashMap<String, String> =
+            super::node::sources().map(|(name, source)| (name.to_string(), source.to_string())).collect();
+        internal.insert(GLUE_MODULE.to_string(), glue_source);
+        let loader = PackLoader { internal };
+        let resolver = PackResolver::new(spec.root.clone(), spec.pack_id.clone());
+        let last_refusal = resolver.last_refusal();
+        runtime.set_loader(resolver, loader).await;
         let context = AsyncContext::full(&runtime).await.map_err(|e| load_error(e.to_string()))?;
         let scope = Rc::new(RefCell::new(CallScope::default()));
 
@@ -135,6 +141,9 @@ impl Engine {
             let loaded = async {
                 install_host_functions(&ctx, &spec.pack_id, ops.clone(), scope.clone())?;
                 ctx.eval::<(), _>(PRELUDE)?;
+                // Before the glue: it takes the native functions off `globalThis` and installs
+                // the web globals, so both are settled before any pack code runs.
+                let _: Object = Module::import(&ctx, super::node::RUNTIME_MODULE)?.into_future().await?;
                 let namespace: Object = Module::import(&ctx, GLUE_MODULE)?.into_future().await?;
                 Ok::<_, rquickjs::Error>(namespace)
             }
@@ -155,7 +164,7 @@ impl Engine {
         let glue = match loaded {
             None => return Err(too_slow()),
             Some(Err(_)) if interrupted.load(Ordering::Relaxed) => return Err(too_slow()),
-            Some(Err(message)) => return Err(load_error(message)),
+            Some(Err(message)) => return Err(load_error(super::loader::full_refusal(message, &last_refusal))),
             Some(Ok(glue)) => glue,
         };
         Ok(Engine { runtime, context, glue, deadline, interrupted, epoch, scope })
@@ -296,6 +305,65 @@ fn install_host_functions<'js>(
         };
         globals.set("__suzumio_log", Func::from(log))?;
     }
+    globals.set("__suzumio_native", native_functions(ctx)?)?;
     let _: Option<Promise> = None;
     Ok(())
+}
+
+/// What `suzumio:runtime` needs from Rust and cannot do in JavaScript: hashes, random bytes,
+/// UTF-8 and timers. Bytes cross as hex strings (native on both sides).
+fn native_functions<'js>(ctx: &Ctx<'js>) -> rquickjs::Result<Object<'js>> {
+    let native = Object::new(ctx.clone())?;
+    native.set(
+        "hash",
+        Func::from(|ctx: Ctx<'js>, algorithm: String, hex: String| -> rquickjs::Result<String> {
+            let bytes = hex::decode(&hex).map_err(|e| Exception::throw_type(&ctx, &format!("hash: {e}")))?;
+            digest(&algorithm, &bytes)
+                .ok_or_else(|| Exception::throw_type(&ctx, &format!("Digest method not supported: {algorithm}")))
+        }),
+    )?;
+    native.set(
+        "random",
+        Func::from(|ctx: Ctx<'js>, n: usize| -> rquickjs::Result<String> {
+            let mut bytes = vec![0u8; n.min(1 << 24)];
+            getrandom::fill(&mut bytes)
+                .map_err(|e| Exception::throw_internal(&ctx, &format!("no random bytes: {e}")))?;
+            Ok(hex::encode(bytes))
+        }),
+    )?;
+    native.set("utf8Encode", Func::from(|text: String| hex::encode(text.as_bytes())))?;
+    native.set(
+        "utf8Decode",
+        Func::from(|ctx: Ctx<'js>, hex: String, fatal: bool| -> rquickjs::Result<String> {
+            let bytes = hex::decode(&hex).map_err(|e| Exception::throw_type(&ctx, &format!("decode: {e}")))?;
+            match String::from_utf8(bytes) {
+                Ok(text) => Ok(text),
+                Err(e) if fatal => {
+                    Err(Exception::throw_type(&ctx, &format!("The encoded data was not valid utf-8: {e}")))
+                }
+                Err(e) => Ok(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            }
+        }),
+    )?;
+    native.set(
+        "sleep",
+        Func::from(Async(|ms: f64| async move {
+            let ms = if ms.is_finite() && ms > 0.0 { ms.min(24.0 * 3600.0 * 1000.0) } else { 0.0 };
+            tokio::time::sleep(std::time::Duration::from_micros((ms * 1000.0) as u64)).await;
+        })),
+    )?;
+    Ok(native)
+}
+
+/// The hex digest of `bytes` with a `node:crypto` algorithm name.
+fn digest(algorithm: &str, bytes: &[u8]) -> Option<String> {
+    use sha2::Digest;
+    Some(match algorithm {
+        "sha1" => hex::encode(sha1::Sha1::digest(bytes)),
+        "sha256" => hex::encode(sha2::Sha256::digest(bytes)),
+        "sha384" => hex::encode(sha2::Sha384::digest(bytes)),
+        "sha512" => hex::encode(sha2::Sha512::digest(bytes)),
+        "md5" => hex::encode(md5::Md5::digest(bytes)),
+        _ => return None,
+    })
 }

@@ -1,13 +1,15 @@
 //! Module resolution and loading confined to one toolpack root.
 //!
-//! Only relative specifiers (`./x.mjs`, `../lib/y.js`) are accepted; they resolve against the
-//! importing module's directory, are normalized, followed through symlinks and must still be
-//! inside the pack root, and must end in `.mjs` or `.js`. Bare specifiers (`lodash`), URLs and
-//! absolute paths are refused. Internal modules (`suzumio:*`, the glue) are served from memory
+//! Relative specifiers (`./x.mjs`, `../lib/y.js`) resolve against the importing module's
+//! directory, are normalized, followed through symlinks and must still be inside the pack root,
+//! and must end in `.mjs` or `.js`. The Node-compatible modules (`node:path`, or bare `path`;
+//! see [`super::node`]) are served from memory; any other module name (`lodash`, `node:net`)
+//! is refused with the list of what is available, as are URLs and absolute paths. Internal modules (`suzumio:*`, the glue) are served from memory
 //! and only to the host, never to a pack's module.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use rquickjs::loader::{Loader, Resolver};
 use rquickjs::module::Declared;
@@ -16,15 +18,37 @@ use rquickjs::{Ctx, Error, Module, Result};
 pub struct PackResolver {
     root: PathBuf,
     pack_id: String,
+    /// The whole text of the last refusal: QuickJS cuts exception messages at 255 bytes.
+    last_refusal: Arc<Mutex<Option<String>>>,
 }
 
 impl PackResolver {
     pub fn new(root: PathBuf, pack_id: String) -> Self {
-        PackResolver { root, pack_id }
+        PackResolver { root, pack_id, last_refusal: Arc::default() }
+    }
+
+    /// Where the whole text of the last refusal is kept (see [`full_refusal`]).
+    pub fn last_refusal(&self) -> Arc<Mutex<Option<String>>> {
+        self.last_refusal.clone()
     }
 
     fn refuse(&self, base: &str, name: &str, why: &str) -> Error {
-        Error::new_resolving_message(base, name, format!("toolpack {}: {why}", self.pack_id))
+        let message = format!("toolpack {}: {why}", self.pack_id);
+        let whole = format!("Error resolving module '{name}' from '{base}': {message}");
+        *self.last_refusal.lock().unwrap_or_else(|p| p.into_inner()) = Some(whole);
+        Error::new_resolving_message(base, name, message)
+    }
+}
+
+/// `message` (a load error as JavaScript reported it) with the whole text of the refusal it
+/// reports, when it is that refusal cut short.
+pub fn full_refusal(message: String, last_refusal: &Mutex<Option<String>>) -> String {
+    let whole = last_refusal.lock().unwrap_or_else(|p| p.into_inner()).take();
+    match whole {
+        Some(whole) if message.strip_prefix("ReferenceError: ").is_some_and(|cut| whole.starts_with(cut)) => {
+            format!("ReferenceError: {whole}")
+        }
+        _ => message,
     }
 }
 
@@ -46,6 +70,17 @@ impl Resolver for PackResolver {
                 ));
             }
             return Ok(name.to_string());
+        }
+        if let Some(module) = super::node::canonical(name) {
+            return Ok(module.to_string());
+        }
+        if super::node::is_module_name(name) && !name.contains("://") && !name.starts_with("data:") {
+            let why = format!(
+                "module '{name}' is not available in toolpacks (no packages are installed). They can import relative \
+                 modules such as ./lib.mjs and these built-in modules (also without `node:`): {}",
+                super::node::supported()
+            );
+            return Err(self.refuse(base, name, &why));
         }
         // The glue imports the pack module by its absolute path; pack code may not.
         let from_glue = base.starts_with("suzumio:") && name.starts_with('/');

@@ -11,6 +11,7 @@
 
 mod engine;
 mod loader;
+mod node;
 
 use std::future::Future;
 use std::path::PathBuf;

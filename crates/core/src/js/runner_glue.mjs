@@ -5,6 +5,10 @@
 // before the pack module is evaluated (a dynamic import, below), so pack code only ever has the
 // context of its call.
 
+import * as files from "suzumio:fs";
+import { run as runProcess } from "suzumio:exec";
+import { AbortController, abortError } from "suzumio:runtime";
+
 const hostCallAsync = globalThis.__suzumio_host_async;
 delete globalThis.__suzumio_host;
 delete globalThis.__suzumio_host_async;
@@ -32,7 +36,36 @@ function makeContext(base) {
     callSupport: (tool, input) => callAsync("callSupport", { tool, input: input === undefined ? {} : input }),
     recordSignal: (signal) => callAsync("recordSignal", signal),
     console,
+    fs: containerFs,
+    exec: (command, args, options) => runProcess(command, args ?? [], options ?? {}),
+    signal: base.activationId ? cancelSignal() : new AbortController().signal,
+    env: freeze({ ...base.env }),
   });
+}
+
+// ---- the container: `context.fs`, `context.signal` ----
+
+// Like `node:fs/promises`, but text (UTF-8) unless `{encoding: null}` or `"buffer"` asks for bytes.
+const containerFs = freeze({
+  readFile: async (path, options) => files.readFile(path, options, "utf8"),
+  writeFile: async (path, data, options) => files.writeFile(path, data, options ?? {}),
+  appendFile: async (path, data, options) => files.appendFile(path, data, options ?? {}),
+  readdir: async (path, options) => files.readdir(path, options ?? {}),
+  stat: async (path) => files.stat(path),
+  exists: async (path) => files.exists(path),
+  mkdir: async (path, options) => files.mkdir(path, options ?? {}),
+  rm: async (path, options) => files.rm(path, options ?? {}),
+  rename: async (from, to) => files.rename(from, to),
+});
+
+// Fired when the controller cancels the tool call (a P0 pre-emption, shutdown).
+function cancelSignal() {
+  const controller = new AbortController();
+  callAsync("call.cancelled").then(
+    (cancelled) => { if (cancelled) controller.abort(abortError("The tool call was cancelled")); },
+    () => {},
+  );
+  return controller.signal;
 }
 
 async function handlers(baseJson) {

@@ -25,6 +25,8 @@ use tokio::sync::Notify;
 
 use super::paths::{ARTIFACTS, Location, MNT, Opened, PathRefusal, Roots, WORKSPACE};
 use crate::rpc::ToolOutput;
+/// How `shell.exec` runs a process, shared with packs' `context.exec`.
+pub(crate) use shell_exec::{ProcessRequest, execute};
 
 /// How a built-in runs: filesystem tools block (they run on the blocking pool, off the threads
 /// that serve the socket); `shell.exec` is async and can be cancelled.
@@ -205,14 +207,14 @@ fn io_error(action: &str, shown: &str, error: &std::io::Error) -> String {
 /// the file it will replace) and return the temporary name; the caller renames it into place
 /// with [`rename_into_place`]. Both stay inside the opened directory, so neither can be
 /// redirected by a link.
-fn write_temp(dir: &OwnedFd, name: &str, content: &str) -> std::io::Result<String> {
+pub(crate) fn write_temp(dir: &OwnedFd, name: &str, content: impl AsRef<[u8]>) -> std::io::Result<String> {
     use rustix::fs::{AtFlags, Mode, OFlags};
     use std::io::Write;
     let temp = format!(".{name}.suzumio-{}.tmp", uuid::Uuid::new_v4().simple());
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let mut file = std::fs::File::from(rustix::fs::openat(dir, temp.as_str(), flags, Mode::from_raw_mode(0o666))?);
     let written = (|| {
-        file.write_all(content.as_bytes())?;
+        file.write_all(content.as_ref())?;
         if let Ok(old) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             rustix::fs::fchmod(&file, Mode::from_raw_mode(old.st_mode & 0o7777))?;
         }
@@ -228,7 +230,7 @@ fn write_temp(dir: &OwnedFd, name: &str, content: &str) -> std::io::Result<Strin
 }
 
 /// Rename the temporary file `temp` in `dir` to `name` (removing it if that fails).
-fn rename_into_place(dir: &OwnedFd, temp: &str, name: &str) -> std::io::Result<()> {
+pub(crate) fn rename_into_place(dir: &OwnedFd, temp: &str, name: &str) -> std::io::Result<()> {
     rustix::fs::renameat(dir, temp, dir, name).map_err(|e| {
         let _ = rustix::fs::unlinkat(dir, temp, rustix::fs::AtFlags::empty());
         e.into()

@@ -6,6 +6,7 @@
 //!
 //! The agent token (`SUZUMIO_TOKEN`) is removed from the command's environment.
 
+use std::future::Future;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
@@ -51,79 +52,30 @@ pub(super) async fn run(
     }
 
     let (program, flag) = shell();
-    let mut child = Command::new(program)
-        .arg(flag)
-        .arg(command)
-        .current_dir(&cwd)
-        .env_remove("SUZUMIO_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| format!("Cannot start {program}: {e}"))?;
-    // The child leads its own group, so the group id is its pid (known until it is waited for;
-    // never 0, which would signal our own group).
-    let group = Pid::from_raw(child.id().ok_or("the command exited before it could be watched")? as i32);
-    let capture = Arc::new(Mutex::new(Capture::new(max_output)));
-    let mut readers = Vec::new();
-    if let Some(stdout) = child.stdout.take() {
-        readers.push(tokio::spawn(read_stream(stdout, capture.clone(), false)));
-    }
-    if let Some(stderr) = child.stderr.take() {
-        readers.push(tokio::spawn(read_stream(stderr, capture.clone(), true)));
-    }
-
+    let request = ProcessRequest {
+        program: program.into(),
+        args: vec![flag.into(), command.into()],
+        cwd,
+        env: None,
+        input: None,
+        timeout: Duration::from_millis(timeout_ms),
+        max_output,
+    };
     let cancelled = async {
         match &cancel {
             Some(cancel) => cancel.notified().await,
             None => std::future::pending().await,
         }
     };
-    let mut timed_out = false;
-    let mut was_cancelled = false;
-    // Wait for the shell to exit *without reaping it*: while it is a zombie its pid, which is
-    // the group id, cannot be reused, so signalling the group reaches only what it started.
-    let leader = group;
-    let exited = tokio::task::spawn_blocking(move || {
-        nix::sys::wait::waitid(
-            nix::sys::wait::Id::Pid(leader),
-            nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
-        )
-    });
-    let finished = tokio::select! {
-        _ = exited => true,
-        _ = tokio::time::sleep(Duration::from_millis(timeout_ms)) => { timed_out = true; false }
-        _ = cancelled => { was_cancelled = true; false }
-    };
-    let mut stopped_background = false;
-    let status = if finished {
-        // Members of its group still alive were started in the background: give them the drain
-        // grace to finish writing, then kill the group, then reap the shell.
-        if group_has_live_members(group) {
-            tokio::time::sleep(DRAIN_GRACE).await;
-            stopped_background = killpg(group, Signal::SIGKILL).is_ok();
-        }
-        child.wait().await
-    } else {
-        stop_group(group, &mut child).await
-    }
-    .map_err(|e| format!("Cannot wait for the command: {e}"))?;
-
-    for mut reader in readers {
-        if tokio::time::timeout(DRAIN_GRACE, &mut reader).await.is_err() {
-            reader.abort();
-        }
-    }
-    if was_cancelled {
+    let done = execute(request, cancelled).await.map_err(|e| format!("Cannot start {program}: {e}"))?;
+    if done.cancelled {
         return Err(format!("shell.exec was cancelled: {command}"));
     }
 
-    let capture = std::mem::replace(&mut *capture.lock().unwrap_or_else(|p| p.into_inner()), Capture::new(0));
-    let exit_code = status.code();
-    let signal = status.signal().map(signal_name);
+    let exit_code = done.status.code();
+    let signal = done.status.signal().map(signal_name);
     let mut output = format!("$ {command}");
-    for (label, bytes) in [("[stdout]", capture.stdout), ("[stderr]", capture.stderr)] {
+    for (label, bytes) in [("[stdout]", done.stdout), ("[stderr]", done.stderr)] {
         if bytes.is_empty() {
             continue;
         }
@@ -133,14 +85,14 @@ pub(super) async fn run(
         output.push('\n');
         output.push_str(text.strip_suffix('\n').unwrap_or(&text));
     }
-    if capture.truncated {
+    if done.truncated {
         output.push_str("\n[truncated]");
     }
-    if stopped_background {
+    if done.stopped_background {
         output.push_str("\n[processes it left running in the background were stopped: shell.exec returns only when nothing it started runs]");
     }
     let title = match (&signal, exit_code) {
-        _ if timed_out => format!("timed out after {timeout_ms} ms"),
+        _ if done.timed_out => format!("timed out after {timeout_ms} ms"),
         (Some(signal), _) => format!("killed by {signal}"),
         (None, Some(code)) => format!("exit code {code}"),
         (None, None) => "finished".to_string(),
@@ -152,13 +104,138 @@ pub(super) async fn run(
             "exitCode": exit_code,
             "signal": signal,
             "cwd": cwd_shown,
-            "timedOut": timed_out,
-            "truncated": capture.truncated,
-            "stoppedBackground": stopped_background,
+            "timedOut": done.timed_out,
+            "truncated": done.truncated,
+            "stoppedBackground": done.stopped_background,
         })
         .as_object()
         .cloned(),
     })
+}
+
+/// A process to run: `shell.exec`'s shell, or the program of a pack's `context.exec`.
+pub(crate) struct ProcessRequest {
+    pub program: String,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    /// The whole environment; `None` keeps the runner's, without the agent token.
+    pub env: Option<Vec<(String, String)>>,
+    /// Written to its stdin, which is then closed (`None`: stdin is `/dev/null`).
+    pub input: Option<Vec<u8>>,
+    pub timeout: Duration,
+    /// Shared by stdout and stderr.
+    pub max_output: usize,
+}
+
+/// How a process ended and what it wrote.
+pub(crate) struct Executed {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub truncated: bool,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    pub stopped_background: bool,
+}
+
+/// Run a process in its own process group, capturing its output up to the cap, and stop the
+/// whole group on timeout or when `cancelled` resolves (SIGTERM, SIGKILL after the grace), and
+/// when the process exits leaving members behind. If this future is dropped before the end, the
+/// group is killed. The error is the spawn's (the program does not exist, ...).
+pub(crate) async fn execute(request: ProcessRequest, cancelled: impl Future<Output = ()>) -> std::io::Result<Executed> {
+    let mut command = Command::new(&request.program);
+    command.args(&request.args).current_dir(&request.cwd);
+    match &request.env {
+        None => {
+            command.env_remove("SUZUMIO_TOKEN");
+        }
+        Some(env) => {
+            command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+        }
+    }
+    let mut child = command
+        .stdin(if request.input.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()?;
+    // The child leads its own group, so the group id is its pid (known until it is waited for;
+    // never 0, which would signal our own group).
+    let group = Pid::from_raw(
+        child.id().ok_or_else(|| std::io::Error::other("the command exited before it could be watched"))? as i32,
+    );
+    let mut guard = KillOnDrop(Some(group));
+    if let (Some(mut stdin), Some(input)) = (child.stdin.take(), request.input) {
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = stdin.write_all(&input).await;
+        });
+    }
+    let capture = Arc::new(Mutex::new(Capture::new(request.max_output)));
+    let mut readers = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        readers.push(tokio::spawn(read_stream(stdout, capture.clone(), false)));
+    }
+    if let Some(stderr) = child.stderr.take() {
+        readers.push(tokio::spawn(read_stream(stderr, capture.clone(), true)));
+    }
+
+    let mut timed_out = false;
+    let mut was_cancelled = false;
+    // Wait for the leader to exit *without reaping it*: while it is a zombie its pid, which is
+    // the group id, cannot be reused, so signalling the group reaches only what it started.
+    let leader = group;
+    let exited = tokio::task::spawn_blocking(move || {
+        nix::sys::wait::waitid(
+            nix::sys::wait::Id::Pid(leader),
+            nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
+        )
+    });
+    let finished = tokio::select! {
+        _ = exited => true,
+        _ = tokio::time::sleep(request.timeout) => { timed_out = true; false }
+        _ = cancelled => { was_cancelled = true; false }
+    };
+    let mut stopped_background = false;
+    let status = if finished {
+        // Members of its group still alive were started in the background: give them the drain
+        // grace to finish writing, then kill the group, then reap the leader.
+        if group_has_live_members(group) {
+            tokio::time::sleep(DRAIN_GRACE).await;
+            stopped_background = killpg(group, Signal::SIGKILL).is_ok();
+        }
+        child.wait().await
+    } else {
+        stop_group(group, &mut child).await
+    }?;
+    guard.0 = None;
+
+    for mut reader in readers {
+        if tokio::time::timeout(DRAIN_GRACE, &mut reader).await.is_err() {
+            reader.abort();
+        }
+    }
+    let capture = std::mem::replace(&mut *capture.lock().unwrap_or_else(|p| p.into_inner()), Capture::new(0));
+    Ok(Executed {
+        status,
+        stdout: capture.stdout,
+        stderr: capture.stderr,
+        truncated: capture.truncated,
+        timed_out,
+        cancelled: was_cancelled,
+        stopped_background,
+    })
+}
+
+/// Kills a process group that is still running when the call that started it goes away.
+struct KillOnDrop(Option<Pid>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            let _ = killpg(group, Signal::SIGKILL);
+        }
+    }
 }
 
 /// Whether a process other than the group's leader, and not a zombie, is in process group
