@@ -21,14 +21,21 @@ pub struct ContainerProject {
 /// The fixture named `<prefix>-<unique>`, with `docker` (the body of a YAML flow mapping such
 /// as `diskQuota: 8m`) under `backend.docker` when given, opened with runners of `kind`.
 pub async fn start(prefix: &str, docker: Option<&str>, kind: BackendKind) -> ContainerProject {
+    start_fixture("containers", prefix, docker, kind).await
+}
+
+/// [`start`] with another fixture project, whose name line is `name: <fixture>` and whose
+/// agents are `a` and `b` (or a subset).
+pub async fn start_fixture(fixture: &str, prefix: &str, docker: Option<&str>, kind: BackendKind) -> ContainerProject {
     if kind == BackendKind::Docker && std::env::var_os("SUZUMIO_SKIP_DOCKER_TESTS").is_some() {
         panic!("SUZUMIO_SKIP_DOCKER_TESTS is set, but these tests need Docker; unset it");
     }
-    let project = TempProject::copy_of("containers");
+    let project = TempProject::copy_of(fixture);
     let unique = project.dir.file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_string();
     let path = project.dir.join("suzumio.yaml");
-    let mut yaml =
-        std::fs::read_to_string(&path).unwrap().replace("name: containers", &format!("name: {prefix}-{unique}"));
+    let mut yaml = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(&format!("name: {fixture}"), &format!("name: {prefix}-{unique}"));
     if let Some(docker) = docker {
         yaml = yaml.replace("backend:\n", &format!("backend:\n  docker: {{{docker}}}\n"));
     }
