@@ -5,6 +5,8 @@
 //! nothing outlives the call (long-running commands are a separate tool's business).
 //!
 //! The agent token (`SUZUMIO_TOKEN`) is removed from the command's environment.
+//!
+//! [`execute`] is the process runner itself; runner packs' `context.exec` uses it too.
 
 use std::future::Future;
 use std::os::unix::process::ExitStatusExt;
