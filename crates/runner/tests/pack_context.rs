@@ -61,8 +61,8 @@ export function createRunnerToolpack(context) {
         await context.fs.rm("tree", { recursive: true });
         return { output: JSON.stringify({ afterRename, gone: !(await context.fs.exists("tree")) }) };
       },
-      "ctx.exec": async ({ script, input, timeoutMs }) => {
-        const result = await context.exec("sh", ["-c", script], { input, timeoutMs, env: { EXTRA: "from-call" } });
+      "ctx.exec": async ({ script, input, timeoutMs, maxOutputBytes }) => {
+        const result = await context.exec("sh", ["-c", script], { input, timeoutMs, maxOutputBytes, env: { EXTRA: "from-call" } });
         return { output: JSON.stringify(result) };
       },
       "ctx.env": async () => ({ output: JSON.stringify(context.env) }),
@@ -111,6 +111,7 @@ export function createRunnerToolpack(context) {
             cloned: structuredClone({ d: new Date(0), m: new Map([[1, 2]]) }).m.get(1),
             b64: btoa("hi"), hex: Buffer.from("hi").toString("hex"), back: Buffer.from("aGk=", "base64").toString(),
             timer: await new Promise((resolve) => setTimeout(() => resolve("fired"), 5)),
+            hidden: [typeof globalThis.__suzumio_native, typeof globalThis.__suzumio_host, typeof globalThis.__suzumio_host_async].join(),
           }),
         };
       },
@@ -326,6 +327,8 @@ async fn context_exec_runs_a_program_with_input_and_the_agents_environment() {
     assert_eq!(result["stdout"], format!("from stdin from-call configured token=none\n{ws}\n"));
     assert_eq!(result["stderr"], "oops\n");
     assert_eq!(result["timedOut"], false);
+    let capped = r.json("ctx.exec", json!({"script": "printf '%0100d' 0", "maxOutputBytes": 10})).await;
+    assert_eq!((&capped["stdout"], &capped["truncated"]), (&json!("0".repeat(10)), &json!(true)));
     let env = r.json("ctx.env", json!({})).await;
     assert_eq!(env["AGENT_SETTING"], "configured");
     assert!(env.get("SUZUMIO_TOKEN").is_none() && env.get("SUZUMIO_SOCKET").is_none(), "{env}");
@@ -399,6 +402,7 @@ async fn node_modules_work_in_the_runner() {
         "resolved": "/workspace/rel/x", "eol": true, "platform": "linux",
         "url": "https://example.com/b/c?q=1#h", "param": "1",
         "encoded": "héllo", "cloned": 2, "b64": "aGk=", "hex": "6869", "back": "hi", "timer": "fired",
+        "hidden": "undefined,undefined,undefined",
     });
     assert_eq!(result, expected, "workspace {ws}");
 }
