@@ -59,29 +59,35 @@ pub enum TimelineItem {
         usage: TokenUsage,
         duration_ms: Option<u64>,
     },
-    /// A tool call the model made. `id` is the recorded call (none when it was refused before it
-    /// was recorded: an unknown or disallowed tool); `tool` is the real name.
-    ToolCall {
-        at: String,
-        id: Option<String>,
-        call_id: Option<String>,
-        tool: String,
-        toolpack_id: Option<String>,
-        status: ToolCallStatus,
-        input: Value,
-        /// The tool's `{output, title?, metadata?}` when it completed.
-        output: Option<Value>,
-        error: Option<String>,
-        error_kind: Option<String>,
-        finished_at: Option<String>,
-        duration_ms: Option<u64>,
-    },
+    /// A tool call the model made (boxed: it is the largest step by far).
+    ToolCall(Box<TimelineToolCall>),
     /// Signals (P1 and above) handed to the running activation after a tool call.
     Signals { at: String, delivery: String, signals: Vec<TimelineSignal> },
     /// The older conversation replaced by a summary.
     Compaction { at: String, reason: String, summary: String, archived_messages: u64, kept_messages: u64 },
     /// How the activation ended.
     Ended { at: String, status: ActivationStatus, error: Option<String> },
+}
+
+/// A tool call of the timeline. `id` is the recorded call (none when it was refused before it
+/// was recorded: an unknown or disallowed tool); `tool` is the real name.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineToolCall {
+    pub at: String,
+    pub id: Option<String>,
+    /// The provider's id of the call.
+    pub call_id: Option<String>,
+    pub tool: String,
+    pub toolpack_id: Option<String>,
+    pub status: ToolCallStatus,
+    pub input: Value,
+    /// The tool's `{output, title?, metadata?}` when it completed.
+    pub output: Option<Value>,
+    pub error: Option<String>,
+    pub error_kind: Option<String>,
+    pub finished_at: Option<String>,
+    pub duration_ms: Option<u64>,
 }
 
 /// A signal as the timeline shows it; `body` is a message's text.
@@ -146,8 +152,14 @@ impl Store {
         // Calls of the latest turn still waiting for their result, in the order the model made them.
         let mut pending: Vec<RecordedCall> = Vec::new();
         let mut previous_at = activation.started_at.clone();
+        // Signals handed over at a tool boundary are recorded just before that call's result:
+        // they are shown after the call.
+        let mut boundary: Vec<TimelineItem> = Vec::new();
         for row in &history {
             let at = row.created_at.clone();
+            if !matches!(row.entry, HistoryEntry::Signals { .. } | HistoryEntry::ToolResult { .. }) {
+                items.append(&mut boundary);
+            }
             match &row.entry {
                 HistoryEntry::ActivationPrompt { text, delivery, signal_ids, .. } => items.push(TimelineItem::Prompt {
                     at: at.clone(),
@@ -191,8 +203,9 @@ impl Store {
                     let arguments = recorded.as_ref().map(|c| c.arguments.clone());
                     let row = take_row(&mut calls, name);
                     items.push(tool_item(row, name, call_id.clone(), arguments, Some((content, *is_error)), &at));
+                    items.append(&mut boundary);
                 }
-                HistoryEntry::Signals { delivery, signal_ids } => items.push(TimelineItem::Signals {
+                HistoryEntry::Signals { delivery, signal_ids } => boundary.push(TimelineItem::Signals {
                     at: at.clone(),
                     delivery: delivery.clone(),
                     signals: pick(signal_ids),
@@ -209,11 +222,14 @@ impl Store {
             }
             previous_at = at;
         }
-        // Calls made but not answered yet: the one running now, and the ones after it.
+        // Calls made but not answered yet: the one running now (the signals after it already
+        // handed over), and the ones after it.
         for call in pending {
             let row = take_row(&mut calls, &call.name);
             items.push(tool_item(row, &call.name, call.id.clone(), Some(call.arguments), None, &previous_at));
+            items.append(&mut boundary);
         }
+        items.append(&mut boundary);
         // Rows no history entry accounts for (the end of a call not recorded in history).
         for row in calls.into_iter().flatten() {
             let name = row.tool.clone();
@@ -331,7 +347,7 @@ fn tool_item(
     at: &str,
 ) -> TimelineItem {
     match row {
-        Some(row) => TimelineItem::ToolCall {
+        Some(row) => TimelineItem::ToolCall(Box::new(TimelineToolCall {
             duration_ms: row.finished_at.as_deref().and_then(|end| millis_between(&row.started_at, end)),
             at: row.started_at,
             id: Some(row.id),
@@ -344,13 +360,13 @@ fn tool_item(
             error: row.error,
             error_kind: row.error_kind,
             finished_at: row.finished_at,
-        },
+        })),
         None => {
             let (status, error) = match result {
                 Some((content, _)) => (ToolCallStatus::Failed, Some(content.clone())),
                 None => (ToolCallStatus::Running, None),
             };
-            TimelineItem::ToolCall {
+            TimelineItem::ToolCall(Box::new(TimelineToolCall {
                 at: at.to_string(),
                 id: None,
                 call_id,
@@ -363,7 +379,7 @@ fn tool_item(
                 error_kind: result.map(|_| "rejected".to_string()),
                 finished_at: result.map(|_| at.to_string()),
                 duration_ms: None,
-            }
+            }))
         }
     }
 }
