@@ -198,7 +198,7 @@ async fn message_counts(c: &Controller) -> Vec<Count> {
     for m in messages["items"].as_array().unwrap() {
         let to = match m["recipient"].as_str() {
             Some(r) => r.to_string(),
-            None => format!("#{}", m["channel"].as_str().unwrap_or_default()),
+            None => format!("#{}", m["channel"].as_str().unwrap_or_default().trim_start_matches('#')),
         };
         *counts.entry((m["sender"].as_str().unwrap().to_string(), to)).or_default() += 1;
     }

@@ -1,6 +1,7 @@
 //! What happened, put together for people to read: one activation as a timeline (its prompt and
 //! signals, each model turn with its text, tokens and cost, each tool call with its input, output
-//! or error and duration, the signals handed over at tool boundaries, compactions, its end), and
+//! or error and duration, the signals handed over at tool boundaries, approvals, compactions, its
+//! end), and
 //! who sent how many messages to whom over a window. The WebUI (`GET activations/{id}/timeline`,
 //! `GET message-graph`) and `suzumio show` read these same structs; they serialize as the API's
 //! wire format (camelCase, items tagged by `kind`).
@@ -65,6 +66,19 @@ pub enum TimelineItem {
     Signals { at: String, delivery: String, signals: Vec<TimelineSignal> },
     /// The older conversation replaced by a summary.
     Compaction { at: String, reason: String, summary: String, archived_messages: u64, kept_messages: u64 },
+    /// A person's decision a tool call waited for (`approval.requested`, `approval.resolved`):
+    /// `status` is `pending` until it is resolved.
+    Approval {
+        at: String,
+        approval_id: String,
+        tool: String,
+        status: String,
+        reason: Option<String>,
+        risk: Option<String>,
+        resolved_at: Option<String>,
+        resolved_by: Option<String>,
+        feedback: Option<String>,
+    },
     /// How the activation ended.
     Ended { at: String, status: ActivationStatus, error: Option<String> },
 }
@@ -236,6 +250,9 @@ impl Store {
             let at = row.started_at.clone();
             items.push(tool_item(Some(row), &name, None, None, None, &at));
         }
+        for approval in self.activation_approvals(id)? {
+            place_approval(&mut items, approval);
+        }
         if let Some(ended) = &activation.ended_at {
             items.push(TimelineItem::Ended {
                 at: ended.clone(),
@@ -263,7 +280,9 @@ impl Store {
     pub fn message_graph(&self, since: &str) -> Result<Vec<MessageEdge>, StoreError> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT sender, COALESCE(recipient, '#' || channel) AS target, COUNT(*), MAX(created_at)
+                "SELECT sender,
+                        COALESCE(recipient, CASE WHEN channel LIKE '#%' THEN channel ELSE '#' || channel END) AS target,
+                        COUNT(*), MAX(created_at)
                  FROM messages WHERE created_at >= ?1 AND (recipient IS NOT NULL OR channel IS NOT NULL)
                  GROUP BY sender, target ORDER BY sender, target",
             )?;
@@ -277,6 +296,56 @@ impl Store {
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
+    }
+
+    /// The approvals of one activation, from their events (read as JSON, so the timeline needs
+    /// nothing of the approvals' own tables), in the order they were requested.
+    fn activation_approvals(&self, activation_id: &str) -> Result<Vec<TimelineItem>, StoreError> {
+        let rows: Vec<(String, Value, String)> = self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT type, data_json, created_at FROM events
+                 WHERE type IN ('approval.requested', 'approval.resolved')
+                   AND json_extract(data_json, '$.activationId') = ?1
+                 ORDER BY id",
+            )?;
+            let rows = stmt.query_map([activation_id], |r| {
+                let data: String = r.get(1)?;
+                Ok((r.get(0)?, serde_json::from_str(&data).unwrap_or(Value::Null), r.get(2)?))
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })?;
+        let text = |data: &Value, key: &str| data.get(key).and_then(Value::as_str).map(str::to_string);
+        let mut approvals: Vec<TimelineItem> = Vec::new();
+        for (kind, data, at) in rows {
+            let Some(approval_id) = text(&data, "approvalId") else { continue };
+            let existing = approvals.iter_mut().find(
+                |item| matches!(item, TimelineItem::Approval { approval_id: known, .. } if *known == approval_id),
+            );
+            match (kind.as_str(), existing) {
+                ("approval.requested", None) => approvals.push(TimelineItem::Approval {
+                    at,
+                    approval_id,
+                    tool: text(&data, "tool").unwrap_or_default(),
+                    status: "pending".into(),
+                    reason: text(&data, "reason"),
+                    risk: text(&data, "risk"),
+                    resolved_at: None,
+                    resolved_by: None,
+                    feedback: None,
+                }),
+                (
+                    "approval.resolved",
+                    Some(TimelineItem::Approval { status, resolved_at, resolved_by, feedback, .. }),
+                ) => {
+                    *status = text(&data, "status").unwrap_or_else(|| "resolved".into());
+                    *resolved_at = Some(at);
+                    *resolved_by = text(&data, "resolvedBy");
+                    *feedback = text(&data, "feedback");
+                }
+                _ => {}
+            }
+        }
+        Ok(approvals)
     }
 
     fn activation_tool_call_rows(&self, activation_id: &str) -> Result<Vec<ToolCallRecord>, StoreError> {
@@ -384,6 +453,20 @@ fn tool_item(
     }
 }
 
+/// Put an approval after the latest call of its tool that started before it was requested (the
+/// call that waited for it), else at the end.
+fn place_approval(items: &mut Vec<TimelineItem>, approval: TimelineItem) {
+    let TimelineItem::Approval { at, tool, .. } = &approval else { return };
+    let after = items.iter().rposition(|item| match item {
+        TimelineItem::ToolCall(call) => call.tool == *tool && call.at.as_str() <= at.as_str(),
+        _ => false,
+    });
+    match after {
+        Some(index) => items.insert(index + 1, approval),
+        None => items.push(approval),
+    }
+}
+
 fn millis_between(from: &str, to: &str) -> Option<u64> {
     let (from, to) = (parse_iso(from)?, parse_iso(to)?);
     u64::try_from((to - from).num_milliseconds()).ok()
@@ -391,7 +474,163 @@ fn millis_between(from: &str, to: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use chrono::{Duration, TimeZone, Utc};
+    use serde_json::json;
+
     use super::*;
+    use crate::clock::ManualClock;
+    use crate::store::{Event, RecordedUsage, SendMessage, ToolCallOutcome};
+
+    fn store() -> (tempfile::TempDir, Store, Arc<ManualClock>) {
+        let dir = tempfile::Builder::new().prefix("suzumio-timeline-").tempdir().expect("temp dir");
+        std::fs::write(
+            dir.path().join("suzumio.yaml"),
+            "name: t\ntask: T.\nagents:\n  pm: {}\n  worker: {}\nchannels: ['#project']\nbackend:\n  runner:\n    \
+             model: main\n    models:\n      providers: {local: {type: scripted}}\n      presets: {main: {provider: local}}\n",
+        )
+        .expect("config written");
+        let loaded = crate::config::load_config(dir.path(), &crate::config::load::ProcessEnv).expect("config");
+        let config = loaded.config.expect("a valid config");
+        let clock = Arc::new(ManualClock::new(Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).single().expect("a time")));
+        let store = Store::open(&config, clock.clone()).expect("store");
+        (dir, store, clock)
+    }
+
+    fn send(store: &Store, sender: &str, to: Option<&str>, channel: Option<&str>, priority: &str, body: &str) {
+        store
+            .send_message(SendMessage {
+                sender: sender.into(),
+                recipient: to.map(str::to_string),
+                channel: channel.map(str::to_string),
+                priority: Some(priority.into()),
+                body: body.into(),
+                ..Default::default()
+            })
+            .expect("sent");
+    }
+
+    fn call(id: &str, name: &str) -> RecordedCall {
+        RecordedCall { id: Some(id.into()), name: name.into(), arguments: json!({"n": id}) }
+    }
+
+    /// One turn with three calls: one that ran (a P1 arrived after it), one of a tool that does
+    /// not exist (refused before it was recorded), and one still running.
+    #[test]
+    fn a_running_activation_pairs_calls_with_rows_results_and_boundary_signals() {
+        let (_dir, store, clock) = store();
+        send(&store, "user", Some("pm"), None, "P2", "Start.");
+        let start = store.pending_signals("pm", 10).expect("pending");
+        let ids: Vec<String> = start.iter().map(|s| s.id.clone()).collect();
+        let a = store.start_activation("pm", "the prompt", &ids).expect("started").id;
+        let prompt = HistoryEntry::ActivationPrompt {
+            text: "the prompt".into(),
+            delivery: "activation_start".into(),
+            signal_ids: ids,
+            priorities: vec!["P2".into()],
+        };
+        store.append_history("pm", Some(&a), &prompt).expect("recorded");
+        clock.advance(Duration::milliseconds(900));
+        let usage =
+            TokenUsage { model_calls: 1, input_tokens: 50, cached_input_tokens: 0, output_tokens: 5, cost: 0.25 };
+        store.record_model_usage(&a, "pm", "m", &usage, true).expect("usage");
+        let turn = HistoryEntry::AssistantOutput {
+            text: "Three things.".into(),
+            tool_calls: vec![call("c1", "messages_send"), call("c2", "no_such_tool"), call("c3", "file_write")],
+            model: "m".into(),
+            usage: RecordedUsage { input_tokens: 50, output_tokens: 5, cached_input_tokens: 0 },
+        };
+        store.append_history("pm", Some(&a), &turn).expect("recorded");
+        let first =
+            store.start_tool_call(&a, "pm", "messages.send", Some("core"), &json!({"n": "c1"}), None).expect("c1");
+        clock.advance(Duration::milliseconds(250));
+        store
+            .finish_tool_call(&first, ToolCallOutcome::Completed, Some(&json!({"output": "sent"})), None, None)
+            .expect("c1");
+        send(&store, "worker", Some("pm"), None, "P1", "Urgent.");
+        let arrived = store.deliver_at_tool_boundary("pm", &a, 10).expect("delivered");
+        let signals = HistoryEntry::Signals {
+            delivery: "tool_boundary".into(),
+            signal_ids: arrived.iter().map(|s| s.id.clone()).collect(),
+        };
+        store.append_history("pm", Some(&a), &signals).expect("recorded");
+        let result = |name: &str, id: &str, content: &str, is_error| HistoryEntry::ToolResult {
+            name: name.into(),
+            content: content.into(),
+            is_error,
+            call_id: Some(id.into()),
+        };
+        store.append_history("pm", Some(&a), &result("messages_send", "c1", "sent\n\nsignals", false)).expect("ok");
+        store
+            .append_history("pm", Some(&a), &result("no_such_tool", "c2", "Unknown tool: no_such_tool", true))
+            .expect("ok");
+        store.start_tool_call(&a, "pm", "file.write", Some("core"), &json!({"n": "c3"}), None).expect("c3");
+        // What the approvals record while the call waits (their events, as [J] writes them).
+        let approval = |kind: &str, data: Value| Event::Unrecognized { kind: kind.into(), data };
+        store
+            .append_event(approval(
+                "approval.requested",
+                json!({"approvalId": "apr_1", "agentId": "pm", "activationId": a, "tool": "file.write",
+                       "reason": "writes a file", "risk": "medium", "expiresAt": "2026-03-01T13:00:00.000Z"}),
+            ))
+            .expect("recorded");
+
+        let timeline = store.activation_timeline(&a).expect("read").expect("found");
+        let kinds: Vec<&str> = timeline
+            .items
+            .iter()
+            .map(|i| match i {
+                TimelineItem::Prompt { .. } => "prompt",
+                TimelineItem::ModelTurn { .. } => "turn",
+                TimelineItem::ToolCall(c) => c.tool.as_str(),
+                TimelineItem::Signals { .. } => "signals",
+                TimelineItem::Compaction { .. } => "compaction",
+                TimelineItem::Approval { .. } => "approval",
+                TimelineItem::Ended { .. } => "ended",
+            })
+            .collect();
+        assert_eq!(kinds, ["prompt", "turn", "messages.send", "signals", "no_such_tool", "file.write", "approval"]);
+        let TimelineItem::Approval { status, reason, .. } = &timeline.items[6] else { panic!("an approval") };
+        assert_eq!((status.as_str(), reason.as_deref()), ("pending", Some("writes a file")));
+        let TimelineItem::ModelTurn { usage, duration_ms, .. } = &timeline.items[1] else { panic!("a turn") };
+        assert_eq!((usage.cost, *duration_ms), (0.25, Some(900)));
+        let calls: Vec<&TimelineToolCall> = timeline
+            .items
+            .iter()
+            .filter_map(|i| if let TimelineItem::ToolCall(c) = i { Some(&**c) } else { None })
+            .collect();
+        assert_eq!(
+            (calls[0].status, calls[0].duration_ms, calls[0].output.clone()),
+            (ToolCallStatus::Completed, Some(250), Some(json!({"output": "sent"})))
+        );
+        assert_eq!((calls[1].id.as_deref(), calls[1].status), (None, ToolCallStatus::Failed));
+        assert_eq!(calls[1].error.as_deref(), Some("Unknown tool: no_such_tool"));
+        assert_eq!((calls[1].error_kind.as_deref(), calls[1].input.clone()), (Some("rejected"), json!({"n": "c2"})));
+        assert_eq!((calls[2].status, calls[2].call_id.as_deref()), (ToolCallStatus::Running, Some("c3")));
+        let TimelineItem::Signals { signals, .. } = &timeline.items[3] else { panic!("signals") };
+        assert_eq!((signals[0].priority.as_str(), signals[0].body.as_deref()), ("P1", Some("Urgent.")));
+        let TimelineItem::Prompt { signals, .. } = &timeline.items[0] else { panic!("the prompt") };
+        assert_eq!(signals[0].sender.as_deref(), Some("user"));
+        assert_eq!(timeline.activation.status, ActivationStatus::Running);
+        assert_eq!(store.activation_timeline("act_missing").expect("read"), None);
+    }
+
+    #[test]
+    fn the_message_graph_counts_each_direction_and_channel_in_the_window() {
+        let (_dir, store, clock) = store();
+        send(&store, "pm", Some("worker"), None, "P3", "old");
+        clock.advance(Duration::hours(2));
+        let since = crate::clock::iso(store.now() - Duration::hours(1));
+        send(&store, "pm", Some("worker"), None, "P3", "a");
+        send(&store, "pm", Some("worker"), None, "P3", "b");
+        send(&store, "worker", Some("pm"), None, "P3", "c");
+        send(&store, "user", None, Some("#project"), "P3", "d");
+        let edges: Vec<(String, String, u64)> =
+            store.message_graph(&since).expect("read").into_iter().map(|e| (e.from, e.to, e.count)).collect();
+        let owned = |f: &str, t: &str, n| (f.to_string(), t.to_string(), n);
+        assert_eq!(edges, [owned("pm", "worker", 2), owned("user", "#project", 1), owned("worker", "pm", 1)]);
+    }
 
     #[test]
     fn model_facing_names_are_the_providers_names() {

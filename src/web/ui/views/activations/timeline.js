@@ -1,6 +1,6 @@
 // An activation's timeline: its prompt and signals, each model turn (text, tokens, cost), each
-// tool call (input, output or error, duration), the signals that arrived at tool boundaries and
-// how it ended, from `GET activations/<id>/timeline`, with the text the model is writing now
+// tool call (input, output or error, duration), the signals that arrived at tool boundaries,
+// approvals and how it ended, from `GET activations/<id>/timeline`, with the text the model is writing now
 // at the end. It reloads (debounced) on every stored event of the activation, so it grows while
 // the activation runs. Arrow keys move between steps; Home and End go to the first and last.
 
@@ -86,6 +86,8 @@ function summary(item) {
       return `${item.tool} ${item.status}`;
     case "signals":
       return `${item.signals?.length ?? 0} signal(s) arrived`;
+    case "approval":
+      return `approval for ${item.tool}: ${item.status}`;
     case "ended":
       return `activation ${item.status}`;
     default:
@@ -93,7 +95,7 @@ function summary(item) {
   }
 }
 
-const ICONS = { prompt: "▶", model_turn: "◆", tool_call: "⚙", signals: "✉", compaction: "≡", ended: "■" };
+const ICONS = { prompt: "▶", model_turn: "◆", tool_call: "⚙", signals: "✉", compaction: "≡", approval: "✋", ended: "■" };
 
 function itemView(ctx, item, index, open) {
   const key = item.id ?? `${item.kind}-${index}`;
@@ -154,6 +156,14 @@ function itemView(ctx, item, index, open) {
         {},
         head(h("strong", { text: "History compacted" }), h("span", { class: "muted small", text: ` · ${item.reason} · ${item.archivedMessages} archived, ${item.keptMessages} kept` })),
         fold("summary", "Summary", h("pre", { class: "viewer small", text: item.summary ?? "" })),
+      );
+    case "approval":
+      return li(
+        { "data-approval": item.approvalId, "data-status": item.status },
+        head(h("strong", { text: "Approval" }), " ", h("code", { text: item.tool }), " ", pill(item.status), item.risk ? h("span", { class: "badge warn", text: `risk: ${item.risk}` }) : null, h("span", { class: "tl-time" }, timeAgo(item.at))),
+        item.reason ? h("p", { class: "small", text: item.reason }) : null,
+        item.resolvedBy ? h("p", { class: "muted small" }, `${item.status} by ${item.resolvedBy} `, timeAgo(item.resolvedAt)) : null,
+        item.feedback ? h("pre", { class: "viewer small", text: item.feedback }) : null,
       );
     case "ended":
       return li(
