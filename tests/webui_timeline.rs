@@ -324,6 +324,16 @@ async fn timeline_scenario(b: &mut Browser, c: &Controller) -> webdriver::Result
     assert_eq!(focused, json!("model_turn"));
     b.wait_until("document.querySelector('section.live').hidden").await?;
     assert_eq!(b.execute("return window.suzumioNoReload === true;", vec![]).await?, json!(true), "no reload");
+    b.execute("document.querySelector('ol.timeline > li[data-kind=signals]').scrollIntoView();", vec![]).await?;
+    save_screenshot(b, "timeline").await
+}
+
+/// What the page looks like, for reading a run (`target/browser-artifacts/<name>.png`).
+async fn save_screenshot(b: &Browser, name: &str) -> webdriver::Result<()> {
+    let dir = repo_root().join("target/browser-artifacts");
+    std::fs::create_dir_all(&dir).expect("create target/browser-artifacts");
+    let png = b.screenshot().await?;
+    std::fs::write(dir.join(format!("{name}.png")), png).expect("write the screenshot");
     Ok(())
 }
 
@@ -405,6 +415,9 @@ async fn overview_scenario(b: &mut Browser, c: &Controller, _dir: &Path) -> webd
     assert!(want.contains(&("pm".into(), "worker".into(), 2)), "{want:?}");
     let edge = b.find(r#"[data-message-graph] svg [data-edge="pm->worker"] text"#).await?;
     assert_eq!(edge.text().await?, "2");
+
+    b.execute("document.querySelector('[data-message-graph]').scrollIntoView();", vec![]).await?;
+    save_screenshot(b, "overview").await?;
 
     // The history names tools as the rest of the UI does: file.write, not file_write.
     b.execute("location.hash = '#/history/worker';", vec![]).await?;

@@ -38,8 +38,9 @@ export function activityFeed(ctx) {
 
 function shown(e) {
   if (ECHOES.has(e.type)) {
-    // A signal that is not a message's says something of its own.
-    return e.type === "signal.created" && e.data?.kind !== "message.created";
+    // A signal that is not a message's and waits for delivery says something of its own; the
+    // closed ones only record what an agent did.
+    return e.type === "signal.created" && e.data?.kind !== "message.created" && e.data?.status === "pending";
   }
   return true;
 }

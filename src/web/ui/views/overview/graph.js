@@ -117,7 +117,7 @@ function draw(graph) {
     { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-labelledby": `${titleId} ${descId}` },
     s("title", { id: titleId }, `Messages between participants, ${windowText(graph.windowHours)}`),
     s("desc", { id: descId }, edges.length ? edges.map((e) => `${e.from} to ${e.to}: ${e.count}`).join("; ") : "No messages in this window."),
-    s("defs", {}, s("marker", { id: "graph-arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, s("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "currentColor" }))),
+    s("defs", {}, s("marker", { id: "graph-arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerUnits: "userSpaceOnUse", markerWidth: 9, markerHeight: 9, orient: "auto-start-reverse" }, s("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "currentColor" }))),
     lines,
     circles,
   );
