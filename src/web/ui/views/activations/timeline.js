@@ -34,8 +34,8 @@ export function activationTimeline(ctx, id, { onHead } = {}) {
     }
     replace(problem);
     const fresh = Array.isArray(timeline.items) ? timeline.items : [];
-    // Details the reader opened stay open across reloads.
-    const open = new Set([...list.querySelectorAll("details[open][data-key]")].map((d) => d.dataset.key));
+    // Details the reader opened or closed stay so across reloads.
+    const open = new Map([...list.querySelectorAll("details[data-key]")].map((d) => [d.dataset.key, d.open]));
     const focused = document.activeElement?.closest?.("[data-step]")?.dataset.step;
     replace(list, fresh.map((item, i) => itemView(ctx, item, i, open)));
     showLive();
@@ -101,7 +101,7 @@ function itemView(ctx, item, index, open) {
   const key = item.id ?? `${item.kind}-${index}`;
   const fold = (name, summaryText, body, startOpen = false) => {
     const k = `${key}:${name}`;
-    return h("details", { class: "tl-fold", "data-key": k, open: open.has(k) || startOpen }, h("summary", { text: summaryText }), body);
+    return h("details", { class: "tl-fold", "data-key": k, open: open.get(k) ?? startOpen }, h("summary", { text: summaryText }), body);
   };
   const head = (...parts) => h("header", { class: "tl-head" }, h("span", { class: "tl-icon", "aria-hidden": "true", text: ICONS[item.kind] ?? "•" }), ...parts);
   const li = (extra, ...children) =>
