@@ -27,6 +27,7 @@ mod schema;
 mod signals;
 pub mod state_files;
 mod stats;
+mod timeline;
 mod usage;
 
 use std::path::{Path, PathBuf};
@@ -49,6 +50,7 @@ pub use model::*;
 pub use schema::latest_version as schema_version;
 pub use state_files::{StateError, StateFiles, StateLock};
 pub use stats::LAST_ERROR_CAP;
+pub use timeline::{ActivationTimeline, MessageEdge, TimelineHead, TimelineItem, TimelineSignal, TimelineToolCall};
 pub use usage::RESUMED_KIND;
 
 /// The directory (under the project root) that holds the controller's own state.

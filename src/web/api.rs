@@ -35,6 +35,8 @@ pub fn routes() -> Router<AppState> {
         .route("/api/projects/{project}/activations", get(activations))
         .route("/api/projects/{project}/activations/{id}", get(one_activation))
         .route("/api/projects/{project}/activations/{id}/context", get(activation_context))
+        .route("/api/projects/{project}/activations/{id}/timeline", get(activation_timeline))
+        .route("/api/projects/{project}/message-graph", get(message_graph))
         .route("/api/projects/{project}/agents/{agent}/history-archive/{id}", get(history_archive))
         .route("/api/projects/{project}/config/resolved", get(config))
         .route("/api/projects/{project}/tool-calls", get(tool_calls))
@@ -231,9 +233,9 @@ async fn history(
     Query(q): Query<ListQuery>,
 ) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    if host.project.config.agent(&agent).is_none() {
+    let Some(config) = host.project.config.agent(&agent) else {
         return Err(ApiError::NotFound(format!("Unknown agent: {agent}")));
-    }
+    };
     let limit = q.limit(80, 499)?;
     // Oldest first within the page; paging goes back in time, so the extra row is the oldest.
     let mut items = host.store.history_page(&agent, q.before(host, Listing::History)?.as_deref(), limit + 1)?;
@@ -242,7 +244,7 @@ async fn history(
         items.remove(0);
     }
     let next = items.first().filter(|_| more).map(|h| h.id.clone());
-    Ok(page(items, next))
+    Ok(page(views::history_items(host, config, &items), next))
 }
 
 async fn events(
@@ -435,4 +437,42 @@ async fn history_archive(
         .ok_or_else(|| ApiError::NotFound(format!("Unknown compaction of {agent}: {id}")))?;
     let from = history[..at].iter().rposition(|h| h.entry.is_compaction()).map_or(0, |p| p + 1);
     Ok(Json(views::HistoryArchive { compaction: &history[at], archive: &history[from..at] }).into_response())
+}
+
+/// One activation step by step: prompt and signals, model turns (text, tokens, cost), tool calls
+/// (input, output or error, duration), signals at tool boundaries, its end.
+async fn activation_timeline(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let timeline =
+        host.store.activation_timeline(&id)?.ok_or_else(|| ApiError::NotFound(format!("Unknown activation: {id}")))?;
+    Ok(Json(timeline).into_response())
+}
+
+/// `?hours=` of `GET message-graph`: the window, 1 to 720 hours (30 days), 24 by default.
+#[derive(Debug, Default, Deserialize)]
+struct GraphQuery {
+    hours: Option<String>,
+}
+
+async fn message_graph(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<GraphQuery>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    let hours = match q.hours.as_deref().map(str::trim) {
+        None | Some("") => 24,
+        Some(text) => match text.parse::<u32>() {
+            Ok(n @ 1..=720) => n,
+            _ => {
+                return Err(ApiError::bad_request(format!("hours must be a whole number from 1 to 720, got `{text}`")));
+            }
+        },
+    };
+    let since = crate::clock::iso(host.store.now() - chrono::Duration::hours(i64::from(hours)));
+    let edges = host.store.message_graph(&since)?;
+    Ok(Json(views::MessageGraph::new(host, hours, since, edges)).into_response())
 }

@@ -8,8 +8,8 @@ use serde_json::Value;
 use crate::activation::budget::{Spent, spent};
 use crate::config::{AgentConfig, BudgetLimits, PresetConfig, PresetTarget, ProviderConfig};
 use crate::store::{
-    ActivationRecord, ActivationStatus, AgentStatus, HistoryRecord, Pause, ProjectRecord, ProjectStats, ProjectStatus,
-    StoreError, TokenUsage, ToolCallStatus, ToolCallSummary,
+    ActivationRecord, ActivationStatus, AgentStatus, HistoryEntry, HistoryRecord, MessageEdge, Pause, ProjectRecord,
+    ProjectStats, ProjectStatus, StoreError, TokenUsage, ToolCallStatus, ToolCallSummary,
 };
 use crate::support::ToolHost;
 use crate::toolpack::{Presentation, Toolpack, WebuiEntry};
@@ -371,6 +371,9 @@ pub struct AgentView<'a> {
     pub paused: Option<Pause>,
     /// Its usage today (since its last resume) against its budget.
     pub budget: BudgetView,
+    /// Why it failed, while it is `failed`: its latest activation's error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 pub fn agents(host: &ToolHost) -> Result<Vec<AgentView<'_>>, StoreError> {
@@ -384,11 +387,16 @@ pub fn agents(host: &ToolHost) -> Result<Vec<AgentView<'_>>, StoreError> {
             let set = host.project.registry.resolve_agent(a);
             let resumed_at = record.and_then(|r| r.resumed_at.as_deref());
             let budget = BudgetView::new(spent(&host.store, Some(&a.id), resumed_at)?, &a.budget);
+            let status = record.map_or(AgentStatus::Quiet, |r| r.status);
+            let last_error = match status {
+                AgentStatus::Failed => host.store.latest_activation(&a.id, None)?.and_then(|x| x.error),
+                _ => None,
+            };
             Ok(AgentView {
                 id: &a.id,
                 role: &a.role,
                 display_name: &a.display_name,
-                status: record.map_or(AgentStatus::Quiet, |r| r.status),
+                status,
                 active_activation_id: record.and_then(|r| r.active_activation_id.clone()),
                 updated_at: record.map(|r| r.updated_at.clone()),
                 model: &a.model,
@@ -396,6 +404,7 @@ pub fn agents(host: &ToolHost) -> Result<Vec<AgentView<'_>>, StoreError> {
                 mounted_toolpacks: set.mounted_packs,
                 paused: record.and_then(|r| r.paused.clone()),
                 budget,
+                last_error,
             })
         })
         .collect()
@@ -592,5 +601,73 @@ pub fn config(host: &ToolHost) -> ConfigView<'_> {
                 presets: c.models.presets.iter().map(PresetView::from).collect(),
             },
         },
+    }
+}
+
+/// An item of `GET agents/{agent}/history`: the stored row, and the real names of the tools it
+/// names in their model-facing form (`file_write` is `file.write`): `tools` lists an
+/// assistant output's calls in order, `tool` names a tool result's tool.
+#[derive(Serialize)]
+pub struct HistoryItem<'a> {
+    #[serde(flatten)]
+    pub record: &'a HistoryRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+}
+
+/// `records` of `agent` with the real tool names beside the model-facing ones.
+pub fn history_items<'a>(host: &ToolHost, agent: &AgentConfig, records: &'a [HistoryRecord]) -> Vec<HistoryItem<'a>> {
+    let tools = host.project.registry.resolve_agent(agent).tools;
+    // Two tools with the same model-facing name cannot run at all; then names stay as they are.
+    let names = crate::activation::providers::safe_tool_names(&tools).unwrap_or_default();
+    let real =
+        |safe: &str| names.iter().find(|(_, s)| s == safe).map_or_else(|| safe.to_string(), |(real, _)| real.clone());
+    records
+        .iter()
+        .map(|record| {
+            let (tools, tool) = match &record.entry {
+                HistoryEntry::AssistantOutput { tool_calls, .. } if !tool_calls.is_empty() => {
+                    (Some(tool_calls.iter().map(|c| real(&c.name)).collect()), None)
+                }
+                HistoryEntry::ToolResult { name, .. } => (None, Some(real(name))),
+                _ => (None, None),
+            };
+            HistoryItem { record, tools, tool }
+        })
+        .collect()
+}
+
+/// `GET message-graph?hours=`: who sent how many messages to whom in the window. `nodes` are
+/// the project's agents in config order, then every other participant seen (the user, virtual
+/// senders, channels as `#name`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageGraph {
+    pub window_hours: u32,
+    pub since: String,
+    pub nodes: Vec<GraphNode>,
+    pub edges: Vec<MessageEdge>,
+}
+
+#[derive(Serialize)]
+pub struct GraphNode {
+    pub id: String,
+    /// `agent`, `channel` or `other` (the user, a monitor, the scheduler).
+    pub kind: &'static str,
+}
+
+impl MessageGraph {
+    pub fn new(host: &ToolHost, window_hours: u32, since: String, edges: Vec<MessageEdge>) -> MessageGraph {
+        let mut nodes: Vec<GraphNode> =
+            host.project.config.agents.iter().map(|a| GraphNode { id: a.id.clone(), kind: "agent" }).collect();
+        for id in edges.iter().flat_map(|e| [&e.from, &e.to]) {
+            if !nodes.iter().any(|n| &n.id == id) {
+                let kind = if id.starts_with('#') { "channel" } else { "other" };
+                nodes.push(GraphNode { id: id.clone(), kind });
+            }
+        }
+        MessageGraph { window_hours, since, nodes, edges }
     }
 }

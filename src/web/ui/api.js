@@ -76,6 +76,8 @@ export function projectApi(name) {
     message: (id) => get(`/messages/${enc(id)}`),
     activations: ({ agent, limit = 50, before } = {}) => get("/activations", { agent, limit, before }).then(page),
     activation: (id) => get(`/activations/${enc(id)}`),
+    timeline: (id) => get(`/activations/${enc(id)}/timeline`),
+    messageGraph: ({ hours = 24 } = {}) => get("/message-graph", { hours }),
     events: ({ after, limit = 200 } = {}) => get("/events", { after, limit }).then(page),
     signals: (query = {}) => get("/signals", query).then(page),
     toolStatus: () => get("/tool-status"),

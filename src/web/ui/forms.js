@@ -158,8 +158,9 @@ function buildControl(name, prop, kind, id, agents, channels) {
 
 /**
  * Build the form for `schema`. Returns `{form, fields, values(), showErrors(details),
- * clearErrors()}`; `values()` returns `{input}` or `{errors}` (client-side: bad numbers,
- * times or JSON).
+ * clearErrors()}`; `values()` returns `{input}` or `{errors}`: the client-side checks of the
+ * schema (required fields, numbers and their bounds, lengths, patterns, allowed values, times,
+ * JSON) before anything is sent. The server checks again; its 400 is shown the same way.
  */
 export function schemaForm(schema, { agents = [], channels = [], idPrefix = "f", submit } = {}) {
   const props = schema && typeof schema.properties === "object" ? schema.properties : {};
@@ -206,15 +207,17 @@ export function schemaForm(schema, { agents = [], channels = [], idPrefix = "f",
         continue;
       }
       const raw = control.value;
-      if (raw === "" || (kind !== "textarea" && raw.trim() === "")) {
+      if (raw === "" || raw.trim() === "") {
         // An empty number input whose text the browser could not parse is not "empty".
         if (kind === "number" && control.validity?.badInput) errors.push({ path: `/${name}`, message: "not a number" });
+        else if (required) errors.push({ path: `/${name}`, message: "required: fill in this field" });
         continue;
       }
       switch (kind) {
         case "number": {
           const n = Number(raw);
-          if (!Number.isFinite(n)) errors.push({ path: `/${name}`, message: "not a number" });
+          const problem = numberProblem(n, prop);
+          if (problem) errors.push({ path: `/${name}`, message: problem });
           else input[name] = n;
           break;
         }
@@ -238,10 +241,11 @@ export function schemaForm(schema, { agents = [], channels = [], idPrefix = "f",
           break;
         }
         case "textarea":
-          if (raw.trim() !== "") input[name] = raw;
-          break;
-        default:
-          input[name] = raw;
+        default: {
+          const problem = textProblem(raw, prop);
+          if (problem) errors.push({ path: `/${name}`, message: problem });
+          else input[name] = raw;
+        }
       }
     }
     return errors.length ? { errors } : { input };
@@ -283,6 +287,36 @@ export function schemaForm(schema, { agents = [], channels = [], idPrefix = "f",
   }
 
   return { form, fields, values, showErrors, clearErrors };
+}
+
+/** What is wrong with number `n` for the schema `prop` (its type and bounds), or null. */
+export function numberProblem(n, prop) {
+  if (!Number.isFinite(n)) return "not a number";
+  const type = Array.isArray(prop.type) ? prop.type.find((t) => t !== "null") : prop.type;
+  if (type === "integer" && !Number.isInteger(n)) return "must be a whole number";
+  if (typeof prop.minimum === "number" && n < prop.minimum) return `must be at least ${prop.minimum}`;
+  if (typeof prop.maximum === "number" && n > prop.maximum) return `must be at most ${prop.maximum}`;
+  if (typeof prop.exclusiveMinimum === "number" && n <= prop.exclusiveMinimum) return `must be more than ${prop.exclusiveMinimum}`;
+  if (typeof prop.exclusiveMaximum === "number" && n >= prop.exclusiveMaximum) return `must be less than ${prop.exclusiveMaximum}`;
+  return null;
+}
+
+/** What is wrong with text `raw` for the schema `prop` (length, pattern, allowed values), or null. */
+export function textProblem(raw, prop) {
+  const length = [...raw].length;
+  if (typeof prop.minLength === "number" && length < prop.minLength) return `must be at least ${prop.minLength} characters`;
+  if (typeof prop.maxLength === "number" && length > prop.maxLength) return `must be at most ${prop.maxLength} characters`;
+  if (Array.isArray(prop.enum) && prop.enum.length && !prop.enum.map(String).includes(raw)) {
+    return `must be one of ${prop.enum.join(", ")}`;
+  }
+  if (typeof prop.pattern === "string") {
+    try {
+      if (!new RegExp(prop.pattern, "u").test(raw)) return `must match ${prop.pattern}`;
+    } catch {
+      /* a pattern JavaScript cannot read is left to the server */
+    }
+  }
+  return null;
 }
 
 /**

@@ -1,8 +1,9 @@
 // Activations: a list filtered by agent (and status), and one activation's detail: its
-// prompt in a viewer, the text its model is writing right now, and the tool calls it made. Routes: `#/activations`,
+// timeline (`activations/timeline.js`), live while it runs. Routes: `#/activations`,
 // `#/activations/agent:<id>` (filtered), `#/activations/<activation id>` (detail).
 
 import { clip, debounce, duration, errorBox, h, pill, replace, selectField, timeAgo } from "../dom.js";
+import { activationTimeline } from "./activations/timeline.js";
 
 export const title = "Activations";
 
@@ -36,7 +37,7 @@ function renderList(root, ctx, agent) {
   const body = h("tbody");
   const more = h("div", { class: "more" });
   root.append(
-    h("header", { class: "page-head" }, h("h2", { text: "Activations" }), h("p", { class: "sub muted", text: "Newest first. Open one to see its prompt and tool calls." })),
+    h("header", { class: "page-head" }, h("h2", { text: "Activations" }), h("p", { class: "sub muted", text: "Newest first. Open one to see its timeline." })),
     h("div", { class: "filters" }, agentSelect.el, statusSelect.el),
     message,
     h(
@@ -99,88 +100,36 @@ function renderList(root, ctx, agent) {
 }
 
 function renderDetail(root, ctx, id) {
-  const holder = h("div", {}, h("p", { class: "muted", text: "Loading…" }));
-  // Kept across reloads of the detail, so streaming text does not flicker.
-  const liveText = h("pre", { class: "viewer live-text", "aria-live": "polite", "aria-label": "Model output so far" });
-  const live = h("section", { class: "live", hidden: true }, h("h3", { class: "section-title", text: "Writing now" }), liveText);
-  const showLive = () => {
-    const text = ctx.state.live.get(id)?.text ?? "";
-    live.hidden = !text;
-    liveText.textContent = text;
-  };
-  root.append(h("p", { class: "crumbs" }, h("a", { href: ctx.href("activations"), text: "← All activations" })), live, holder);
-  showLive();
-  ctx.onLive((l) => {
-    if (l.activationId === id) showLive();
-  });
+  const head = h("div", {}, h("header", { class: "page-head" }, h("h2", {}, "Activation ", h("code", { text: id }))));
+  const timeline = activationTimeline(ctx, id, { onHead: (a, t) => replace(head, headView(ctx, a, t.usage)) });
+  root.append(
+    h("p", { class: "crumbs" }, h("a", { href: ctx.href("activations"), text: "← All activations" })),
+    head,
+    h("h3", { class: "section-title", text: "Timeline" }),
+    timeline.el,
+  );
+}
 
-  async function load() {
-    let a;
-    try {
-      a = await ctx.api.activation(id);
-    } catch (err) {
-      replace(holder, h("h2", { text: id }), errorBox(err, "Cannot load the activation"));
-      return;
-    }
-    const calls = Array.isArray(a.toolCalls) ? a.toolCalls : [];
-    replace(
-      holder,
-      h(
-        "header",
-        { class: "page-head" },
-        h("h2", {}, "Activation ", h("code", { text: a.id })),
-        h("div", { class: "sub" }, pill(a.status), " ", h("a", { href: ctx.href("history", a.agentId), text: a.agentId ?? "" })),
-      ),
-      h(
-        "dl",
-        { class: "facts" },
-        h("dt", { text: "Agent" }),
-        h("dd", {}, h("a", { href: ctx.href("history", a.agentId), text: a.agentId ?? "" })),
-        h("dt", { text: "Started" }),
-        h("dd", {}, timeAgo(a.startedAt)),
-        h("dt", { text: "Ended" }),
-        h("dd", {}, a.endedAt ? [timeAgo(a.endedAt), ` (${duration(a.startedAt, a.endedAt)})`] : h("span", { class: "muted", text: "still running" })),
-        h("dt", { text: "Signals" }),
-        h("dd", {}, Array.isArray(a.signalIds) && a.signalIds.length ? a.signalIds.map((s) => h("code", { class: "chip", text: s })) : h("span", { class: "muted", text: "none" })),
-        a.error ? [h("dt", { text: "Error" }), h("dd", {}, h("pre", { class: "error-pre", text: a.error }))] : null,
-      ),
-      h("h3", { class: "section-title", text: "Prompt" }),
-      a.prompt ? h("pre", { class: "viewer prompt", tabindex: "0", "aria-label": "Activation prompt", text: a.prompt }) : h("p", { class: "muted", text: "No prompt recorded." }),
-      h("h3", { class: "section-title", text: `Tool calls (${calls.length})` }),
-      calls.length
-        ? h(
-            "div",
-            { class: "table-wrap" },
-            h(
-              "table",
-              { class: "grid" },
-              h("thead", {}, h("tr", {}, ["Tool", "Status", "Target", "Started", "Duration", "Error"].map((t) => h("th", { scope: "col", text: t })))),
-              h(
-                "tbody",
-                {},
-                calls.map((c) =>
-                  h(
-                    "tr",
-                    { "data-tool-call": c.id },
-                    h("td", {}, h("a", { href: ctx.href("tools", c.tool) }, h("code", { text: c.tool }))),
-                    h("td", {}, pill(c.status)),
-                    h("td", {}, c.target ? h("code", { text: typeof c.target === "string" ? c.target : JSON.stringify(c.target) }) : ""),
-                    h("td", {}, timeAgo(c.startedAt)),
-                    h("td", { text: duration(c.startedAt, c.finishedAt) }),
-                    h("td", { class: "error-cell" }, c.error ? h("pre", { class: "error-pre", text: c.error }) : ""),
-                  ),
-                ),
-              ),
-            ),
-          )
-        : h("p", { class: "muted", text: "No tool calls." }),
-    );
-  }
-
-  const refresh = debounce(load, 500);
-  ctx.onEvent((e) => {
-    const d = e.data || {};
-    if ((/^tool_call\./.test(e.type) || /^activation\./.test(e.type)) && (d.activationId === id || d.id === id)) refresh();
-  });
-  load();
+/** The activation's status, agent, times, totals and error above its timeline. */
+function headView(ctx, a, usage) {
+  const u = usage ?? {};
+  return [
+    h(
+      "header",
+      { class: "page-head" },
+      h("h2", {}, "Activation ", h("code", { text: a.id })),
+      h("div", { class: "sub" }, pill(a.status), " ", h("a", { href: ctx.href("history", a.agentId), text: a.agentId ?? "" })),
+    ),
+    h(
+      "dl",
+      { class: "facts" },
+      h("dt", { text: "Started" }),
+      h("dd", {}, timeAgo(a.startedAt)),
+      h("dt", { text: "Ended" }),
+      h("dd", {}, a.endedAt ? [timeAgo(a.endedAt), ` (${duration(a.startedAt, a.endedAt)})`] : h("span", { class: "muted", text: "still running" })),
+      h("dt", { text: "Model calls" }),
+      h("dd", { "data-total-usage": "", text: `${u.modelCalls ?? 0} · ${u.inputTokens ?? 0} in / ${u.outputTokens ?? 0} out tokens${u.cost ? ` · $${Number(u.cost).toFixed(4)}` : ""}` }),
+      a.error ? [h("dt", { text: "Error" }), h("dd", {}, h("pre", { class: "error-pre", text: a.error }))] : null,
+    ),
+  ];
 }

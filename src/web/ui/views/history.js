@@ -7,13 +7,16 @@ export const title = "Agent history";
 
 const PAGE = 80;
 
-/** The readable part of a history row, by kind; anything unknown is shown as JSON. */
-function contentView(kind, content) {
+/**
+ * The readable part of a history row, by kind; anything unknown is shown as JSON. Tools are
+ * named by their real names (`tools`, `tool` of the row), not the model-facing ones.
+ */
+function contentView(kind, content, row = {}) {
   const c = content && typeof content === "object" ? content : { text: content };
   const parts = [];
   if (kind === "tool_result" || (c.name && "content" in c)) {
     parts.push(
-      h("div", { class: "tool-line" }, h("code", { text: c.name ?? "tool" }), c.isError ? h("span", { class: "pill st-failed", text: "error" }) : null),
+      h("div", { class: "tool-line" }, h("code", { "data-tool-name": "", text: row.tool ?? c.name ?? "tool" }), c.isError ? h("span", { class: "pill st-failed", text: "error" }) : null),
       h("pre", { class: ["viewer", "small", c.isError ? "error-pre" : null], text: typeof c.content === "string" ? c.content : pretty(c.content) }),
     );
   } else if (typeof c.text === "string" && kind === "activation_prompt") {
@@ -36,8 +39,8 @@ function contentView(kind, content) {
       h(
         "ul",
         { class: "tool-calls" },
-        c.toolCalls.map((t) =>
-          h("li", {}, h("code", { text: t.name ?? "?" }), " ", h("span", { class: "muted small", text: clip(JSON.stringify(t.arguments ?? {}), 240) })),
+        c.toolCalls.map((t, i) =>
+          h("li", {}, h("code", { "data-tool-name": "", text: row.tools?.[i] ?? t.name ?? "?" }), " ", h("span", { class: "muted small", text: clip(JSON.stringify(t.arguments ?? {}), 240) })),
         ),
       ),
     );
@@ -86,7 +89,7 @@ export function render(root, ctx, key) {
         r.activationId ? h("a", { class: "small", href: ctx.href("activations", r.activationId) }, h("code", { text: clip(r.activationId, 30) })) : null,
         h("span", { class: "muted small" }, timeAgo(r.createdAt)),
       ),
-      contentView(r.kind, r.content),
+      contentView(r.kind, r.content, r),
       h("details", { class: "json" }, h("summary", { text: "Raw" }), h("pre", { text: pretty(r) })),
     );
   }

@@ -1,5 +1,5 @@
 // The agent roster: one card per agent with its live status, model, active activation, the
-// text its model is writing right now, packs, tools and links to its history and activations.
+// text its model is writing right now, why it failed (its last error), packs, tools and links to its history and activations.
 
 import { clip, errorBox, h, pill, replace, timeAgo } from "../../dom.js";
 
@@ -53,6 +53,9 @@ function agentCard(a, isCoordinator, href) {
       pill(a.status),
     ),
     agentFacts(a, href),
+    a.status === "failed" && a.lastError
+      ? h("p", { class: "agent-error", "data-last-error": "" }, h("strong", { text: "Failed: " }), a.lastError)
+      : null,
     h("p", { class: "live-text", "data-live-agent": a.id, "aria-live": "polite", hidden: true }),
     Array.isArray(a.tools)
       ? h(

@@ -1,7 +1,8 @@
 // One WebUI control of a pack: its form (from the entry's `inputSchema`) and its result. A
-// panel runs at once and on Refresh; an action runs on submit, then the page's panels re-run.
+// panel runs at once, on Refresh, and (debounced) when an agent's call of one of its pack's
+// tools finishes; an action runs on submit, then the page's panels re-run.
 
-import { errorBox, h, metricTiles, replace } from "../../dom.js";
+import { debounce, errorBox, h, metricTiles, replace } from "../../dom.js";
 import { schemaForm } from "../../forms.js";
 import { entryKey, labelOf } from "./catalog.js";
 
@@ -57,6 +58,16 @@ export function controlCard(ctx, entry, page) {
   if (isPanel) {
     page.panels.push(run);
     queueMicrotask(run);
+    // An agent's call of one of this pack's tools may change what the panel shows.
+    const refreshSoon = debounce(() => {
+      if (form.form.isConnected) run();
+    }, 600);
+    ctx.onEvent((e) => {
+      if (e.type !== "tool_call.finished" || !form.form.isConnected) return;
+      const tool = e.data?.tool;
+      const related = Array.isArray(entry.relatedTools) && entry.relatedTools.includes(tool);
+      if (related || page.packOf?.(tool) === entry.toolpackId) refreshSoon();
+    });
   }
   return h(
     "section",

@@ -19,6 +19,8 @@ export function toolPage(ctx, { onAction }) {
     const panels = [];
     const page = {
       panels,
+      // The pack a tool belongs to, for panels that refresh on their pack's calls.
+      packOf: (tool) => cat.toolStatus.find((t) => t.tool === tool)?.toolpackId ?? null,
       actionDone: (from) => {
         for (const run of panels) if (run !== from) run();
         onAction();

@@ -1,0 +1,641 @@
+//! What happened, put together for people to read: one activation as a timeline (its prompt and
+//! signals, each model turn with its text, tokens and cost, each tool call with its input, output
+//! or error and duration, the signals handed over at tool boundaries, approvals, compactions, its
+//! end), and
+//! who sent how many messages to whom over a window. The WebUI (`GET activations/{id}/timeline`,
+//! `GET message-graph`) and `suzumio show` read these same structs; they serialize as the API's
+//! wire format (camelCase, items tagged by `kind`).
+//!
+//! It only reads: history rows, tool call rows, model calls, signals and messages already
+//! recorded. It decides nothing and never fails on a row it cannot pair up: such a row is shown
+//! on its own.
+
+use std::collections::HashMap;
+
+use rusqlite::params;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::clock::parse_iso;
+use crate::store::{
+    ActivationStatus, HistoryEntry, RecordedCall, SignalRecord, Store, StoreError, TokenUsage, ToolCallRecord,
+    ToolCallStatus,
+};
+
+/// `Store::activation_timeline`: one activation, everything in the order it happened.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivationTimeline {
+    pub activation: TimelineHead,
+    /// All of its model calls (compaction summaries included).
+    pub usage: TokenUsage,
+    pub items: Vec<TimelineItem>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineHead {
+    pub id: String,
+    pub agent_id: String,
+    pub status: ActivationStatus,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub duration_ms: Option<u64>,
+    pub error: Option<String>,
+}
+
+/// One step of an activation. `at` is when it was recorded (a tool call: when it started).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case", rename_all_fields = "camelCase")]
+pub enum TimelineItem {
+    /// The prompt the activation started with and the signals it delivered.
+    Prompt { at: String, delivery: String, text: String, signals: Vec<TimelineSignal> },
+    /// One model call's answer: its text and what it used. `duration_ms` is the time since the
+    /// step before it was recorded (the model's latency, near enough).
+    ModelTurn {
+        at: String,
+        model: String,
+        text: String,
+        tool_calls: usize,
+        usage: TokenUsage,
+        duration_ms: Option<u64>,
+    },
+    /// A tool call the model made (boxed: it is the largest step by far).
+    ToolCall(Box<TimelineToolCall>),
+    /// Signals (P1 and above) handed to the running activation after a tool call.
+    Signals { at: String, delivery: String, signals: Vec<TimelineSignal> },
+    /// The older conversation replaced by a summary.
+    Compaction { at: String, reason: String, summary: String, archived_messages: u64, kept_messages: u64 },
+    /// A person's decision a tool call waited for (`approval.requested`, `approval.resolved`):
+    /// `status` is `pending` until it is resolved.
+    Approval {
+        at: String,
+        approval_id: String,
+        tool: String,
+        status: String,
+        reason: Option<String>,
+        risk: Option<String>,
+        resolved_at: Option<String>,
+        resolved_by: Option<String>,
+        feedback: Option<String>,
+    },
+    /// How the activation ended.
+    Ended { at: String, status: ActivationStatus, error: Option<String> },
+}
+
+/// A tool call of the timeline. `id` is the recorded call (none when it was refused before it
+/// was recorded: an unknown or disallowed tool); `tool` is the real name.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineToolCall {
+    pub at: String,
+    pub id: Option<String>,
+    /// The provider's id of the call.
+    pub call_id: Option<String>,
+    pub tool: String,
+    pub toolpack_id: Option<String>,
+    pub status: ToolCallStatus,
+    pub input: Value,
+    /// The tool's `{output, title?, metadata?}` when it completed.
+    pub output: Option<Value>,
+    pub error: Option<String>,
+    pub error_kind: Option<String>,
+    pub finished_at: Option<String>,
+    pub duration_ms: Option<u64>,
+}
+
+/// A signal as the timeline shows it; `body` is a message's text.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineSignal {
+    pub id: String,
+    pub kind: String,
+    pub priority: String,
+    pub source_agent: Option<String>,
+    pub sender: Option<String>,
+    pub body: Option<String>,
+    pub created_at: String,
+}
+
+impl From<&SignalRecord> for TimelineSignal {
+    fn from(s: &SignalRecord) -> Self {
+        let text = |key: &str| s.payload.get(key).and_then(Value::as_str).map(str::to_string);
+        TimelineSignal {
+            id: s.id.clone(),
+            kind: s.kind.clone(),
+            priority: s.priority.as_str().to_string(),
+            source_agent: s.source_agent.clone(),
+            sender: text("sender"),
+            body: text("body"),
+            created_at: s.created_at.clone(),
+        }
+    }
+}
+
+/// Messages from one participant to another (or to a channel, `#name`) in a window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageEdge {
+    pub from: String,
+    pub to: String,
+    pub count: u64,
+    pub last_at: String,
+}
+
+/// One model call's row, for pairing with the turn it answered.
+struct ModelCall {
+    usage: TokenUsage,
+    used: bool,
+}
+
+impl Store {
+    /// One activation as a timeline, or `None` when there is no such activation.
+    pub fn activation_timeline(&self, id: &str) -> Result<Option<ActivationTimeline>, StoreError> {
+        let Some(activation) = self.activation(id)? else { return Ok(None) };
+        let history = self.activation_history(id)?;
+        let signals: HashMap<String, SignalRecord> =
+            self.signals_delivered_to(id)?.into_iter().map(|s| (s.id.clone(), s)).collect();
+        let mut calls = self.activation_tool_call_rows(id)?.into_iter().map(Some).collect::<Vec<_>>();
+        let mut model_calls = self.activation_model_calls(id)?;
+        let usage = self.activation_usage(id)?;
+        let pick = |ids: &[String]| -> Vec<TimelineSignal> {
+            ids.iter().filter_map(|id| signals.get(id)).map(TimelineSignal::from).collect()
+        };
+
+        let mut items = Vec::new();
+        // Calls of the latest turn still waiting for their result, in the order the model made them.
+        let mut pending: Vec<RecordedCall> = Vec::new();
+        let mut previous_at = activation.started_at.clone();
+        // Signals handed over at a tool boundary are recorded just before that call's result:
+        // they are shown after the call.
+        let mut boundary: Vec<TimelineItem> = Vec::new();
+        for row in &history {
+            let at = row.created_at.clone();
+            if !matches!(row.entry, HistoryEntry::Signals { .. } | HistoryEntry::ToolResult { .. }) {
+                items.append(&mut boundary);
+            }
+            match &row.entry {
+                HistoryEntry::ActivationPrompt { text, delivery, signal_ids, .. } => items.push(TimelineItem::Prompt {
+                    at: at.clone(),
+                    delivery: delivery.clone(),
+                    text: text.clone(),
+                    signals: pick(signal_ids),
+                }),
+                HistoryEntry::AssistantOutput { text, tool_calls, model, usage } => {
+                    let mut turn = TokenUsage {
+                        model_calls: 1,
+                        input_tokens: usage.input_tokens,
+                        cached_input_tokens: usage.cached_input_tokens,
+                        output_tokens: usage.output_tokens,
+                        cost: 0.0,
+                    };
+                    // The model call with the same tokens, first unused one: its cost.
+                    if let Some(call) = model_calls.iter_mut().find(|c| {
+                        !c.used
+                            && c.usage.input_tokens == usage.input_tokens
+                            && c.usage.output_tokens == usage.output_tokens
+                    }) {
+                        call.used = true;
+                        turn.cost = call.usage.cost;
+                    }
+                    items.push(TimelineItem::ModelTurn {
+                        at: at.clone(),
+                        model: model.clone(),
+                        text: text.clone(),
+                        tool_calls: tool_calls.len(),
+                        usage: turn,
+                        duration_ms: millis_between(&previous_at, &at),
+                    });
+                    pending.extend(tool_calls.iter().cloned());
+                }
+                HistoryEntry::ToolResult { name, content, is_error, call_id } => {
+                    let position = pending
+                        .iter()
+                        .position(|c| call_id.is_some() && c.id == *call_id)
+                        .or_else(|| pending.iter().position(|c| c.name == *name));
+                    let recorded = position.map(|p| pending.remove(p));
+                    let arguments = recorded.as_ref().map(|c| c.arguments.clone());
+                    let row = take_row(&mut calls, name);
+                    items.push(tool_item(row, name, call_id.clone(), arguments, Some((content, *is_error)), &at));
+                    items.append(&mut boundary);
+                }
+                HistoryEntry::Signals { delivery, signal_ids } => boundary.push(TimelineItem::Signals {
+                    at: at.clone(),
+                    delivery: delivery.clone(),
+                    signals: pick(signal_ids),
+                }),
+                HistoryEntry::HistoryCompaction { summary, archived_messages, kept_messages, reason, .. } => items
+                    .push(TimelineItem::Compaction {
+                        at: at.clone(),
+                        reason: reason.clone(),
+                        summary: summary.clone(),
+                        archived_messages: *archived_messages,
+                        kept_messages: *kept_messages,
+                    }),
+                HistoryEntry::Unrecognized { .. } => {}
+            }
+            previous_at = at;
+        }
+        // Calls made but not answered yet: the one running now (the signals after it already
+        // handed over), and the ones after it.
+        for call in pending {
+            let row = take_row(&mut calls, &call.name);
+            items.push(tool_item(row, &call.name, call.id.clone(), Some(call.arguments), None, &previous_at));
+            items.append(&mut boundary);
+        }
+        items.append(&mut boundary);
+        // Rows no history entry accounts for (the end of a call not recorded in history).
+        for row in calls.into_iter().flatten() {
+            let name = row.tool.clone();
+            let at = row.started_at.clone();
+            items.push(tool_item(Some(row), &name, None, None, None, &at));
+        }
+        for approval in self.activation_approvals(id)? {
+            place_approval(&mut items, approval);
+        }
+        if let Some(ended) = &activation.ended_at {
+            items.push(TimelineItem::Ended {
+                at: ended.clone(),
+                status: activation.status,
+                error: activation.error.clone(),
+            });
+        }
+        Ok(Some(ActivationTimeline {
+            activation: TimelineHead {
+                duration_ms: activation.ended_at.as_deref().and_then(|end| millis_between(&activation.started_at, end)),
+                id: activation.id,
+                agent_id: activation.agent_id,
+                status: activation.status,
+                started_at: activation.started_at,
+                ended_at: activation.ended_at,
+                error: activation.error,
+            },
+            usage,
+            items,
+        }))
+    }
+
+    /// Messages per sender and recipient (or channel, as `#name`) created at or after `since`
+    /// (ISO), sorted by sender, then recipient.
+    pub fn message_graph(&self, since: &str) -> Result<Vec<MessageEdge>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT sender,
+                        COALESCE(recipient, CASE WHEN channel LIKE '#%' THEN channel ELSE '#' || channel END) AS target,
+                        COUNT(*), MAX(created_at)
+                 FROM messages WHERE created_at >= ?1 AND (recipient IS NOT NULL OR channel IS NOT NULL)
+                 GROUP BY sender, target ORDER BY sender, target",
+            )?;
+            let rows = stmt.query_map([since], |r| {
+                Ok(MessageEdge {
+                    from: r.get(0)?,
+                    to: r.get(1)?,
+                    count: r.get::<_, i64>(2)? as u64,
+                    last_at: r.get(3)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// The approvals of one activation, from their events (read as JSON, so the timeline needs
+    /// nothing of the approvals' own tables), in the order they were requested.
+    fn activation_approvals(&self, activation_id: &str) -> Result<Vec<TimelineItem>, StoreError> {
+        let rows: Vec<(String, Value, String)> = self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT type, data_json, created_at FROM events
+                 WHERE type IN ('approval.requested', 'approval.resolved')
+                   AND json_extract(data_json, '$.activationId') = ?1
+                 ORDER BY id",
+            )?;
+            let rows = stmt.query_map([activation_id], |r| {
+                let data: String = r.get(1)?;
+                Ok((r.get(0)?, serde_json::from_str(&data).unwrap_or(Value::Null), r.get(2)?))
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })?;
+        let text = |data: &Value, key: &str| data.get(key).and_then(Value::as_str).map(str::to_string);
+        let mut approvals: Vec<TimelineItem> = Vec::new();
+        for (kind, data, at) in rows {
+            let Some(approval_id) = text(&data, "approvalId") else { continue };
+            let existing = approvals.iter_mut().find(
+                |item| matches!(item, TimelineItem::Approval { approval_id: known, .. } if *known == approval_id),
+            );
+            match (kind.as_str(), existing) {
+                ("approval.requested", None) => approvals.push(TimelineItem::Approval {
+                    at,
+                    approval_id,
+                    tool: text(&data, "tool").unwrap_or_default(),
+                    status: "pending".into(),
+                    reason: text(&data, "reason"),
+                    risk: text(&data, "risk"),
+                    resolved_at: None,
+                    resolved_by: None,
+                    feedback: None,
+                }),
+                (
+                    "approval.resolved",
+                    Some(TimelineItem::Approval { status, resolved_at, resolved_by, feedback, .. }),
+                ) => {
+                    *status = text(&data, "status").unwrap_or_else(|| "resolved".into());
+                    *resolved_at = Some(at);
+                    *resolved_by = text(&data, "resolvedBy");
+                    *feedback = text(&data, "feedback");
+                }
+                _ => {}
+            }
+        }
+        Ok(approvals)
+    }
+
+    fn activation_tool_call_rows(&self, activation_id: &str) -> Result<Vec<ToolCallRecord>, StoreError> {
+        let ids: Vec<String> = self.read(|conn| {
+            let mut stmt = conn.prepare_cached("SELECT id FROM tool_calls WHERE activation_id = ?1 ORDER BY rowid")?;
+            let rows = stmt.query_map([activation_id], |r| r.get(0))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })?;
+        Ok(ids.iter().map(|id| self.tool_call(id)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect())
+    }
+
+    fn activation_model_calls(&self, activation_id: &str) -> Result<Vec<ModelCall>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT input_tokens, cached_input_tokens, output_tokens, cost FROM model_calls
+                 WHERE activation_id = ?1 ORDER BY id",
+            )?;
+            let rows = stmt.query_map(params![activation_id], |r| {
+                Ok(ModelCall {
+                    usage: TokenUsage {
+                        model_calls: 1,
+                        input_tokens: r.get::<_, i64>(0)? as u64,
+                        cached_input_tokens: r.get::<_, i64>(1)? as u64,
+                        output_tokens: r.get::<_, i64>(2)? as u64,
+                        cost: r.get(3)?,
+                    },
+                    used: false,
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+}
+
+/// The first unclaimed tool call row for the model-facing `name`. Calls run one at a time in
+/// the order the model made them, and a call refused before it was recorded has no row, so the
+/// next row of the same tool is this call's.
+fn take_row(rows: &mut [Option<ToolCallRecord>], name: &str) -> Option<ToolCallRecord> {
+    rows.iter_mut().find(|r| r.as_ref().is_some_and(|r| model_facing(&r.tool) == name)).and_then(Option::take)
+}
+
+/// A tool's name as models see it: every run of characters other than `[A-Za-z0-9_-]` becomes
+/// one `_`. The providers' `sanitize_tool_name` (the activation layer, above the store) does the
+/// same; a test below holds the two together.
+fn model_facing(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut in_run = false;
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+            out.push(c);
+            in_run = false;
+        } else if !in_run {
+            out.push('_');
+            in_run = true;
+        }
+    }
+    out
+}
+
+/// A tool call item from its row (when it was recorded) and what the model got back (when it
+/// has); without a row it is a call refused before it ran, named as the model named it.
+fn tool_item(
+    row: Option<ToolCallRecord>,
+    name: &str,
+    call_id: Option<String>,
+    arguments: Option<Value>,
+    result: Option<(&String, bool)>,
+    at: &str,
+) -> TimelineItem {
+    match row {
+        Some(row) => TimelineItem::ToolCall(Box::new(TimelineToolCall {
+            duration_ms: row.finished_at.as_deref().and_then(|end| millis_between(&row.started_at, end)),
+            at: row.started_at,
+            id: Some(row.id),
+            call_id,
+            tool: row.tool,
+            toolpack_id: row.toolpack_id,
+            status: row.status,
+            input: row.input,
+            output: row.output,
+            error: row.error,
+            error_kind: row.error_kind,
+            finished_at: row.finished_at,
+        })),
+        None => {
+            let (status, error) = match result {
+                Some((content, _)) => (ToolCallStatus::Failed, Some(content.clone())),
+                None => (ToolCallStatus::Running, None),
+            };
+            TimelineItem::ToolCall(Box::new(TimelineToolCall {
+                at: at.to_string(),
+                id: None,
+                call_id,
+                tool: name.to_string(),
+                toolpack_id: None,
+                status,
+                input: arguments.unwrap_or(Value::Null),
+                output: None,
+                error,
+                error_kind: result.map(|_| "rejected".to_string()),
+                finished_at: result.map(|_| at.to_string()),
+                duration_ms: None,
+            }))
+        }
+    }
+}
+
+/// Put an approval after the latest call of its tool that started before it was requested (the
+/// call that waited for it), else at the end.
+fn place_approval(items: &mut Vec<TimelineItem>, approval: TimelineItem) {
+    let TimelineItem::Approval { at, tool, .. } = &approval else { return };
+    let after = items.iter().rposition(|item| match item {
+        TimelineItem::ToolCall(call) => call.tool == *tool && call.at.as_str() <= at.as_str(),
+        _ => false,
+    });
+    match after {
+        Some(index) => items.insert(index + 1, approval),
+        None => items.push(approval),
+    }
+}
+
+fn millis_between(from: &str, to: &str) -> Option<u64> {
+    let (from, to) = (parse_iso(from)?, parse_iso(to)?);
+    u64::try_from((to - from).num_milliseconds()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use chrono::{Duration, TimeZone, Utc};
+    use serde_json::json;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::store::{Event, RecordedUsage, SendMessage, ToolCallOutcome};
+
+    fn store() -> (tempfile::TempDir, Store, Arc<ManualClock>) {
+        let dir = tempfile::Builder::new().prefix("suzumio-timeline-").tempdir().expect("temp dir");
+        std::fs::write(
+            dir.path().join("suzumio.yaml"),
+            "name: t\ntask: T.\nagents:\n  pm: {}\n  worker: {}\nchannels: ['#project']\nbackend:\n  runner:\n    \
+             model: main\n    models:\n      providers: {local: {type: scripted}}\n      presets: {main: {provider: local}}\n",
+        )
+        .expect("config written");
+        let loaded = crate::config::load_config(dir.path(), &crate::config::load::ProcessEnv).expect("config");
+        let config = loaded.config.expect("a valid config");
+        let clock = Arc::new(ManualClock::new(Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).single().expect("a time")));
+        let store = Store::open(&config, clock.clone()).expect("store");
+        (dir, store, clock)
+    }
+
+    fn send(store: &Store, sender: &str, to: Option<&str>, channel: Option<&str>, priority: &str, body: &str) {
+        store
+            .send_message(SendMessage {
+                sender: sender.into(),
+                recipient: to.map(str::to_string),
+                channel: channel.map(str::to_string),
+                priority: Some(priority.into()),
+                body: body.into(),
+                ..Default::default()
+            })
+            .expect("sent");
+    }
+
+    fn call(id: &str, name: &str) -> RecordedCall {
+        RecordedCall { id: Some(id.into()), name: name.into(), arguments: json!({"n": id}) }
+    }
+
+    /// One turn with three calls: one that ran (a P1 arrived after it), one of a tool that does
+    /// not exist (refused before it was recorded), and one still running.
+    #[test]
+    fn a_running_activation_pairs_calls_with_rows_results_and_boundary_signals() {
+        let (_dir, store, clock) = store();
+        send(&store, "user", Some("pm"), None, "P2", "Start.");
+        let start = store.pending_signals("pm", 10).expect("pending");
+        let ids: Vec<String> = start.iter().map(|s| s.id.clone()).collect();
+        let a = store.start_activation("pm", "the prompt", &ids).expect("started").id;
+        let prompt = HistoryEntry::ActivationPrompt {
+            text: "the prompt".into(),
+            delivery: "activation_start".into(),
+            signal_ids: ids,
+            priorities: vec!["P2".into()],
+        };
+        store.append_history("pm", Some(&a), &prompt).expect("recorded");
+        clock.advance(Duration::milliseconds(900));
+        let usage =
+            TokenUsage { model_calls: 1, input_tokens: 50, cached_input_tokens: 0, output_tokens: 5, cost: 0.25 };
+        store.record_model_usage(&a, "pm", "m", &usage, true).expect("usage");
+        let turn = HistoryEntry::AssistantOutput {
+            text: "Three things.".into(),
+            tool_calls: vec![call("c1", "messages_send"), call("c2", "no_such_tool"), call("c3", "file_write")],
+            model: "m".into(),
+            usage: RecordedUsage { input_tokens: 50, output_tokens: 5, cached_input_tokens: 0 },
+        };
+        store.append_history("pm", Some(&a), &turn).expect("recorded");
+        let first =
+            store.start_tool_call(&a, "pm", "messages.send", Some("core"), &json!({"n": "c1"}), None).expect("c1");
+        clock.advance(Duration::milliseconds(250));
+        store
+            .finish_tool_call(&first, ToolCallOutcome::Completed, Some(&json!({"output": "sent"})), None, None)
+            .expect("c1");
+        send(&store, "worker", Some("pm"), None, "P1", "Urgent.");
+        let arrived = store.deliver_at_tool_boundary("pm", &a, 10).expect("delivered");
+        let signals = HistoryEntry::Signals {
+            delivery: "tool_boundary".into(),
+            signal_ids: arrived.iter().map(|s| s.id.clone()).collect(),
+        };
+        store.append_history("pm", Some(&a), &signals).expect("recorded");
+        let result = |name: &str, id: &str, content: &str, is_error| HistoryEntry::ToolResult {
+            name: name.into(),
+            content: content.into(),
+            is_error,
+            call_id: Some(id.into()),
+        };
+        store.append_history("pm", Some(&a), &result("messages_send", "c1", "sent\n\nsignals", false)).expect("ok");
+        store
+            .append_history("pm", Some(&a), &result("no_such_tool", "c2", "Unknown tool: no_such_tool", true))
+            .expect("ok");
+        store.start_tool_call(&a, "pm", "file.write", Some("core"), &json!({"n": "c3"}), None).expect("c3");
+        // What the approvals record while the call waits (their events, as [J] writes them).
+        let approval = |kind: &str, data: Value| Event::Unrecognized { kind: kind.into(), data };
+        store
+            .append_event(approval(
+                "approval.requested",
+                json!({"approvalId": "apr_1", "agentId": "pm", "activationId": a, "tool": "file.write",
+                       "reason": "writes a file", "risk": "medium", "expiresAt": "2026-03-01T13:00:00.000Z"}),
+            ))
+            .expect("recorded");
+
+        let timeline = store.activation_timeline(&a).expect("read").expect("found");
+        let kinds: Vec<&str> = timeline
+            .items
+            .iter()
+            .map(|i| match i {
+                TimelineItem::Prompt { .. } => "prompt",
+                TimelineItem::ModelTurn { .. } => "turn",
+                TimelineItem::ToolCall(c) => c.tool.as_str(),
+                TimelineItem::Signals { .. } => "signals",
+                TimelineItem::Compaction { .. } => "compaction",
+                TimelineItem::Approval { .. } => "approval",
+                TimelineItem::Ended { .. } => "ended",
+            })
+            .collect();
+        assert_eq!(kinds, ["prompt", "turn", "messages.send", "signals", "no_such_tool", "file.write", "approval"]);
+        let TimelineItem::Approval { status, reason, .. } = &timeline.items[6] else { panic!("an approval") };
+        assert_eq!((status.as_str(), reason.as_deref()), ("pending", Some("writes a file")));
+        let TimelineItem::ModelTurn { usage, duration_ms, .. } = &timeline.items[1] else { panic!("a turn") };
+        assert_eq!((usage.cost, *duration_ms), (0.25, Some(900)));
+        let calls: Vec<&TimelineToolCall> = timeline
+            .items
+            .iter()
+            .filter_map(|i| if let TimelineItem::ToolCall(c) = i { Some(&**c) } else { None })
+            .collect();
+        assert_eq!(
+            (calls[0].status, calls[0].duration_ms, calls[0].output.clone()),
+            (ToolCallStatus::Completed, Some(250), Some(json!({"output": "sent"})))
+        );
+        assert_eq!((calls[1].id.as_deref(), calls[1].status), (None, ToolCallStatus::Failed));
+        assert_eq!(calls[1].error.as_deref(), Some("Unknown tool: no_such_tool"));
+        assert_eq!((calls[1].error_kind.as_deref(), calls[1].input.clone()), (Some("rejected"), json!({"n": "c2"})));
+        assert_eq!((calls[2].status, calls[2].call_id.as_deref()), (ToolCallStatus::Running, Some("c3")));
+        let TimelineItem::Signals { signals, .. } = &timeline.items[3] else { panic!("signals") };
+        assert_eq!((signals[0].priority.as_str(), signals[0].body.as_deref()), ("P1", Some("Urgent.")));
+        let TimelineItem::Prompt { signals, .. } = &timeline.items[0] else { panic!("the prompt") };
+        assert_eq!(signals[0].sender.as_deref(), Some("user"));
+        assert_eq!(timeline.activation.status, ActivationStatus::Running);
+        assert_eq!(store.activation_timeline("act_missing").expect("read"), None);
+    }
+
+    #[test]
+    fn the_message_graph_counts_each_direction_and_channel_in_the_window() {
+        let (_dir, store, clock) = store();
+        send(&store, "pm", Some("worker"), None, "P3", "old");
+        clock.advance(Duration::hours(2));
+        let since = crate::clock::iso(store.now() - Duration::hours(1));
+        send(&store, "pm", Some("worker"), None, "P3", "a");
+        send(&store, "pm", Some("worker"), None, "P3", "b");
+        send(&store, "worker", Some("pm"), None, "P3", "c");
+        send(&store, "user", None, Some("#project"), "P3", "d");
+        let edges: Vec<(String, String, u64)> =
+            store.message_graph(&since).expect("read").into_iter().map(|e| (e.from, e.to, e.count)).collect();
+        let owned = |f: &str, t: &str, n| (f.to_string(), t.to_string(), n);
+        assert_eq!(edges, [owned("pm", "worker", 2), owned("user", "#project", 1), owned("worker", "pm", 1)]);
+    }
+
+    #[test]
+    fn model_facing_names_are_the_providers_names() {
+        for name in ["file.write", "messages.send", "plan.add-item", "a..b", "ünï.code", "x/y z", "plain_name"] {
+            assert_eq!(model_facing(name), crate::activation::providers::sanitize_tool_name(name), "{name}");
+        }
+    }
+}
