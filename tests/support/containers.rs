@@ -21,6 +21,17 @@ pub struct ContainerProject {
 /// The fixture named `<prefix>-<unique>`, with `docker` (the body of a YAML flow mapping such
 /// as `diskQuota: 8m`) under `backend.docker` when given, opened with runners of `kind`.
 pub async fn start(prefix: &str, docker: Option<&str>, kind: BackendKind) -> ContainerProject {
+    let backend = docker.map(|docker| format!("  docker: {{{docker}}}\n"));
+    start_with_backend(prefix, backend.as_deref().unwrap_or(""), kind).await
+}
+
+/// The fixture with the runners in containers of `image` (which must exist).
+pub async fn start_with_image(prefix: &str, image: &str) -> ContainerProject {
+    start_with_backend(prefix, &format!("  image: {image}\n"), BackendKind::Docker).await
+}
+
+/// The fixture with `lines` (indented YAML keys) added to its `backend:` section.
+async fn start_with_backend(prefix: &str, lines: &str, kind: BackendKind) -> ContainerProject {
     if kind == BackendKind::Docker && std::env::var_os("SUZUMIO_SKIP_DOCKER_TESTS").is_some() {
         panic!("SUZUMIO_SKIP_DOCKER_TESTS is set, but these tests need Docker; unset it");
     }
@@ -29,8 +40,8 @@ pub async fn start(prefix: &str, docker: Option<&str>, kind: BackendKind) -> Con
     let path = project.dir.join("suzumio.yaml");
     let mut yaml =
         std::fs::read_to_string(&path).unwrap().replace("name: containers", &format!("name: {prefix}-{unique}"));
-    if let Some(docker) = docker {
-        yaml = yaml.replace("backend:\n", &format!("backend:\n  docker: {{{docker}}}\n"));
+    if !lines.is_empty() {
+        yaml = yaml.replace("backend:\n", &format!("backend:\n{lines}"));
     }
     std::fs::write(&path, yaml).unwrap();
     let tools = suzumio::controller::open(&project.dir).unwrap_or_else(|e| panic!("{e}"));
