@@ -27,6 +27,7 @@ mod schema;
 mod signals;
 pub mod state_files;
 mod stats;
+mod tool_loading;
 mod usage;
 
 use std::path::{Path, PathBuf};
