@@ -20,6 +20,8 @@ command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_pkgs+=(chromium-driver)
 # tests/socket_flood.rs holds half of its 20 000 connections in a Python client.
 command -v python3 >/dev/null 2>&1 || need_pkgs+=(python3)
+# `suzumio image build --base debian` (tests/debian_image.rs) builds its rootfs with mmdebstrap.
+command -v mmdebstrap >/dev/null 2>&1 || need_pkgs+=(mmdebstrap)
 # Tool icons in the WebUI are emoji; without this font screenshots show empty boxes.
 dpkg -s fonts-noto-color-emoji >/dev/null 2>&1 || need_pkgs+=(fonts-noto-color-emoji)
 

@@ -120,6 +120,9 @@ pub fn check(dir: &Path) -> Result<Output, CliError> {
         let _ =
             writeln!(out, "agent {} ({}, role {}, model {}):", agent.id, agent.display_name, agent.role, agent.model);
         let _ = writeln!(out, "  allowed tools ({}): {}", set.tools.len(), list_or_none(&set.tools));
+        if !set.deferred.is_empty() {
+            let _ = writeln!(out, "  deferred until tool_search ({}): {}", set.deferred.len(), set.deferred.join(", "));
+        }
         let _ = writeln!(out, "  mounted toolpacks: {}", list_or_none(&set.mounted_packs));
     }
     let tools = r.tools().count();
@@ -136,6 +139,26 @@ pub fn check(dir: &Path) -> Result<Output, CliError> {
 }
 
 /// `suzumio tools <dir> [--agent ID] [--json]`.
+/// `tools --agent`: what deferred loading keeps out of the agent's first request.
+fn deferred_note(project: &Project, agent: &crate::config::AgentConfig) -> String {
+    let toolset = project.registry.resolve_agent(agent);
+    if toolset.deferred.is_empty() {
+        return String::new();
+    }
+    let (deferred, search) = crate::support::tool_search::deferred_chars(&project.registry, &toolset);
+    // The same 4-characters-per-token rate the model loop starts from before it calibrates.
+    let saved = deferred.saturating_sub(search) / 4;
+    format!(
+        "\n{} of {}'s {} tools are deferred (loaded through tool_search): about {saved} prompt tokens saved per \
+         request until they are activated ({} characters of definitions, less {} for tool_search).\n",
+        toolset.deferred.len(),
+        agent.id,
+        toolset.tools.len() - 1,
+        deferred,
+        search
+    )
+}
+
 pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, CliError> {
     let project = Project::load(dir, &ProcessEnv)?;
     let c = &project.config;
@@ -150,37 +173,14 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
         .tools()
         .map(|(pack, tool)| {
             let allowed: Vec<&str> =
-                c.agents.iter().filter(|a| a.tools.allows(&tool.name)).map(|a| a.id.as_str()).collect();
+                c.agents.iter().filter(|a| project.registry.may_call(a, &tool.name)).map(|a| a.id.as_str()).collect();
             (pack, tool, allowed)
         })
         .filter(|(_, _, allowed)| agent.is_none_or(|id| allowed.contains(&id)))
         .collect();
     let stdout = if as_json {
-        let items: Vec<_> = rows
-            .iter()
-            .map(|(pack, tool, allowed)| {
-                let a = &tool.annotations;
-                let hints = [
-                    ("readOnlyHint", a.read_only_hint),
-                    ("destructiveHint", a.destructive_hint),
-                    ("idempotentHint", a.idempotent_hint),
-                    ("openWorldHint", a.open_world_hint),
-                ];
-                let annotations: serde_json::Map<String, serde_json::Value> =
-                    hints.into_iter().filter_map(|(k, v)| Some((k.to_string(), json!(v?)))).collect();
-                json!({
-                    "name": tool.name,
-                    "toolpack": pack.id,
-                    "toolpackKind": pack.kind_name(),
-                    "description": tool.description,
-                    "requiresApproval": tool.requires_approval,
-                    "annotations": annotations,
-                    "allowedAgents": allowed,
-                    "inputSchema": tool.input_schema,
-                })
-            })
-            .collect();
-        serde_json::to_string_pretty(&items).unwrap_or_default() + "\n"
+        let entries = crate::catalog::catalog(&project, agent.and_then(|id| c.agent(id)));
+        serde_json::to_string_pretty(&entries).unwrap_or_default() + "\n"
     } else {
         let table: Vec<[String; 5]> = rows
             .iter()
@@ -194,7 +194,11 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
                 ]
             })
             .collect();
-        render_table(["TOOL", "TOOLPACK", "APPROVAL", "AGENTS", "DESCRIPTION"], &table)
+        let mut out = render_table(["TOOL", "TOOLPACK", "APPROVAL", "AGENTS", "DESCRIPTION"], &table);
+        if let Some(a) = agent.and_then(|id| c.agent(id)) {
+            out.push_str(&deferred_note(&project, a));
+        }
+        out
     };
     Ok(Output { stdout, warnings: project.warnings.warnings })
 }

@@ -18,6 +18,7 @@
 
 pub mod activation;
 pub mod backend;
+pub mod catalog;
 pub mod clock;
 pub mod commands;
 pub mod controller;

@@ -187,12 +187,33 @@ enum ToolCommand {
 
 #[derive(Subcommand)]
 enum ImageCommand {
-    /// Build the minimal runner image (busybox-static + the runner user) offline, if missing.
+    /// Build a runner image offline, if missing: the minimal one (busybox-static + the runner
+    /// user) or, with `--base debian`, a Debian one (bash, coreutils, git, python3, nodejs,
+    /// ripgrep, ca-certificates) made by mmdebstrap from the machine's Debian sources.
     Build {
+        /// Which image: minimal (default, suzumio-runner:minimal) or debian (suzumio-runner:debian).
+        #[arg(long, value_enum, default_value_t = ImageBase::Minimal)]
+        base: ImageBase,
+        /// More Debian packages for the debian image (comma-separated or repeated).
+        #[arg(long, value_delimiter = ',')]
+        packages: Vec<String>,
+        /// The Debian suite (default: this machine's, e.g. bookworm).
+        #[arg(long)]
+        suite: Option<String>,
+        /// The tag to build (default: suzumio-runner:<base>).
+        #[arg(long)]
+        tag: Option<String>,
         /// Rebuild even if the image exists.
         #[arg(long)]
         force: bool,
     },
+}
+
+/// `image build --base`.
+#[derive(Clone, Copy, ValueEnum)]
+enum ImageBase {
+    Minimal,
+    Debian,
 }
 
 /// `--backend`. The library's enums stay free of CLI concerns; these map onto them one to one.
@@ -306,13 +327,31 @@ fn main() -> ExitCode {
         Command::Ui { dir, target, input, json } => {
             block_on(async move { finish(commands::ui(&dir, &target, input.as_deref(), json).await) })
         }
-        Command::Image { command: ImageCommand::Build { force } } => block_on(async move {
-            finish(
-                suzumio::backend::build_minimal_image(force)
+        Command::Image { command: ImageCommand::Build { base, packages, suite, tag, force } } => block_on(async move {
+            let built = match base {
+                ImageBase::Minimal if !packages.is_empty() || suite.is_some() || tag.is_some() => {
+                    Err(CliError::Input("--packages, --suite and --tag apply to --base debian only".to_string()))
+                }
+                ImageBase::Minimal => suzumio::backend::build_minimal_image(force)
                     .await
                     .map(|info| format!("{info}\n").into())
                     .map_err(CliError::from),
-            )
+                ImageBase::Debian => {
+                    let build = suzumio::backend::DebianBuild {
+                        tag: tag.unwrap_or_else(|| suzumio::backend::DEBIAN_IMAGE.to_string()),
+                        suite,
+                        packages,
+                        force,
+                    };
+                    suzumio::backend::build_debian_image(&build).await.map(|image| format!("{image}\n").into()).map_err(
+                        |e| match e {
+                            e @ suzumio::backend::BackendError::InvalidPackage { .. } => CliError::Input(e.to_string()),
+                            e => CliError::from(e),
+                        },
+                    )
+                }
+            };
+            finish(built)
         }),
         Command::Tool { command: ToolCommand::Call { dir, agent, tool, input, backend, json } } => {
             block_on(async move {

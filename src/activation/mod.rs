@@ -11,5 +11,6 @@ pub mod live;
 pub mod prompt;
 pub mod providers;
 pub mod run;
+mod tool_list;
 
 pub use run::{Activations, NoRunner, RunnerTools};

@@ -32,9 +32,10 @@ use super::context::{self, Conversation, TokenRate, TokenRates, compaction};
 use super::live;
 use super::prompt::{self, SystemInput};
 use super::providers::{
-    ChatMessage, ModelProvider, ModelRequest, ModelTool, ProviderPool, ResolvedModel, RetryPolicy, Usage,
-    resolve_presets, safe_tool_names,
+    ChatMessage, ModelProvider, ModelRequest, ProviderPool, ResolvedModel, RetryPolicy, Usage, resolve_presets,
+    safe_tool_names,
 };
+use super::tool_list::ToolList;
 use crate::config::AgentConfig;
 use crate::permissions::{
     self, Behavior,
@@ -46,7 +47,7 @@ use crate::store::{
 };
 use crate::support::builtin_tools::{self, Caller};
 use crate::support::{ToolHost, ToolOutput};
-use crate::toolpack::{RunsIn, ToolDefinition, ToolError};
+use crate::toolpack::{RunsIn, TOOL_SEARCH, ToolDefinition, ToolError};
 
 /// Runs runner-side tools (built-in `file.*`/`shell.exec` and local packs' `runner.mjs` tools)
 /// in an agent's runner. Implemented by the agent supervisor (issue [D]).
@@ -235,25 +236,21 @@ impl Activations {
             Ok(n) => n,
             Err(e) => return Ending::Failed(e),
         };
-        let model_tools: Vec<ModelTool> = names
-            .iter()
-            .filter_map(|(real, safe)| {
-                let (_, def) = self.tools.project.registry.tool(real)?;
-                Some(ModelTool {
-                    name: safe.clone(),
-                    description: def.description.clone(),
-                    parameters: def.input_schema.clone(),
-                })
-            })
-            .collect();
         let registry = &self.tools.project.registry;
+        let model_tools = match ToolList::new(registry, &toolset, &names, store) {
+            Ok(list) => list,
+            Err(e) => return Ending::Failed(format!("cannot read the agent's activated tools: {e}")),
+        };
         let ending: Vec<String> = toolset
             .tools
             .iter()
             .filter(|t| registry.tool(t).is_some_and(|(_, def)| def.ends_activation))
             .cloned()
             .collect();
-        let system = prompt::system(&SystemInput { config, agent, tools: &toolset.tools, ending: &ending });
+        // Deferred tools are named by tool_search, not by the prompt.
+        let prompt_tools: Vec<String> =
+            toolset.tools.iter().filter(|t| !toolset.deferred.contains(t)).cloned().collect();
+        let system = prompt::system(&SystemInput { config, agent, tools: &prompt_tools, ending: &ending });
         let mut conversation = context::replay(&history);
         conversation.push_prompt(&activation.prompt, &prompt_row);
         let models = match resolve_presets(&config.models, &agent.model) {
@@ -321,7 +318,7 @@ struct Attempt<'a> {
     provider: Arc<dyn ModelProvider>,
     /// The system prompt, first in every request.
     system: &'a str,
-    tools: &'a [ModelTool],
+    tools: &'a ToolList,
     names: &'a [(String, String)],
     cancel: watch::Receiver<bool>,
     /// Checked before every model call; records what each call used.
@@ -343,7 +340,7 @@ impl Attempt<'_> {
         let mut messages = Vec::with_capacity(conversation.messages.len() + 1);
         messages.push(ChatMessage::System(self.system.to_string()));
         messages.extend(conversation.messages.iter().cloned());
-        let mut request = self.model.request(&self.agent.id, &self.activation.id, messages, self.tools.to_vec());
+        let mut request = self.model.request(&self.agent.id, &self.activation.id, messages, self.tools.current());
         request.cache_prefix = 1 + conversation.history_len();
         request
     }
@@ -468,9 +465,12 @@ impl Attempt<'_> {
                 }
                 progress.tool_calls += 1;
                 let real = self.names.iter().find(|(_, safe)| *safe == call.name).map(|(real, _)| real.clone());
-                let (content, is_error, ends) = match real {
-                    None => (format!("Unknown tool: {}", call.name), true, false),
-                    Some(real) => {
+                // A deferred tool the agent has not activated is answered, not run.
+                let not_loaded = real.as_deref().and_then(|r| self.tools.not_loaded(r));
+                let (content, is_error, ends) = match (real, not_loaded) {
+                    (None, _) => (format!("Unknown tool: {}", call.name), true, false),
+                    (Some(_), Some(why)) => (why, true, false),
+                    (Some(real), None) => {
                         let outcome = tokio::select! {
                             r = self.tool_call(&real, call.arguments.clone()) => r,
                             _ = cancel.changed() => {
@@ -480,6 +480,14 @@ impl Attempt<'_> {
                         };
                         let ends =
                             self.owner.tools.project.registry.tool(&real).is_some_and(|(_, def)| def.ends_activation);
+                        if real == TOOL_SEARCH
+                            && outcome.is_ok()
+                            && let Err(e) = self.tools.refresh(&self.owner.tools.store)
+                        {
+                            return AttemptEnd::Done(Ending::Failed(format!(
+                                "cannot read the agent's activated tools: {e}"
+                            )));
+                        }
                         match outcome {
                             Ok(out) => (out.output, false, ends),
                             Err(e) => (e.to_string(), true, false),
@@ -522,7 +530,8 @@ impl Attempt<'_> {
     /// request fit in half of `threshold` tokens (what is left after the system prompt and the
     /// tools). Returns false when there was nothing old enough to summarize.
     async fn compact(&self, conversation: &mut Conversation, reason: &str, threshold: u64, rate: TokenRate) -> bool {
-        let fixed = rate.tokens(context::request_chars(&[ChatMessage::System(self.system.to_string())], self.tools));
+        let tools = self.tools.current();
+        let fixed = rate.tokens(context::request_chars(&[ChatMessage::System(self.system.to_string())], &tools));
         let room = rate.chars(threshold.saturating_sub(fixed) / 2).max(1);
         let start = compaction::tail_start(conversation, room.min(compaction::TAIL_BUDGET));
         if start == 0 {
@@ -623,7 +632,7 @@ pub async fn execute_tool(
     let Some((pack, def)) = host.project.registry.tool(tool) else {
         return Err(ToolError::Rejected(format!("Unknown tool: {tool}")));
     };
-    if !agent.tools.allows(tool) {
+    if !host.project.registry.may_call(agent, tool) {
         return Err(ToolError::Rejected(format!("Tool not allowed for {agent_id}: {tool}")));
     }
     let input = if input.is_null() { json!({}) } else { input };

@@ -11,9 +11,19 @@ pub enum BackendError {
 
     #[error(
         "Docker image {image} is not in the engine. Build the default image with `suzumio image build`, \
-         or build {image} yourself and set backend.image (Suzumio never pulls images)"
+         the Debian one with `suzumio image build --base debian`, or build {image} yourself and set \
+         backend.image (Suzumio never pulls images)"
     )]
     ImageNotFound { image: String },
+
+    #[error("mmdebstrap not found: install it (apt-get install mmdebstrap) to build the Debian image")]
+    MmdebstrapMissing,
+
+    #[error("mmdebstrap could not build a Debian {suite} root filesystem: {cause}")]
+    Mmdebstrap { suite: String, cause: String },
+
+    #[error("{name:?} is not a Debian package name (lowercase letters, digits and + - .)")]
+    InvalidPackage { name: String },
 
     #[error("{path} not found ({cause}): install busybox-static (apt-get install busybox-static)")]
     BusyboxMissing { path: PathBuf, cause: String },

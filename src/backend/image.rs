@@ -75,7 +75,7 @@ impl fmt::Display for ImageInfo {
     }
 }
 
-fn short_id(id: &str) -> &str {
+pub(crate) fn short_id(id: &str) -> &str {
     let hex = id.strip_prefix("sha256:").unwrap_or(id);
     &hex[..hex.len().min(12)]
 }
@@ -206,7 +206,7 @@ pub(crate) async fn inspect(docker: &DockerBackend, tag: &str) -> Result<Option<
 }
 
 /// `repo:tag` → (`repo`, `tag`); a colon before the last `/` belongs to a registry port.
-fn split_tag(image: &str) -> (&str, &str) {
+pub(crate) fn split_tag(image: &str) -> (&str, &str) {
     match image.rfind(':') {
         Some(i) if !image[i..].contains('/') => (&image[..i], &image[i + 1..]),
         _ => (image, "latest"),

@@ -18,6 +18,7 @@
 //! never decides *when* a container runs (the supervisor does), and never sees model API keys: a
 //! container's environment is exactly what its [`ContainerSpec`] was given.
 
+pub mod debian;
 pub mod docker;
 mod error;
 pub mod image;
@@ -30,6 +31,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+pub use debian::{DEBIAN_IMAGE, DEBIAN_PACKAGES, DebianBuild, DebianImage, build_debian_image};
 pub use docker::{ContainerHandle, DockerBackend, ExitInfo};
 pub use error::BackendError;
 pub use image::{ImageInfo, build_minimal_image, ensure_minimal_image, rebuild_minimal_image};

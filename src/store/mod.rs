@@ -28,6 +28,7 @@ mod signals;
 pub mod state_files;
 mod stats;
 mod timeline;
+mod tool_loading;
 mod usage;
 
 use std::path::{Path, PathBuf};

@@ -166,6 +166,16 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE signals ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0;
     UPDATE signals SET deliveries = 1 WHERE status = 'delivered';
     "#,
+    // 6: the deferred tools an agent activated with tool_search; they stay loaded.
+    r#"
+    CREATE TABLE activated_tools (
+        agent_id      TEXT NOT NULL,
+        tool          TEXT NOT NULL,
+        activation_id TEXT,
+        created_at    TEXT NOT NULL,
+        PRIMARY KEY (agent_id, tool)
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -36,6 +36,9 @@ pub const HANDLERS: &[(&str, Handler)] = &[
     ("messages.send", |host, caller, input| ready(send(host, caller, input))),
     ("coordination.wait_for_signal", |host, caller, input| ready(wait_for_signal(host, caller, input))),
     ("completion.submit", |host, caller, input| ready(submit(host, caller, input))),
+    ("tool_search", |host, caller, input| {
+        Box::pin(std::future::ready(super::tool_search::search(host, caller, input)))
+    }),
     ("web.fetch", |host, _caller, input| {
         Box::pin(async move { web_fetch::fetch(&host.project.config.web_fetch, input).await })
     }),

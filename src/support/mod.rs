@@ -15,6 +15,7 @@ pub mod packs;
 pub mod policy;
 pub mod quota;
 pub mod runners;
+pub mod tool_search;
 pub mod web_fetch;
 
 use std::sync::Arc;

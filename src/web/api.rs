@@ -23,6 +23,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/projects/{project}/tool-ui", get(tool_ui))
         .route("/api/projects/{project}/tool-ui/{pack}/{entry}", post(invoke_tool_ui))
         .route("/api/projects/{project}/tool-status", get(tool_status))
+        .route("/api/projects/{project}/tools", get(tool_catalog))
         .route("/api/projects/{project}/agents", get(agents))
         .route("/api/projects/{project}/messages", post(post_message).get(list_messages))
         .route("/api/projects/{project}", get(summary))
@@ -86,6 +87,12 @@ async fn invoke_tool_ui(
 async fn tool_status(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
     Ok(Json(views::tool_status(host)?).into_response())
+}
+
+/// The tool catalog (`suzumio tools --json` has the same shape).
+async fn tool_catalog(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    Ok(Json(crate::catalog::catalog(&host.project, None)).into_response())
 }
 
 async fn agents(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {

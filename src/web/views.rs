@@ -329,7 +329,11 @@ pub fn tool_status(host: &ToolHost) -> Result<Vec<ToolStatusView<'_>>, StoreErro
             let submitted_report_path =
                 if name == "completion.submit" { project.submitted_report.clone() } else { None };
             ToolStatusView {
-                enabled_for_agents: agents.iter().filter(|a| a.tools.allows(&name)).map(|a| a.id.as_str()).collect(),
+                enabled_for_agents: agents
+                    .iter()
+                    .filter(|a| registry.may_call(a, &name))
+                    .map(|a| a.id.as_str())
+                    .collect(),
                 call_count: stat.map_or(0, |s| s.call_count),
                 running_count: stat.map_or(0, |s| s.running_count),
                 completed_count: stat.map_or(0, |s| s.completed_count),

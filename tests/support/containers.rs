@@ -24,9 +24,20 @@ pub async fn start(prefix: &str, docker: Option<&str>, kind: BackendKind) -> Con
     start_fixture("containers", prefix, docker, kind).await
 }
 
+/// The fixture with the runners in containers of `image` (which must exist).
+pub async fn start_with_image(prefix: &str, image: &str) -> ContainerProject {
+    start_with_backend("containers", prefix, &format!("  image: {image}\n"), BackendKind::Docker).await
+}
+
 /// [`start`] with another fixture project, whose name line is `name: <fixture>` and whose
 /// agents are `a` and `b` (or a subset).
 pub async fn start_fixture(fixture: &str, prefix: &str, docker: Option<&str>, kind: BackendKind) -> ContainerProject {
+    let backend = docker.map(|docker| format!("  docker: {{{docker}}}\n"));
+    start_with_backend(fixture, prefix, backend.as_deref().unwrap_or(""), kind).await
+}
+
+/// The fixture with `lines` (indented YAML keys) added to its `backend:` section.
+async fn start_with_backend(fixture: &str, prefix: &str, lines: &str, kind: BackendKind) -> ContainerProject {
     if kind == BackendKind::Docker && std::env::var_os("SUZUMIO_SKIP_DOCKER_TESTS").is_some() {
         panic!("SUZUMIO_SKIP_DOCKER_TESTS is set, but these tests need Docker; unset it");
     }
@@ -36,8 +47,8 @@ pub async fn start_fixture(fixture: &str, prefix: &str, docker: Option<&str>, ki
     let mut yaml = std::fs::read_to_string(&path)
         .unwrap()
         .replace(&format!("name: {fixture}"), &format!("name: {prefix}-{unique}"));
-    if let Some(docker) = docker {
-        yaml = yaml.replace("backend:\n", &format!("backend:\n  docker: {{{docker}}}\n"));
+    if !lines.is_empty() {
+        yaml = yaml.replace("backend:\n", &format!("backend:\n{lines}"));
     }
     std::fs::write(&path, yaml).unwrap();
     let tools = suzumio::controller::open(&project.dir).unwrap_or_else(|e| panic!("{e}"));

@@ -86,11 +86,27 @@ pub struct AgentConfig {
     /// The model preset (resolved: the agent's own or `backend.runner.model`).
     pub model: String,
     pub tools: Allowlist,
+    /// `toolLoading`: with `deferred`, only the tools that cannot be deferred are sent to the
+    /// model, plus `tool_search` to activate the others.
+    pub tool_loading: ToolLoading,
+    /// `deferredTools`: allowed tools loaded only through `tool_search`, whatever `tool_loading`.
+    pub deferred_tools: Allowlist,
     pub mounts: Vec<MountConfig>,
     pub env: BTreeMap<String, String>,
     /// `budgets.agents` with this agent's `budget` over it.
     pub budget: BudgetLimits,
     pub loc: Loc,
+}
+
+/// `agents.<id>.toolLoading`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr, strum::Display)]
+#[strum(serialize_all = "lowercase")]
+pub enum ToolLoading {
+    /// Every allowed tool is sent to the model.
+    #[default]
+    Eager,
+    /// Deferrable tools wait for `tool_search`.
+    Deferred,
 }
 
 /// An agent's `tools:` list: which registered tools its model may see.

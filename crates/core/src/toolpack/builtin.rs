@@ -46,6 +46,7 @@ mod tests {
                     "messages.send",
                     "coordination.wait_for_signal",
                     "completion.submit",
+                    "tool_search",
                     "file.read",
                     "file.write",
                     "file.patch",

@@ -47,6 +47,15 @@ pub enum RunsIn {
     Controller,
 }
 
+impl RunsIn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunsIn::Runner => "runner",
+            RunsIn::Controller => "controller",
+        }
+    }
+}
+
 /// Which manifests may use the keys reserved for built-in packs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ManifestOrigin {
@@ -68,6 +77,16 @@ pub struct ToolDefinition {
     pub runs_in: RunsIn,
     /// A call of this tool ends the activation (reference §4.1 step 6).
     pub ends_activation: bool,
+    /// `deferrable` (default true): an agent with `toolLoading: deferred` may get it only
+    /// through `tool_search`. Tools that end an activation are never deferred.
+    pub deferrable: bool,
+}
+
+impl ToolDefinition {
+    /// Whether an agent's deferred loading may hold this tool back.
+    pub fn may_defer(&self) -> bool {
+        self.deferrable && !self.ends_activation
+    }
 }
 
 impl ToolDefinition {
@@ -186,6 +205,7 @@ const TOOL_KEYS: &[&str] = &[
     "presentation",
     "runsIn",
     "endsActivation",
+    "deferrable",
 ];
 /// Keys only the built-in manifests may use: where a tool runs is the binary's business.
 const BUILTIN_ONLY_TOOL_KEYS: &[&str] = &["runsIn", "endsActivation"];
@@ -325,6 +345,7 @@ fn parse_tools(
             _ => RunsIn::Runner,
         };
         let ends_activation = t.bool("endsActivation", d).unwrap_or(false);
+        let deferrable = t.bool("deferrable", d).unwrap_or(true);
         if ends_activation && runs_in != RunsIn::Controller {
             d.error(
                 Some(&t.key_loc("endsActivation")),
@@ -342,6 +363,7 @@ fn parse_tools(
                 presentation,
                 runs_in,
                 ends_activation,
+                deferrable,
             });
             validators.push(validator);
         }
@@ -512,6 +534,7 @@ mod tests {
             }),
             runs_in: RunsIn::Runner,
             ends_activation: false,
+            deferrable: true,
         }
     }
 

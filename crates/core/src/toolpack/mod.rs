@@ -14,7 +14,7 @@ pub mod schema;
 
 pub use error::ToolError;
 pub use manifest::{Presentation, RunsIn, ToolAnnotations, ToolDefinition, WebuiEntry, WebuiKind};
-pub use registry::{AgentToolset, PackSource, Toolpack, ToolpackRegistry};
+pub use registry::{AgentToolset, PackSource, TOOL_SEARCH, Toolpack, ToolpackRegistry};
 
 /// Tool names: 1–128 characters of `A-Za-z0-9_.-`.
 pub fn is_valid_tool_name(name: &str) -> bool {

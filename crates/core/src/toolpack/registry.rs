@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::diag::Diagnostics;
-use crate::config::model::{AgentConfig, BuiltinPack, PackLimits, ToolpackRef};
+use crate::config::model::{AgentConfig, BuiltinPack, PackLimits, ToolLoading, ToolpackRef};
 use crate::config::node::{Loc, parse_json};
 use crate::toolpack::builtin;
 use crate::toolpack::manifest::{Manifest, ManifestOrigin, ToolDefinition, WebuiEntry, parse_manifest};
@@ -50,12 +50,18 @@ impl Toolpack {
     }
 }
 
+/// The tool through which an agent with deferred tools loads them (core pack).
+pub const TOOL_SEARCH: &str = "tool_search";
+
 /// What one agent may use.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentToolset {
     pub agent: String,
-    /// Allowed tools, in registry order.
+    /// Allowed tools, in registry order; with deferred tools, `tool_search` too.
     pub tools: Vec<String>,
+    /// The allowed tools held back until `tool_search` activates them (`toolLoading: deferred`
+    /// or `deferredTools`, minus tools that cannot be deferred).
+    pub deferred: Vec<String>,
     /// Local packs exposing at least one allowed tool: only these are mounted into its container.
     pub mounted_packs: Vec<String>,
 }
@@ -174,15 +180,35 @@ impl ToolpackRegistry {
     /// The tools an agent may see and the local packs to mount for it.
     pub fn resolve_agent(&self, agent: &AgentConfig) -> AgentToolset {
         let mut tools = Vec::new();
+        let mut deferred = Vec::new();
         let mut mounted_packs = Vec::new();
         for pack in &self.packs {
-            let allowed: Vec<&ToolDefinition> = pack.tools.iter().filter(|t| agent.tools.allows(&t.name)).collect();
+            let allowed: Vec<&ToolDefinition> =
+                pack.tools.iter().filter(|t| t.name != TOOL_SEARCH && agent.tools.allows(&t.name)).collect();
             if pack.is_local() && !allowed.is_empty() {
                 mounted_packs.push(pack.id.clone());
             }
-            tools.extend(allowed.into_iter().map(|t| t.name.clone()));
+            for tool in allowed {
+                let held_back = agent.tool_loading == ToolLoading::Deferred || agent.deferred_tools.allows(&tool.name);
+                if held_back && tool.may_defer() {
+                    deferred.push(tool.name.clone());
+                }
+                tools.push(tool.name.clone());
+            }
         }
-        AgentToolset { agent: agent.id.clone(), tools, mounted_packs }
+        if !deferred.is_empty() && self.by_tool.contains_key(TOOL_SEARCH) {
+            tools.push(TOOL_SEARCH.to_string());
+        }
+        AgentToolset { agent: agent.id.clone(), tools, deferred, mounted_packs }
+    }
+
+    /// Whether `agent` may call `tool`: its allowlist, and `tool_search` exactly when some of
+    /// its tools are deferred.
+    pub fn may_call(&self, agent: &AgentConfig, tool: &str) -> bool {
+        if tool == TOOL_SEARCH {
+            return !self.resolve_agent(agent).deferred.is_empty();
+        }
+        agent.tools.allows(tool)
     }
 
     /// Warnings for allowlist patterns that match no registered tool (once per configured agent).
@@ -229,6 +255,23 @@ impl ToolpackRegistry {
                         if ending.is_empty() { "none is registered".to_string() } else { ending.join(", ") }
                     ),
                 );
+            }
+            if !toolset.deferred.is_empty() && !self.by_tool.contains_key(TOOL_SEARCH) {
+                d.error(
+                    Some(&agent.loc),
+                    format!("agents.{}.toolLoading", agent.base_id),
+                    "this agent's deferred tools are loaded through tool_search, which is in the core pack: \
+                     add `core` to tools.toolpacks",
+                );
+            }
+            for (i, (pattern, loc)) in agent.deferred_tools.entries.iter().enumerate() {
+                if !toolset.deferred.iter().any(|t| pattern.matches(t)) {
+                    d.warning(
+                        Some(loc),
+                        format!("agents.{}.deferredTools[{i}]", agent.base_id),
+                        format!("`{pattern}` matches none of this agent's deferrable allowed tools"),
+                    );
+                }
             }
         }
     }

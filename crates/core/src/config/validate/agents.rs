@@ -14,8 +14,20 @@ pub const VIRTUAL_PARTICIPANTS: [&str; 3] = ["user", "scheduler", "monitor"];
 
 /// Largest `count` of one agent entry: each instance is a container, a socket and a store row.
 pub const MAX_COUNT: usize = 1000;
-const AGENT_KEYS: &[&str] =
-    &["role", "displayName", "names", "count", "prompt", "model", "tools", "mounts", "env", "budget"];
+const AGENT_KEYS: &[&str] = &[
+    "role",
+    "displayName",
+    "names",
+    "count",
+    "prompt",
+    "model",
+    "tools",
+    "mounts",
+    "env",
+    "budget",
+    "toolLoading",
+    "deferredTools",
+];
 
 pub(super) fn read(top: &Obj, models: &ModelsConfig, budget: BudgetLimits, d: &mut Diagnostics) -> Vec<AgentConfig> {
     let Some(node) = top.get("agents") else {
@@ -77,7 +89,9 @@ pub(super) fn read(top: &Obj, models: &ModelsConfig, budget: BudgetLimits, d: &m
         }
         let prompt = agent.string("prompt", d).unwrap_or_default();
         let model = resolve_agent_model(&agent, base_id, models, d);
-        let tools = read_allowlist(&agent, d);
+        let tools = read_allowlist(&agent, "tools", d);
+        let tool_loading = read_tool_loading(&agent, d);
+        let deferred_tools = read_allowlist(&agent, "deferredTools", d);
         let mounts = agent.get("mounts").map(|n| mounts::read(n, &agent.path_of("mounts"), d)).unwrap_or_default();
         let env = read_agent_env(&agent, d);
         let budget =
@@ -110,6 +124,8 @@ pub(super) fn read(top: &Obj, models: &ModelsConfig, budget: BudgetLimits, d: &m
                 prompt: prompt.clone(),
                 model: model.clone().unwrap_or_default(),
                 tools: tools.clone(),
+                tool_loading,
+                deferred_tools: deferred_tools.clone(),
                 mounts: mounts.clone(),
                 env: env.clone(),
                 budget,
@@ -141,18 +157,38 @@ fn resolve_agent_model(agent: &Obj, base_id: &str, models: &ModelsConfig, d: &mu
     }
 }
 
-fn read_allowlist(agent: &Obj, d: &mut Diagnostics) -> Allowlist {
+/// `tools` (the allowlist) or `deferredTools` (the allowed tools loaded only through
+/// `tool_search`): tool patterns.
+fn read_allowlist(agent: &Obj, key: &str, d: &mut Diagnostics) -> Allowlist {
     let mut out = Allowlist::default();
-    for (i, (text, loc)) in agent.string_list("tools", d).unwrap_or_default().into_iter().enumerate() {
+    for (i, (text, loc)) in agent.string_list(key, d).unwrap_or_default().into_iter().enumerate() {
         match AllowPattern::parse(&text) {
             Ok(p) if out.entries.iter().any(|(q, _)| *q == p) => {
-                d.warning(Some(&loc), index(&agent.path_of("tools"), i), format!("`{text}` is listed twice"))
+                d.warning(Some(&loc), index(&agent.path_of(key), i), format!("`{text}` is listed twice"))
             }
             Ok(p) => out.entries.push((p, loc)),
-            Err(e) => d.error(Some(&loc), index(&agent.path_of("tools"), i), e),
+            Err(e) => d.error(Some(&loc), index(&agent.path_of(key), i), e),
         }
     }
     out
+}
+
+/// `toolLoading: eager | deferred` (default eager).
+fn read_tool_loading(agent: &Obj, d: &mut Diagnostics) -> ToolLoading {
+    let Some(text) = agent.string("toolLoading", d) else {
+        return ToolLoading::Eager;
+    };
+    match text.parse::<ToolLoading>() {
+        Ok(mode) => mode,
+        Err(_) => {
+            d.error(
+                Some(&agent.key_loc("toolLoading")),
+                agent.path_of("toolLoading"),
+                format!("toolLoading must be one of eager, deferred; got {text:?}"),
+            );
+            ToolLoading::Eager
+        }
+    }
 }
 
 fn read_agent_env(agent: &Obj, d: &mut Diagnostics) -> BTreeMap<String, String> {

@@ -1,0 +1,117 @@
+//! The tool catalog: every registered tool with what a person choosing or reviewing tools needs
+//! — display name, description, group, annotations, input schema, approval requirement, which
+//! agents may call it, whether each of them gets it deferred, and each agent's default
+//! permission decision. One `Serialize` shape for `suzumio tools --json` and
+//! `GET /api/projects/:p/tools`, so the two cannot drift.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::AgentConfig;
+use crate::permissions::{self, Behavior};
+use crate::project::Project;
+use crate::toolpack::{TOOL_SEARCH, ToolDefinition};
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogEntry {
+    pub name: String,
+    /// `presentation.label`, else the annotations' `title`, else the name.
+    pub display_name: String,
+    pub description: String,
+    pub toolpack: String,
+    pub toolpack_kind: &'static str,
+    /// `presentation.group`, else the pack id.
+    pub group: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
+    pub annotations: BTreeMap<&'static str, bool>,
+    pub input_schema: Value,
+    pub requires_approval: bool,
+    /// Where it runs: `runner` (the agent's container) or `controller`.
+    pub runs_in: &'static str,
+    pub ends_activation: bool,
+    /// Whether `toolLoading: deferred` may hold it back until `tool_search`.
+    pub deferrable: bool,
+    pub allowed_agents: Vec<String>,
+    /// The allowed agents that get it only through `tool_search`.
+    pub deferred_for: Vec<String>,
+    /// Per allowed agent, the decision for a call with no arguments (rules with argument
+    /// matchers may decide a real call differently: `suzumio permissions explain` shows one).
+    pub decisions: BTreeMap<String, Behavior>,
+}
+
+/// The catalog, in registry order; with `agent`, only the tools it may call.
+pub fn catalog(project: &Project, agent: Option<&AgentConfig>) -> Vec<CatalogEntry> {
+    let registry = &project.registry;
+    let agents: Vec<&AgentConfig> = match agent {
+        Some(a) => vec![a],
+        None => project.config.agents.iter().collect(),
+    };
+    let toolsets: Vec<_> = agents.iter().map(|a| (*a, registry.resolve_agent(a))).collect();
+    registry
+        .tools()
+        .filter_map(|(pack, def)| {
+            let allowed: Vec<&AgentConfig> =
+                toolsets.iter().filter(|(_, set)| set.tools.contains(&def.name)).map(|(a, _)| *a).collect();
+            if agent.is_some() && allowed.is_empty() {
+                return None;
+            }
+            let deferred_for = toolsets
+                .iter()
+                .filter(|(_, set)| set.deferred.contains(&def.name))
+                .map(|(a, _)| a.id.clone())
+                .collect();
+            let decisions = allowed
+                .iter()
+                .map(|a| {
+                    let input = Value::Object(Default::default());
+                    let call = permissions::Call { agent: a, tool: &def.name, def, input: &input };
+                    (a.id.clone(), permissions::decide(project, &call).behavior)
+                })
+                .collect();
+            let presentation = def.presentation.as_ref();
+            Some(CatalogEntry {
+                name: def.name.clone(),
+                display_name: display_name(def),
+                description: def.description.clone(),
+                toolpack: pack.id.clone(),
+                toolpack_kind: pack.kind_name(),
+                group: presentation.and_then(|p| p.group.clone()).unwrap_or_else(|| pack.id.clone()),
+                icon: presentation.and_then(|p| p.icon.clone()),
+                annotations: annotations(def),
+                input_schema: def.input_schema.clone(),
+                requires_approval: def.requires_approval,
+                runs_in: def.runs_in.as_str(),
+                ends_activation: def.ends_activation,
+                deferrable: def.may_defer() && def.name != TOOL_SEARCH,
+                allowed_agents: allowed.iter().map(|a| a.id.clone()).collect(),
+                deferred_for,
+                decisions,
+            })
+        })
+        .collect()
+}
+
+fn display_name(def: &ToolDefinition) -> String {
+    def.presentation
+        .as_ref()
+        .and_then(|p| p.label.clone())
+        .or_else(|| def.annotations.title.clone())
+        .unwrap_or_else(|| def.name.clone())
+}
+
+fn annotations(def: &ToolDefinition) -> BTreeMap<&'static str, bool> {
+    let a = &def.annotations;
+    [
+        ("readOnlyHint", a.read_only_hint),
+        ("destructiveHint", a.destructive_hint),
+        ("idempotentHint", a.idempotent_hint),
+        ("openWorldHint", a.open_world_hint),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k, v?)))
+    .collect()
+}

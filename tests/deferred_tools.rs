@@ -1,0 +1,135 @@
+//! Deferred tools end to end: `suzumio run` against a local OpenAI-compatible server that plays
+//! a model. An agent with `toolLoading: deferred` starts with the tools that cannot be deferred
+//! plus `tool_search`; listing shows what it may activate (never a tool outside its allowlist);
+//! a deferred tool called before activation is answered, not run; once activated it is sent
+//! from the next request on, at the end of the tool list, and runs. The catalog (`tools --json`)
+//! and `tools --agent` say what is deferred and what that saves.
+
+#[path = "support/model_stream.rs"]
+mod model_stream;
+mod support;
+
+use std::process::Command;
+
+use model_stream::{Reply, StreamServer, Turn};
+use serde_json::{Value, json};
+use support::TempProject;
+
+fn project(model_url: &str) -> TempProject {
+    let project = TempProject::copy_of("review");
+    std::fs::write(
+        project.dir.join("suzumio.yaml"),
+        format!(
+            r#"name: deferred
+task: Write a note.
+tools:
+  toolpacks: [core, shell, web]
+agents:
+  writer:
+    toolLoading: deferred
+    tools: [file.write, file.read, web.fetch, coordination.wait_for_signal, messages.send]
+  other:
+    deferredTools: [web.fetch]
+    tools: [shell.exec, web.fetch, coordination.wait_for_signal]
+backend:
+  runner:
+    model: main
+    models:
+      providers:
+        local: {{type: openai-compatible, baseURL: '{model_url}/v1', apiKey: sk-test}}
+      presets: {{main: {{provider: local, model: m, stream: false}}}}
+"#
+        ),
+    )
+    .unwrap();
+    project
+}
+
+fn call(id: &str, tool: &str, arguments: Value) -> Reply {
+    Reply::Json(model_stream::openai_json(&Turn::new(&[]).call(id, tool, &[&arguments.to_string()])))
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| tools.iter().filter_map(|t| t["function"]["name"].as_str()).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// The content of the tool message answering `call_id` in `request`.
+fn tool_result(request: &Value, call_id: &str) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_else(|| panic!("no tool result for {call_id} in {request}"))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deferred_tool_is_activated_by_tool_search_and_called_in_the_next_step() {
+    let server = StreamServer::start(vec![
+        call("c1", "tool_search", json!({})),
+        call("c2", "file_write", json!({"path": "early.txt", "content": "too soon"})),
+        call("c3", "tool_search", json!({"mode": "activate", "names": ["shell.exec"]})),
+        call("c4", "tool_search", json!({"mode": "activate", "query": "write file"})),
+        call("c5", "file_write", json!({"path": "note.txt", "content": "activated"})),
+        call("c6", "coordination_wait_for_signal", json!({"reason": "done"})),
+    ])
+    .await;
+    let project = project(&server.url);
+    let dir = project.dir.to_str().unwrap().to_string();
+    let sent = support::suzumio(&project.dir, &["send", &dir, "writer", "Write the note."]);
+    assert_eq!(sent.status.code(), Some(0), "{}", support::text(&sent.stderr));
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_suzumio"))
+            .args(["run", &dir, "--port", "0", "--backend", "process", "--until-idle"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", support::text(&out.stderr));
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 6, "one request per step: {requests:#?}");
+    let first = tool_names(&requests[0]);
+    assert_eq!(first, ["messages_send", "coordination_wait_for_signal", "tool_search"], "only what cannot be deferred");
+
+    let listing = tool_result(&requests[1], "c1");
+    assert!(listing.contains("Available to activate (3):"), "{listing}");
+    for tool in ["file.write", "file.read", "web.fetch"] {
+        assert!(listing.contains(&format!("- {tool}: ")), "{tool} in {listing}");
+    }
+    assert!(!listing.contains("shell.exec"), "a tool outside the allowlist is never listed: {listing}");
+
+    let early = tool_result(&requests[2], "c2");
+    assert!(early.contains("file.write is not loaded yet: activate it with tool_search"), "{early}");
+    assert!(!project.dir.join("workspaces/writer/early.txt").exists(), "not run before activation");
+
+    let refused = tool_result(&requests[3], "c3");
+    assert!(refused.starts_with("Unknown tool: shell.exec"), "as if it did not exist: {refused}");
+    assert_eq!(tool_names(&requests[3]), first, "nothing activated yet");
+
+    let activated = tool_result(&requests[4], "c4");
+    assert!(activated.contains("Activated 1 tool(s)") && activated.contains("- file.write: "), "{activated}");
+    let after = tool_names(&requests[4]);
+    assert_eq!(after[..first.len()], first[..], "the list grows at its end only");
+    assert_eq!(after[first.len()..], ["file_write"]);
+
+    assert!(tool_result(&requests[5], "c5").contains("note.txt"), "the activated tool ran");
+    assert_eq!(std::fs::read_to_string(project.dir.join("workspaces/writer/note.txt")).unwrap(), "activated");
+
+    // The catalog and `tools --agent` say what is deferred for whom.
+    let json = support::suzumio(&project.dir, &["tools", project.dir.to_str().unwrap(), "--json"]);
+    let catalog: Vec<Value> = serde_json::from_slice(&json.stdout).unwrap();
+    let entry = |name: &str| catalog.iter().find(|e| e["name"] == name).unwrap_or_else(|| panic!("{name}"));
+    assert_eq!(entry("web.fetch")["deferredFor"], json!(["writer", "other"]));
+    assert_eq!(entry("file.write")["deferredFor"], json!(["writer"]));
+    assert_eq!(entry("messages.send")["deferrable"], json!(false));
+    assert_eq!(entry("tool_search")["allowedAgents"], json!(["writer", "other"]));
+    assert_eq!(entry("file.write")["displayName"], json!("Write file"));
+    let table = support::suzumio(&project.dir, &["tools", project.dir.to_str().unwrap(), "--agent", "writer"]);
+    let table = support::text(&table.stdout);
+    assert!(table.contains("3 of writer's 5 tools are deferred (loaded through tool_search): about "), "{table}");
+}
