@@ -82,6 +82,24 @@ impl Progress {
             Event::ProjectStatus { status, .. } => Some(format!("project is {status}")),
             Event::AgentPaused { reason, .. } => Some(format!("{agent}: paused: {reason}")),
             Event::AgentResumed { reason, .. } => Some(format!("{agent}: resumed: {reason}")),
+            Event::ApprovalRequested { approval_id, tool, reason, .. } => {
+                if let Some(l) = line {
+                    l.status = "waiting approval".into();
+                }
+                Some(format!("{agent}: waiting for approval of {tool} (#{approval_id}): {reason}"))
+            }
+            Event::ApprovalResolved { approval_id, tool, status, resolved_by, feedback, .. } => {
+                if let Some(l) = line
+                    && l.status == "waiting approval"
+                {
+                    l.status = "running".into();
+                }
+                let feedback = feedback.as_deref().map(|f| format!(": {f}")).unwrap_or_default();
+                Some(format!("{agent}: {tool} {status} by {resolved_by} (#{approval_id}){feedback}"))
+            }
+            Event::PermissionDecided { tool, behavior, source, .. } if behavior != "ask" => {
+                Some(format!("{agent}: {tool} {behavior} by {source}"))
+            }
             _ => None,
         }
     }
