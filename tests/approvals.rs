@@ -7,6 +7,8 @@
 #[path = "support/model_stream.rs"]
 mod model_stream;
 mod support;
+#[path = "support/webdriver.rs"]
+mod webdriver;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -478,4 +480,68 @@ async fn on_ask_deny_refuses_at_once_with_a_reason_the_model_can_act_on() {
     );
     assert!(host.store.approvals(false, 10).unwrap().is_empty(), "no request is left behind");
     assert_eq!(host.store.activation(&act.id).unwrap().unwrap().status, ActivationStatus::Running);
+}
+
+/// The WebUI flow in a real browser (Chromium through chromedriver): the agent card shows the
+/// waiting call, the Approvals view shows the request (tool, agent, input, reason, risk), Allow
+/// with "remember for writer" runs it, the activation continues to its end, and the remembered
+/// rule is listed and deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_webui_shows_a_waiting_call_and_allowing_it_lets_the_activation_continue() {
+    let p = project(REMOVE_THEN_WAIT);
+    say(&p.dir, "writer", "P2", "Clean up.");
+    let ctl = tokio::task::block_in_place(|| run_on_docker(&p.dir));
+    let request = tokio::task::block_in_place(|| pending(&p.dir, 1, &ctl)).remove(0);
+    let b = webdriver::Browser::start().await.unwrap_or_else(|e| panic!("the browser tests need Chromium: {e}"));
+    let outcome = webui_scenario(&b, &ctl, &p.dir, &request).await;
+    if let Err(e) = outcome {
+        let html = b.source().await.unwrap_or_default();
+        panic!("{e}\npage:\n{html}\ncontroller:\n{}", ctl.stderr());
+    }
+    assert_eq!(runs(&p.dir), (1, vec![json!("old.txt")]));
+    assert_eq!(tokio::task::block_in_place(|| ctl.stop()), Some(0));
+}
+
+async fn webui_scenario(
+    b: &webdriver::Browser,
+    ctl: &Controller,
+    dir: &Path,
+    request: &ApprovalRecord,
+) -> webdriver::Result<()> {
+    b.goto(&ctl.url("/")).await?;
+    b.wait_for_text(r#"[data-approvals-agent="writer"]"#, "1 awaiting approval").await?;
+    b.wait_for_text("#approvals-count", "1").await?;
+    b.goto(&ctl.url(&format!("/#/activations/{}", request.activation_id))).await?;
+    b.wait_for_text(".page-head .pill", "waiting_approval").await?;
+
+    b.click(&b.find(r#"a[data-view="approvals"]"#).await?).await?;
+    let card_css = format!(r#"article[data-approval="{}"]"#, request.id);
+    let card = b.wait_for_text(&card_css, "danger.remove").await?;
+    let shown = card.text().await?;
+    for needle in ["writer", "old.txt", "danger.remove is marked requiresApproval", "risk medium"] {
+        assert!(shown.contains(needle), "{needle:?} on the card:\n{shown}");
+    }
+    let remember = b.find_in(&card, r#"select[name="remember"]"#).await?;
+    b.execute(
+        "arguments[0].value = 'agent'; arguments[0].dispatchEvent(new Event('change', { bubbles: true }));",
+        vec![webdriver::arg(&remember)],
+    )
+    .await?;
+    b.click(&b.find_in(&card, r#"button[data-action="allow"]"#).await?).await?;
+    b.wait_for_text(&format!(r#"[data-decided="{}"]"#, request.id), "allowed").await?;
+    b.wait_until(&format!("!document.querySelector('{card_css}')")).await?;
+    let rule = b.wait_for_text("tr[data-rule]", "danger.remove").await?;
+    let rule_text = rule.text().await?;
+    assert!(rule_text.contains("agent writer") && rule_text.contains(&request.id), "{rule_text}");
+
+    let act = request.activation_id.clone();
+    let owned = dir.to_path_buf();
+    tokio::task::block_in_place(|| activation_ended(&owned, &act, ctl));
+    b.goto(&ctl.url(&format!("/#/activations/{act}"))).await?;
+    b.wait_for_text(".page-head .pill", "completed").await?;
+    b.goto(&ctl.url("/#/approvals")).await?;
+    b.click(&b.find("button[data-delete-rule]").await?).await?;
+    b.find(r#"[data-empty="rules"]"#).await?;
+    assert!(store(dir).store.remembered_rules(None).unwrap().is_empty());
+    Ok(())
 }

@@ -6,7 +6,7 @@ import { clip, debounce, duration, errorBox, h, pill, replace, selectField, time
 
 export const title = "Activations";
 
-const STATUSES = ["running", "completed", "failed", "cancelled"];
+const STATUSES = ["running", "waiting_approval", "completed", "failed", "cancelled"];
 
 export function render(root, ctx, key) {
   if (key && !key.startsWith("agent:")) return renderDetail(root, ctx, key);
