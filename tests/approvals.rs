@@ -328,6 +328,85 @@ fn a_pending_request_survives_kill_9_and_approving_it_after_the_restart_runs_the
 }
 
 #[test]
+fn a_clean_stop_leaves_the_activation_parked_and_a_decision_made_while_stopped_is_applied_by_the_next_run() {
+    let p = project(REMOVE_THEN_WAIT);
+    let dir = p.dir.to_string_lossy().to_string();
+    say(&p.dir, "writer", "P2", "Clean up.");
+    let ctl = run_on_docker(&p.dir);
+    let request = pending(&p.dir, 1, &ctl).remove(0);
+    let act = request.activation_id.clone();
+    wait_for("waiting_approval", Some(&ctl), || {
+        (store(&p.dir).store.activation(&act).unwrap().unwrap().status == ActivationStatus::WaitingApproval)
+            .then_some(())
+    });
+    assert_eq!(ctl.stop(), Some(0));
+    assert_eq!(store(&p.dir).store.activation(&act).unwrap().unwrap().status, ActivationStatus::WaitingApproval);
+
+    cli(&p.dir, &["approvals", "deny", &dir, &request.id, "--feedback", "not today"]);
+    let ctl = run_on_docker(&p.dir);
+    let ended = activation_ended(&p.dir, &act, &ctl);
+    assert_eq!((ended.status, ended.text.as_deref()), (ActivationStatus::Completed, Some("Cleaned up.")));
+    let results = results(&p.dir, &act);
+    let said = results[0]["content"].as_str().unwrap();
+    assert!(said.contains("Permission denied for danger.remove") && said.contains("Feedback: not today"), "{said}");
+    assert_eq!(runs(&p.dir).0, 0);
+    assert_eq!(ctl.stop(), Some(0));
+}
+
+#[test]
+fn the_api_lists_requests_decides_them_and_lists_and_deletes_remembered_rules() {
+    use support::http;
+    let p = project(REMOVE_THEN_WAIT);
+    say(&p.dir, "writer", "P2", "Clean up.");
+    let ctl = run_on_docker(&p.dir);
+    let request = pending(&p.dir, 1, &ctl).remove(0);
+    let name = store(&p.dir).project.config.name.clone();
+    let api = |path: &str| ctl.url(&format!("/api/projects/{name}{path}"));
+
+    let listed = http("GET", &api("/approvals"), &[], None);
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let first = &listed.json()["approvals"][0];
+    assert_eq!(
+        (&first["id"], &first["tool"], &first["input"]),
+        (&json!(request.id), &json!("danger.remove"), &json!({"path": "old.txt"}))
+    );
+    assert_eq!((&first["decision"]["risk"], &first["status"]), (&json!("medium"), &json!("pending")));
+
+    let unknown = http("POST", &api("/approvals/apr_nope/allow"), &[], Some("{}"));
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    let allow = api(&format!("/approvals/{}/allow", request.id));
+    let bad = http("POST", &allow, &[], Some(r#"{"remember": "forever"}"#));
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(bad.body.contains("/remember"), "{}", bad.body);
+    let decided = http("POST", &allow, &[], Some(r#"{"remember": "activation", "feedback": "go ahead"}"#));
+    assert_eq!(decided.status, 200, "{}", decided.body);
+    let answer = decided.json();
+    assert_eq!(
+        (&answer["decided"][0]["status"], &answer["decided"][0]["resolvedBy"]),
+        (&json!("allowed"), &json!("api"))
+    );
+    let rule = answer["rule"].clone();
+    assert_eq!(
+        (&rule["scope"], &rule["activationId"], &rule["requestId"]),
+        (&json!("activation"), &json!(request.activation_id), &json!(request.id))
+    );
+    let again = http("POST", &allow, &[], Some("{}"));
+    assert_eq!(again.status, 422, "{}", again.body);
+    assert!(again.json()["error"].as_str().unwrap().contains("already allowed"), "{}", again.body);
+
+    let ended = activation_ended(&p.dir, &request.activation_id, &ctl);
+    assert_eq!(ended.status, ActivationStatus::Completed);
+    assert_eq!(runs(&p.dir).0, 1);
+    let rules = http("GET", &api("/permissions/rules"), &[], None).json();
+    assert_eq!(rules["rules"].as_array().unwrap().len(), 1, "{rules}");
+    let one = api(&format!("/permissions/rules/{}", rule["id"].as_str().unwrap()));
+    assert_eq!(http("GET", &one, &[], None).json()["id"], rule["id"]);
+    assert_eq!(http("DELETE", &one, &[], None).status, 200);
+    assert_eq!(http("DELETE", &one, &[], None).status, 404);
+    assert_eq!(ctl.stop(), Some(0));
+}
+
+#[test]
 fn a_p0_pre_empts_a_parked_activation_and_its_request_is_cancelled() {
     let script = r#"
 activations:

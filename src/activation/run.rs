@@ -173,6 +173,16 @@ impl Activations {
         let finished = match outcome {
             Ending::Cancelled => return,
             Ending::Shutdown => {
+                // A parked activation stays parked (`interrupt_activation` leaves it alone):
+                // its request survives the stop and the next run resumes it.
+                let parked = store.activation(&activation.id).ok().flatten().map(|a| a.status);
+                if parked == Some(crate::store::ActivationStatus::WaitingApproval) {
+                    tracing::info!(
+                        agent = %activation.agent_id, activation = %activation.id,
+                        "left waiting for approval; the next run resumes it"
+                    );
+                    return;
+                }
                 match store.interrupt_activation(&activation.id, SHUTDOWN_REASON) {
                     Ok(returned) => tracing::info!(
                         agent = %activation.agent_id, activation = %activation.id,

@@ -69,12 +69,23 @@ pub async fn ask(host: &ToolHost, runner: &dyn RunnerTools, call: PendingCall<'_
     if request.tool_call_id.as_deref() != Some(call.call_id) {
         store.attach_approval(&request.id, call.call_id)?;
     }
-    let answered = wait(store, &request, call.policy).await?;
+    let answered = wait(store, &request).await?;
     store.consume_approval(&answered.id)?;
     match answered.status {
         ApprovalStatus::Allowed => run(host, runner, &call).await,
+        ApprovalStatus::Cancelled => {
+            ended_elsewhere().await;
+            Err(ToolError::Denied(denial(&answered)))
+        }
         _ => Err(ToolError::Denied(denial(&answered))),
     }
+}
+
+/// The activation ended while its call waited (a P0 cancelled it, in the same transaction as
+/// the request): its loop is dropped by that cancel, so nothing of this call may be recorded
+/// as if it went on. The pause only bounds the wait should no cancel come.
+async fn ended_elsewhere() {
+    tokio::time::sleep(Duration::from_secs(5)).await;
 }
 
 /// Before the calls of one model turn run: every call that will be `ask`ed gets its request
@@ -164,7 +175,7 @@ fn new_request<'a>(
 
 /// Waits until the request is decided or its deadline passes (then it is denied). The
 /// activation is `waiting_approval` meanwhile, `running` again once it returns.
-async fn wait(store: &Store, request: &ApprovalRecord, policy: AskPolicy) -> Result<ApprovalRecord, ToolError> {
+async fn wait(store: &Store, request: &ApprovalRecord) -> Result<ApprovalRecord, ToolError> {
     let mut events = store.subscribe();
     let deadline = crate::clock::parse_iso(&request.expires_at);
     let mut parked = false;
@@ -180,23 +191,27 @@ async fn wait(store: &Store, request: &ApprovalRecord, policy: AskPolicy) -> Res
             parked = true;
         }
         if deadline.is_none_or(|d| d <= store.now()) {
-            match store.expire_approval(&request.id, &timed_out(&request.tool, policy.timeout))? {
+            match store.expire_approval(&request.id, &timed_out(&current))? {
                 Some(expired) => break expired,
                 None => continue,
             }
+        }
+        // The turn's other requests (announced, not yet waited on) time out on the same beat,
+        // so none shows as pending past its deadline.
+        for overdue in store.overdue_approvals(&request.activation_id)? {
+            store.expire_approval(&overdue.id, &timed_out(&overdue))?;
         }
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
             _ = events.recv() => {}
         }
     };
-    if parked {
-        store.set_waiting_approval(&request.activation_id, false).map_err(|e| {
-            ToolError::Denied(format!(
-                "{} did not run: its activation ended while it waited for approval ({e})",
-                request.tool
-            ))
-        })?;
+    if parked && let Err(e) = store.set_waiting_approval(&request.activation_id, false) {
+        ended_elsewhere().await;
+        return Err(ToolError::Denied(format!(
+            "{} did not run: its activation ended while it waited for approval ({e})",
+            request.tool
+        )));
     }
     Ok(answered)
 }
@@ -268,11 +283,17 @@ fn nobody_asked(tool: &str, why: &str) -> String {
     )
 }
 
-fn timed_out(tool: &str, timeout: Duration) -> String {
+fn timed_out(request: &ApprovalRecord) -> String {
+    let parse = |t: &str| crate::clock::parse_iso(t);
+    let waited = match (parse(&request.created_at), parse(&request.expires_at)) {
+        (Some(from), Some(to)) => (to - from).to_std().unwrap_or_default(),
+        _ => Duration::ZERO,
+    };
     format!(
-        "Permission denied for {tool}: nobody decided on its approval request within {} (permissions.approvalTimeout), \
+        "Permission denied for {}: nobody decided on its approval request within {} (permissions.approvalTimeout), \
          so it did not run. Do the task without it, or send the user a message asking for it.",
-        humane(timeout)
+        request.tool,
+        humane(waited)
     )
 }
 

@@ -233,6 +233,19 @@ impl Store {
         })
     }
 
+    /// Pending requests of `activation` whose deadline has passed.
+    pub fn overdue_approvals(&self, activation_id: &str) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let now = crate::clock::iso(self.now());
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approval_requests
+                 WHERE activation_id = ?1 AND status = 'pending' AND expires_at <= ?2 ORDER BY created_at, id"
+            ))?;
+            let rows = stmt.query_map(params![activation_id, now], approval_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
     /// The tool call that now waits on the request.
     pub fn attach_approval(&self, id: &str, tool_call_id: &str) -> Result<(), StoreError> {
         self.write(|w| {
