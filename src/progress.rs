@@ -266,6 +266,30 @@ mod tests {
     }
 
     #[test]
+    fn approvals_show_as_they_happen() {
+        let terminal = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let mut view = LiveView::new(&terminal, &["writer".into()], true);
+        let asked = event(
+            "approval.requested",
+            json!({"approvalId": "apr_1", "agentId": "writer", "activationId": "act_1", "tool": "file.delete",
+                   "reason": "file.delete is marked requiresApproval", "risk": "medium", "expiresAt": "2026-01-02T00:00:00.000Z"}),
+        );
+        assert_eq!(
+            view.show(&asked).as_deref(),
+            Some("writer: waiting for approval of file.delete (#apr_1): file.delete is marked requiresApproval")
+        );
+        let message = |view: &LiveView| view.bars["writer"].message().split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(message(&view).starts_with("writer waiting approval"), "{}", message(&view));
+        let denied = event(
+            "approval.resolved",
+            json!({"approvalId": "apr_1", "agentId": "writer", "activationId": "act_1", "tool": "file.delete",
+                   "status": "denied", "resolvedBy": "cli (alice)", "feedback": "keep it", "remember": null}),
+        );
+        assert_eq!(view.show(&denied).as_deref(), Some("writer: file.delete denied by cli (alice) (#apr_1): keep it"));
+        assert!(message(&view).starts_with("writer running"), "{}", message(&view));
+    }
+
+    #[test]
     fn without_plain_output_no_line_is_handed_back() {
         let terminal = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
         let mut view = LiveView::new(&terminal, &["dev".into()], false);

@@ -407,6 +407,39 @@ fn the_api_lists_requests_decides_them_and_lists_and_deletes_remembered_rules() 
 }
 
 #[test]
+fn suzumio_tool_call_waits_for_approval_too_and_a_stopped_one_is_ended_by_the_next_run() {
+    let p = project("activations: []\n");
+    let dir = p.dir.to_string_lossy().to_string();
+    support::static_runner();
+    let mut caller = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["tool", "call", &dir, "--agent", "writer", "danger.remove", r#"{"path":"x"}"#, "--backend", "docker"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let request = wait_for("the CLI's request", None, || store(&p.dir).store.approvals(true, 10).unwrap().pop());
+    wait_for("waiting_approval", None, || {
+        (store(&p.dir).store.activation(&request.activation_id).unwrap().unwrap().status
+            == ActivationStatus::WaitingApproval)
+            .then_some(())
+    });
+    caller.kill().unwrap();
+    caller.wait().unwrap();
+
+    // Nothing of a model loop to continue: the next run ends it, and its request with it.
+    let mut ctl = Controller::start(&p.dir, &["--backend", "docker", "--until-idle"]);
+    let code = wait_for("the idle run to exit", None, || ctl.child.try_wait().unwrap().map(|s| s.code()));
+    assert_eq!(code, Some(0), "{}", ctl.stderr());
+    let ended = store(&p.dir).store.activation(&request.activation_id).unwrap().unwrap();
+    assert_eq!(
+        (ended.status, ended.error.as_deref()),
+        (ActivationStatus::Cancelled, Some("its caller stopped while it waited for approval"))
+    );
+    assert_eq!(store(&p.dir).store.approval(&request.id).unwrap().unwrap().status, ApprovalStatus::Cancelled);
+    assert_eq!(runs(&p.dir).0, 0);
+}
+
+#[test]
 fn a_p0_pre_empts_a_parked_activation_and_its_request_is_cancelled() {
     let script = r#"
 activations:

@@ -151,6 +151,20 @@ impl Activations {
                 tracing::error!(activation = %activation.id, "resuming a parked activation: {e}");
                 continue;
             }
+            // Parked by a caller without a model loop (`suzumio tool call` that was stopped):
+            // nothing to continue, so it ends, its requests with it.
+            let turns = self
+                .tools
+                .store
+                .activation_history(&activation.id)
+                .map(|h| h.iter().any(|r| matches!(r.entry, HistoryEntry::AssistantOutput { .. })));
+            if let Ok(false) = turns {
+                let reason = "its caller stopped while it waited for approval";
+                if let Err(e) = self.tools.store.interrupt_activation(&activation.id, reason) {
+                    tracing::error!(activation = %activation.id, "ending a parked activation: {e}");
+                }
+                continue;
+            }
             tracing::info!(agent = %activation.agent_id, activation = %activation.id, "resuming an activation parked on an approval");
             self.tasks.spawn(me.clone().run_from(activation, Vec::new(), Start::Resume));
         }
