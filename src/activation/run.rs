@@ -16,6 +16,11 @@
 //! conversation (the calls made so far and their results included), so no tool runs twice.
 //! The activation then completes (no-effect nudge if it had no useful effect) or fails
 //! (every model failed, `maxToolCalls` exceeded). A P0 cancels it through [`ActivationHandle`].
+//!
+//! A call decided `ask` parks the activation until it is decided (`permissions::approvals`); the
+//! calls of one turn that ask are announced together first. An activation a previous controller
+//! left parked is resumed from its recorded history ([`Activations::resume_parked`]): the turn's
+//! calls without a result run (the parked one adopts its stored request), then the loop goes on.
 
 use std::collections::HashMap;
 use std::future::Future;
