@@ -2,6 +2,8 @@
 //! text (or JSON text) plus warnings, or a [`CliError`] that knows its exit code; `main.rs`
 //! prints and exits.
 
+pub mod approvals;
+
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -458,6 +460,9 @@ pub fn status(dir: &Path) -> Result<Output, CliError> {
         let active = a.active_activation_id.map(|id| format!(" ({id})")).unwrap_or_default();
         let paused = a.paused.as_ref().map(|p| format!("  {}", pause_line(&a.id, p))).unwrap_or_default();
         let _ = writeln!(out, "  {:<16} {}{active}{paused}", a.id, a.status.as_str());
+    }
+    for request in tools.store.approvals(true, crate::store::MAX_LIMIT)? {
+        let _ = writeln!(out, "  {}: {}", request.agent_id, approvals::waiting_line(&request));
     }
     usage_lines(&tools, &mut out)?;
     let _ = writeln!(

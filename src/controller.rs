@@ -244,6 +244,8 @@ pub async fn run(
     let kind = options.backend.unwrap_or(tools.project.config.backend.kind);
     let runners = runners(&tools, kind).await?;
     let activations = Activations::new(tools.clone(), runners.clone());
+    // Before the scheduler: a parked activation still holds its agent, so nothing else starts.
+    activations.resume_parked();
     let scheduler = Arc::new(Scheduler::new(tools.clone(), activations.clone()));
     let stopping = CancellationToken::new();
     let tasks = TaskTracker::new();

@@ -106,6 +106,12 @@ enum Command {
         /// Project directory (holding suzumio.yaml) or the config file itself.
         dir: PathBuf,
     },
+    /// Approval requests of tool calls that wait for a person (`requiresApproval`, `ask` rules):
+    /// list them, allow or deny them, and list or forget remembered decisions.
+    Approvals {
+        #[command(subcommand)]
+        command: ApprovalsCommand,
+    },
     /// Tools, run by hand.
     Tool {
         #[command(subcommand)]
@@ -183,6 +189,80 @@ enum ToolCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum ApprovalsCommand {
+    /// Pending requests: tool, agent, input, reason, risk.
+    List {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// Decided requests too (the newest 200).
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Allow a request: exactly the stored call runs and the activation continues.
+    Allow {
+        #[command(flatten)]
+        decision: ApprovalDecisionArgs,
+    },
+    /// Deny a request: the model gets the denial with the reason and your feedback.
+    Deny {
+        #[command(flatten)]
+        decision: ApprovalDecisionArgs,
+    },
+    /// Remembered decisions, with who made them, when, and from which request.
+    Rules {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a remembered decision: its tool asks again.
+    Forget {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The rule's id (`suzumio approvals rules`).
+        rule: String,
+    },
+}
+
+#[derive(clap::Args)]
+struct ApprovalDecisionArgs {
+    /// Project directory (holding suzumio.yaml) or the config file itself.
+    dir: PathBuf,
+    /// The request's id (`suzumio approvals list`).
+    id: String,
+    /// Also decide later calls of this tool the same way: for the rest of the activation, for
+    /// the agent, or for every agent of the project.
+    #[arg(long, value_enum)]
+    remember: Option<RememberArg>,
+    /// What the model is told along with the decision.
+    #[arg(long)]
+    feedback: Option<String>,
+    /// Also decide every other pending request of the same activation (its turn's other calls).
+    #[arg(long)]
+    all_of_activation: bool,
+}
+
+/// `approvals --remember`.
+#[derive(Clone, Copy, ValueEnum)]
+enum RememberArg {
+    Activation,
+    Agent,
+    Project,
+}
+
+impl From<RememberArg> for suzumio::store::RememberScope {
+    fn from(r: RememberArg) -> Self {
+        match r {
+            RememberArg::Activation => suzumio::store::RememberScope::Activation,
+            RememberArg::Agent => suzumio::store::RememberScope::Agent,
+            RememberArg::Project => suzumio::store::RememberScope::Project,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -364,6 +444,13 @@ fn main() -> ExitCode {
         }
         Command::Status { dir } => finish(commands::status(&dir)),
         Command::Approve { dir } => finish(commands::approve(&dir)),
+        Command::Approvals { command } => finish(match command {
+            ApprovalsCommand::List { dir, all, json } => commands::approvals::list(&dir, all, json),
+            ApprovalsCommand::Allow { decision: d } => resolve_approval(d, true),
+            ApprovalsCommand::Deny { decision: d } => resolve_approval(d, false),
+            ApprovalsCommand::Rules { dir, json } => commands::approvals::rules(&dir, json),
+            ApprovalsCommand::Forget { dir, rule } => commands::approvals::forget(&dir, &rule),
+        }),
         Command::Resume { dir, agents } => finish(commands::resume(&dir, &agents)),
         Command::Start { dir } => finish(commands::set_status(&dir, ProjectStatus::Running)),
         Command::Stop { dir } => finish(commands::set_status(&dir, ProjectStatus::Stopped)),
@@ -400,6 +487,11 @@ fn show_progress(tools: &suzumio::support::ToolHost, terminal: &MultiProgress) {
 }
 
 /// Print a command's warnings and output, or its error; exit with the error's code.
+fn resolve_approval(d: ApprovalDecisionArgs, allow: bool) -> Result<Output, CliError> {
+    let remember = d.remember.map(Into::into);
+    commands::approvals::resolve(&d.dir, &d.id, allow, remember, d.feedback.as_deref(), d.all_of_activation)
+}
+
 fn finish(result: Result<Output, CliError>) -> ExitCode {
     match result {
         Ok(out) => {

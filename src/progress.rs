@@ -82,6 +82,24 @@ impl Progress {
             Event::ProjectStatus { status, .. } => Some(format!("project is {status}")),
             Event::AgentPaused { reason, .. } => Some(format!("{agent}: paused: {reason}")),
             Event::AgentResumed { reason, .. } => Some(format!("{agent}: resumed: {reason}")),
+            Event::ApprovalRequested { approval_id, tool, reason, .. } => {
+                if let Some(l) = line {
+                    l.status = "waiting approval".into();
+                }
+                Some(format!("{agent}: waiting for approval of {tool} (#{approval_id}): {reason}"))
+            }
+            Event::ApprovalResolved { approval_id, tool, status, resolved_by, feedback, .. } => {
+                if let Some(l) = line
+                    && l.status == "waiting approval"
+                {
+                    l.status = "running".into();
+                }
+                let feedback = feedback.as_deref().map(|f| format!(": {f}")).unwrap_or_default();
+                Some(format!("{agent}: {tool} {status} by {resolved_by} (#{approval_id}){feedback}"))
+            }
+            Event::PermissionDecided { tool, behavior, source, .. } if behavior != "ask" => {
+                Some(format!("{agent}: {tool} {behavior} by {source}"))
+            }
             _ => None,
         }
     }
@@ -245,6 +263,30 @@ mod tests {
             view.show(&failed).as_deref(),
             Some("dev: file.write failed: Write path must be under /workspace: /etc/x")
         );
+    }
+
+    #[test]
+    fn approvals_show_as_they_happen() {
+        let terminal = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let mut view = LiveView::new(&terminal, &["writer".into()], true);
+        let asked = event(
+            "approval.requested",
+            json!({"approvalId": "apr_1", "agentId": "writer", "activationId": "act_1", "tool": "file.delete",
+                   "reason": "file.delete is marked requiresApproval", "risk": "medium", "expiresAt": "2026-01-02T00:00:00.000Z"}),
+        );
+        assert_eq!(
+            view.show(&asked).as_deref(),
+            Some("writer: waiting for approval of file.delete (#apr_1): file.delete is marked requiresApproval")
+        );
+        let message = |view: &LiveView| view.bars["writer"].message().split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(message(&view).starts_with("writer waiting approval"), "{}", message(&view));
+        let denied = event(
+            "approval.resolved",
+            json!({"approvalId": "apr_1", "agentId": "writer", "activationId": "act_1", "tool": "file.delete",
+                   "status": "denied", "resolvedBy": "cli (alice)", "feedback": "keep it", "remember": null}),
+        );
+        assert_eq!(view.show(&denied).as_deref(), Some("writer: file.delete denied by cli (alice) (#apr_1): keep it"));
+        assert!(message(&view).starts_with("writer running"), "{}", message(&view));
     }
 
     #[test]

@@ -16,6 +16,11 @@
 //! conversation (the calls made so far and their results included), so no tool runs twice.
 //! The activation then completes (no-effect nudge if it had no useful effect) or fails
 //! (every model failed, `maxToolCalls` exceeded). A P0 cancels it through [`ActivationHandle`].
+//!
+//! A call decided `ask` parks the activation until it is decided (`permissions::approvals`); the
+//! calls of one turn that ask are announced together first. An activation a previous controller
+//! left parked is resumed from its recorded history ([`Activations::resume_parked`]): the turn's
+//! calls without a result run (the parked one adopts its stored request), then the loop goes on.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,12 +35,12 @@ use tokio_util::task::TaskTracker;
 use super::budget::{ActivationBudget, Stop};
 use super::context::{self, Conversation, TokenRate, TokenRates, compaction};
 use super::live;
+use super::tool_list::ToolList;
 use super::prompt::{self, SystemInput};
 use super::providers::{
-    ChatMessage, ModelProvider, ModelRequest, ProviderPool, ResolvedModel, RetryPolicy, Usage, resolve_presets,
-    safe_tool_names,
+    ChatMessage, ModelProvider, ModelRequest, ProviderPool, ResolvedModel, RetryPolicy, ToolCall, Usage,
+    resolve_presets, safe_tool_names,
 };
-use super::tool_list::ToolList;
 use crate::config::AgentConfig;
 use crate::permissions::{
     self, Behavior,
@@ -134,10 +139,48 @@ impl Activations {
 
     /// Run one activation to its end (also what `start` spawns).
     pub async fn run(self: Arc<Self>, activation: ActivationRecord, signals: Vec<SignalRecord>) {
+        self.run_from(activation, signals, Start::New).await
+    }
+
+    /// Resume every activation a previous controller left parked on an approval request (after
+    /// a crash or a shutdown while it waited): each continues from its recorded history — the
+    /// calls of its last turn without a result run (the parked one adopts its request and waits
+    /// for it), then the model loop goes on. Call before the scheduler starts.
+    pub fn resume_parked(&self) {
+        let Some(me) = self.me() else { return };
+        let parked = match self.tools.store.parked_activations() {
+            Ok(parked) => parked,
+            Err(e) => return tracing::error!("reading the activations parked on approvals: {e}"),
+        };
+        for activation in parked {
+            if let Err(e) = self.tools.store.reopen_parked(&activation.id) {
+                tracing::error!(activation = %activation.id, "resuming a parked activation: {e}");
+                continue;
+            }
+            // Parked by a caller without a model loop (`suzumio tool call` that was stopped):
+            // nothing to continue, so it ends, its requests with it.
+            let turns = self
+                .tools
+                .store
+                .activation_history(&activation.id)
+                .map(|h| h.iter().any(|r| matches!(r.entry, HistoryEntry::AssistantOutput { .. })));
+            if let Ok(false) = turns {
+                let reason = "its caller stopped while it waited for approval";
+                if let Err(e) = self.tools.store.interrupt_activation(&activation.id, reason) {
+                    tracing::error!(activation = %activation.id, "ending a parked activation: {e}");
+                }
+                continue;
+            }
+            tracing::info!(agent = %activation.agent_id, activation = %activation.id, "resuming an activation parked on an approval");
+            self.tasks.spawn(me.clone().run_from(activation, Vec::new(), Start::Resume));
+        }
+    }
+
+    async fn run_from(self: Arc<Self>, activation: ActivationRecord, signals: Vec<SignalRecord>, start: Start) {
         let (cancel_tx, cancel_rx) = watch::channel(false);
         self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(activation.id.clone(), cancel_tx);
         let outcome = tokio::select! {
-            outcome = self.drive(&activation, &signals, cancel_rx) => outcome,
+            outcome = self.drive(&activation, &signals, cancel_rx, start) => outcome,
             // Dropping the loop drops its model call or tool call; the runner is told to stop
             // what it runs for this activation.
             _ = self.stopping.cancelled() => {
@@ -150,6 +193,16 @@ impl Activations {
         let finished = match outcome {
             Ending::Cancelled => return,
             Ending::Shutdown => {
+                // A parked activation stays parked (`interrupt_activation` leaves it alone):
+                // its request survives the stop and the next run resumes it.
+                let parked = store.activation(&activation.id).ok().flatten().map(|a| a.status);
+                if parked == Some(crate::store::ActivationStatus::WaitingApproval) {
+                    tracing::info!(
+                        agent = %activation.agent_id, activation = %activation.id,
+                        "left waiting for approval; the next run resumes it"
+                    );
+                    return;
+                }
                 match store.interrupt_activation(&activation.id, SHUTDOWN_REASON) {
                     Ok(returned) => tracing::info!(
                         agent = %activation.agent_id, activation = %activation.id,
@@ -202,6 +255,7 @@ impl Activations {
         activation: &ActivationRecord,
         signals: &[SignalRecord],
         cancel: watch::Receiver<bool>,
+        start: Start,
     ) -> Ending {
         let config = &self.tools.project.config;
         let Some(agent) = config.agent(&activation.agent_id) else {
@@ -221,15 +275,26 @@ impl Activations {
             Ok(h) => h,
             Err(e) => return Ending::Failed(format!("cannot read the agent's history: {e}")),
         };
-        let prompt = HistoryEntry::ActivationPrompt {
-            text: activation.prompt.clone(),
-            delivery: "activation_start".into(),
-            signal_ids: signals.iter().map(|s| s.id.clone()).collect(),
-            priorities: signals.iter().map(|s| s.priority.as_str().to_string()).collect(),
-        };
-        let prompt_row = match store.append_history(&agent.id, Some(&activation.id), &prompt) {
-            Ok(id) => id,
-            Err(e) => return Ending::Failed(format!("cannot record the activation's prompt in the history: {e}")),
+        // A resumed activation's prompt and turns are in its history already.
+        let (mut conversation, mut unanswered) = match start {
+            Start::Resume => resumed(&history, &activation.id),
+            Start::New => {
+                let prompt = HistoryEntry::ActivationPrompt {
+                    text: activation.prompt.clone(),
+                    delivery: "activation_start".into(),
+                    signal_ids: signals.iter().map(|s| s.id.clone()).collect(),
+                    priorities: signals.iter().map(|s| s.priority.as_str().to_string()).collect(),
+                };
+                let prompt_row = match store.append_history(&agent.id, Some(&activation.id), &prompt) {
+                    Ok(id) => id,
+                    Err(e) => {
+                        return Ending::Failed(format!("cannot record the activation's prompt in the history: {e}"));
+                    }
+                };
+                let mut conversation = context::replay(&history);
+                conversation.push_prompt(&activation.prompt, &prompt_row);
+                (conversation, Vec::new())
+            }
         };
         let toolset = self.tools.project.registry.resolve_agent(agent);
         let names = match safe_tool_names(&toolset.tools) {
@@ -251,8 +316,6 @@ impl Activations {
         let prompt_tools: Vec<String> =
             toolset.tools.iter().filter(|t| !toolset.deferred.contains(t)).cloned().collect();
         let system = prompt::system(&SystemInput { config, agent, tools: &prompt_tools, ending: &ending });
-        let mut conversation = context::replay(&history);
-        conversation.push_prompt(&activation.prompt, &prompt_row);
         let models = match resolve_presets(&config.models, &agent.model) {
             Ok(m) => m,
             Err(e) => return Ending::Failed(e),
@@ -281,13 +344,67 @@ impl Activations {
                 cancel: cancel.clone(),
                 budget: &budget,
             };
-            match attempt.run(&mut conversation, &mut progress).await {
+            let first = std::mem::take(&mut unanswered);
+            match attempt.run(&mut conversation, &mut progress, first).await {
                 AttemptEnd::Done(ending) => return ending,
                 AttemptEnd::ModelFailed(e) => failures.push(format!("{}: {e}", model.preset_id())),
             }
         }
         Ending::Failed(format!("All model attempts failed:\n{}", failures.join("\n")))
     }
+}
+
+/// How an activation's loop begins.
+#[derive(Clone, Copy)]
+enum Start {
+    /// Record the prompt and call the model.
+    New,
+    /// Continue a parked activation from its history (after a restart).
+    Resume,
+}
+
+/// A parked activation's conversation from its agent's history, and the calls of its last turn
+/// that have no result yet (replay answers those with a placeholder, which is taken off again:
+/// the resume runs them).
+fn resumed(history: &[crate::store::HistoryRecord], activation: &str) -> (Conversation, Vec<ToolCall>) {
+    let mine: Vec<&crate::store::HistoryRecord> =
+        history.iter().filter(|h| h.activation_id.as_deref() == Some(activation)).collect();
+    let last_turn = mine.iter().rposition(|h| matches!(h.entry, HistoryEntry::AssistantOutput { .. }));
+    let mut unanswered: Vec<ToolCall> = Vec::new();
+    if let Some(at) = last_turn
+        && let HistoryEntry::AssistantOutput { tool_calls, .. } = &mine[at].entry
+    {
+        let answered: Vec<&str> = mine[at + 1..]
+            .iter()
+            .filter_map(|h| match &h.entry {
+                HistoryEntry::ToolResult { call_id: Some(id), .. } => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
+        unanswered = tool_calls
+            .iter()
+            .filter_map(|c| {
+                let id = c.id.clone()?;
+                (!answered.contains(&id.as_str())).then(|| ToolCall {
+                    id,
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+            })
+            .collect();
+    }
+    let mut conversation = context::replay(history);
+    while let Some(ChatMessage::ToolResult { call_id, content, .. }) = conversation.messages.last()
+        && content == context::NO_RESULT
+        && unanswered.iter().any(|c| &c.id == call_id)
+    {
+        conversation.messages.pop();
+        conversation.rows.pop();
+    }
+    let prompt_row =
+        mine.iter().find(|h| matches!(h.entry, HistoryEntry::ActivationPrompt { .. })).map(|h| h.id.as_str());
+    conversation.prompt_at = prompt_row.and_then(|row| conversation.rows.iter().position(|r| r == row));
+    (conversation, unanswered)
 }
 
 enum Ending {
@@ -380,11 +497,25 @@ impl Attempt<'_> {
         self.budget.record(self.model, usage.input_tokens, usage.cached_input_tokens, usage.output_tokens)
     }
 
-    async fn run(self, conversation: &mut Conversation, progress: &mut Progress) -> AttemptEnd {
+    async fn run(
+        self,
+        conversation: &mut Conversation,
+        progress: &mut Progress,
+        unanswered: Vec<ToolCall>,
+    ) -> AttemptEnd {
         let mut cancel = self.cancel.clone();
         let config = &self.owner.tools.project.config;
         let max_iterations = config.activation.max_iterations.unwrap_or(1_000_000);
-        let max_tool_calls = config.activation.max_tool_calls;
+        if !unanswered.is_empty() {
+            match self.run_calls(&unanswered, conversation, progress, &mut cancel).await {
+                Ok(Some(output)) => {
+                    let text = if progress.last_text.is_empty() { output } else { progress.last_text.clone() };
+                    return AttemptEnd::Done(Ending::Completed(text));
+                }
+                Ok(None) => {}
+                Err(end) => return end,
+            }
+        }
         let mut compacted = false;
         let mut retry_compaction_at = 0;
         while progress.model_steps < max_iterations {
@@ -456,72 +587,98 @@ impl Attempt<'_> {
                 ChatMessage::Assistant { text: response.text.clone(), tool_calls: response.tool_calls.clone() },
                 &output_row,
             );
-            let mut ended: Option<String> = None;
-            for call in &response.tool_calls {
-                if let Some(max) = max_tool_calls
-                    && progress.tool_calls >= max
-                {
-                    return AttemptEnd::Done(Ending::Failed(format!("Exceeded maxToolCalls: {max}")));
-                }
-                progress.tool_calls += 1;
-                let real = self.names.iter().find(|(_, safe)| *safe == call.name).map(|(real, _)| real.clone());
-                // A deferred tool the agent has not activated is answered, not run.
-                let not_loaded = real.as_deref().and_then(|r| self.tools.not_loaded(r));
-                let (content, is_error, ends) = match (real, not_loaded) {
-                    (None, _) => (format!("Unknown tool: {}", call.name), true, false),
-                    (Some(_), Some(why)) => (why, true, false),
-                    (Some(real), None) => {
-                        let outcome = tokio::select! {
-                            r = self.tool_call(&real, call.arguments.clone()) => r,
-                            _ = cancel.changed() => {
-                                self.owner.runner.cancel(&self.agent.id, &self.activation.id);
-                                return AttemptEnd::Done(Ending::Cancelled);
-                            }
-                        };
-                        let ends =
-                            self.owner.tools.project.registry.tool(&real).is_some_and(|(_, def)| def.ends_activation);
-                        if real == TOOL_SEARCH
-                            && outcome.is_ok()
-                            && let Err(e) = self.tools.refresh(&self.owner.tools.store)
-                        {
-                            return AttemptEnd::Done(Ending::Failed(format!(
-                                "cannot read the agent's activated tools: {e}"
-                            )));
-                        }
-                        match outcome {
-                            Ok(out) => (out.output, false, ends),
-                            Err(e) => (e.to_string(), true, false),
-                        }
-                    }
-                };
-                let content = match self.boundary_signals() {
-                    Some(text) => format!("{content}\n\n{text}"),
-                    None => content,
-                };
-                let result = HistoryEntry::ToolResult {
-                    name: call.name.clone(),
-                    content: content.clone(),
-                    is_error,
-                    call_id: Some(call.id.clone()),
-                };
-                let result_row = match self.record(&result) {
-                    Ok(id) => id,
-                    Err(e) => return AttemptEnd::Done(Ending::Failed(e)),
-                };
-                if ends && ended.is_none() {
-                    ended = Some(content.clone());
-                }
-                conversation.push(
-                    ChatMessage::ToolResult { call_id: call.id.clone(), name: call.name.clone(), content, is_error },
-                    &result_row,
-                );
-            }
+            let ended = match self.run_calls(&response.tool_calls, conversation, progress, &mut cancel).await {
+                Ok(ended) => ended,
+                Err(end) => return end,
+            };
             if let Some(output) = ended {
                 let text = if progress.last_text.is_empty() { output } else { progress.last_text.clone() };
                 return AttemptEnd::Done(Ending::Completed(text));
             }
         }
         AttemptEnd::Done(Ending::Completed(format!("Stopped after maxIterations ({max_iterations}) model steps.")))
+    }
+
+    /// Runs the calls of one model turn in order, recording each result; returns the output of
+    /// a call that ends the activation, if one did.
+    async fn run_calls(
+        &self,
+        calls: &[ToolCall],
+        conversation: &mut Conversation,
+        progress: &mut Progress,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<Option<String>, AttemptEnd> {
+        let max_tool_calls = self.owner.tools.project.config.activation.max_tool_calls;
+        let real_names: Vec<Option<String>> = calls
+            .iter()
+            .map(|call| self.names.iter().find(|(_, safe)| *safe == call.name).map(|(real, _)| real.clone()))
+            .collect();
+        let announced: Vec<(String, Value)> = calls
+            .iter()
+            .zip(&real_names)
+            .filter_map(|(call, real)| Some((real.clone()?, call.arguments.clone())))
+            .collect();
+        approvals::announce_turn(&self.owner.tools, self.agent, &self.activation.id, &announced);
+        let mut ended: Option<String> = None;
+        for (call, real) in calls.iter().zip(real_names) {
+            if let Some(max) = max_tool_calls
+                && progress.tool_calls >= max
+            {
+                return Err(AttemptEnd::Done(Ending::Failed(format!("Exceeded maxToolCalls: {max}"))));
+            }
+            progress.tool_calls += 1;
+            // A deferred tool the agent has not activated is answered, not run.
+            let not_loaded = real.as_deref().and_then(|r| self.tools.not_loaded(r));
+            let (content, is_error, ends) = match (real, not_loaded) {
+                (None, _) => (format!("Unknown tool: {}", call.name), true, false),
+                (Some(_), Some(why)) => (why, true, false),
+                (Some(real), None) => {
+                    let outcome = tokio::select! {
+                        r = self.tool_call(&real, call.arguments.clone()) => r,
+                        _ = cancel.changed() => {
+                            self.owner.runner.cancel(&self.agent.id, &self.activation.id);
+                            return Err(AttemptEnd::Done(Ending::Cancelled));
+                        }
+                    };
+                    let ends =
+                        self.owner.tools.project.registry.tool(&real).is_some_and(|(_, def)| def.ends_activation);
+                    if real == TOOL_SEARCH
+                        && outcome.is_ok()
+                        && let Err(e) = self.tools.refresh(&self.owner.tools.store)
+                    {
+                        return Err(AttemptEnd::Done(Ending::Failed(format!(
+                            "cannot read the agent's activated tools: {e}"
+                        ))));
+                    }
+                    match outcome {
+                        Ok(out) => (out.output, false, ends),
+                        Err(e) => (e.to_string(), true, false),
+                    }
+                }
+            };
+            let content = match self.boundary_signals() {
+                Some(text) => format!("{content}\n\n{text}"),
+                None => content,
+            };
+            let result = HistoryEntry::ToolResult {
+                name: call.name.clone(),
+                content: content.clone(),
+                is_error,
+                call_id: Some(call.id.clone()),
+            };
+            let result_row = match self.record(&result) {
+                Ok(id) => id,
+                Err(e) => return Err(AttemptEnd::Done(Ending::Failed(e))),
+            };
+            if ends && ended.is_none() {
+                ended = Some(content.clone());
+            }
+            conversation.push(
+                ChatMessage::ToolResult { call_id: call.id.clone(), name: call.name.clone(), content, is_error },
+                &result_row,
+            );
+        }
+        Ok(ended)
     }
 
     /// Replace the older part of the conversation by a summary (written by the same model, or a

@@ -1,14 +1,37 @@
 //! Durable approval requests: an `ask` decision is stored, the activation is parked
 //! (`waiting_approval`) until a person allows or denies it (WebUI, CLI, API) or the agent's
 //! `approvalTimeout` passes, and on allow exactly the stored call runs.
+//!
+//! The wait is the activation's own task: it spends no model tokens, holds no lock, and other
+//! agents' activations run meanwhile. It looks at the request row on every store event of this
+//! process and at least every [`POLL`], so a decision written by another process (`suzumio
+//! approvals allow` on the shared SQLite file) is seen within a second, and the deadline is
+//! checked on the same beat — also for a request adopted after a restart, whose deadline is
+//! the stored one. Pre-emption: a P0 ends a parked activation like a running one (cancelled,
+//! `Interrupted by P0 signal …`), its pending requests are cancelled in the same transaction,
+//! and the P0's activation runs; a cancelled request is never run.
+//!
+//! Remembered decisions (`--remember`) are rules in the store (`Store::remembered_rules`); until
+//! the rule engine reads them in `decide`, they are applied here, before a request is made,
+//! with deny before allow.
 
-use serde_json::Value;
+use std::time::Duration;
 
-use super::{AskPolicy, Decision};
-use crate::activation::run::RunnerTools;
+use serde_json::{Value, json};
+
+use super::{AskPolicy, Behavior, Decision, OnAsk};
+use crate::activation::run::{RunnerTools, dispatch};
+use crate::config::AgentConfig;
+use crate::store::{
+    ApprovalRecord, ApprovalStatus, Event, NewApproval, RememberedRule, RuleDecision, Store, StoreError,
+};
 use crate::support::ToolHost;
 use crate::support::ToolOutput;
+use crate::support::builtin_tools::Caller;
 use crate::toolpack::ToolError;
+
+/// How often a waiting call looks at its request when no event of this process woke it.
+pub const POLL: Duration = Duration::from_millis(250);
 
 /// One call that was decided `ask`, with what is needed to run it once approved.
 pub struct PendingCall<'a> {
@@ -24,9 +47,281 @@ pub struct PendingCall<'a> {
 
 /// Asks for approval and waits for it; on allow runs the stored call through `runner` or the
 /// controller, on deny or timeout returns `ToolError::Denied` with the reason and feedback.
-pub async fn ask(_host: &ToolHost, _runner: &dyn RunnerTools, call: PendingCall<'_>) -> Result<ToolOutput, ToolError> {
-    Err(ToolError::Denied(format!(
-        "{} needs approval ({}), and this controller cannot ask for it yet",
-        call.tool, call.decision.reason
-    )))
+///
+/// A request this activation already holds for the same call (announced with its turn, or made
+/// before a restart) is adopted instead of asking again.
+pub async fn ask(host: &ToolHost, runner: &dyn RunnerTools, call: PendingCall<'_>) -> Result<ToolOutput, ToolError> {
+    let store = &host.store;
+    let request = match store.adoptable_approval(call.activation_id, call.tool, call.input)? {
+        Some(request) => request,
+        None => {
+            if let Some(rule) = remembered(store, call.agent_id, call.activation_id, call.tool)? {
+                return by_rule(host, runner, &call, &rule).await;
+            }
+            if call.policy.on_ask == OnAsk::Deny {
+                let reason = nobody_asked(call.tool, &call.decision.reason);
+                decided(store, &call, Behavior::Deny, "permissions.onAsk: deny", &reason)?;
+                return Err(ToolError::Denied(reason));
+            }
+            store.request_approval(new_request(store, &call, Some(call.call_id), call.policy))?
+        }
+    };
+    if request.tool_call_id.as_deref() != Some(call.call_id) {
+        store.attach_approval(&request.id, call.call_id)?;
+    }
+    let answered = wait(store, &request).await?;
+    store.consume_approval(&answered.id)?;
+    match answered.status {
+        ApprovalStatus::Allowed => run(host, runner, &call).await,
+        ApprovalStatus::Cancelled => {
+            ended_elsewhere().await;
+            Err(ToolError::Denied(denial(&answered)))
+        }
+        _ => Err(ToolError::Denied(denial(&answered))),
+    }
+}
+
+/// The activation ended while its call waited (a P0 cancelled it, in the same transaction as
+/// the request): its loop is dropped by that cancel, so nothing of this call may be recorded
+/// as if it went on. The pause only bounds the wait should no cancel come.
+async fn ended_elsewhere() {
+    tokio::time::sleep(Duration::from_secs(5)).await;
+}
+
+/// Before the calls of one model turn run: every call that will be `ask`ed gets its request
+/// now, so calls of one turn wait together and can be decided one by one or all at once. Calls
+/// that are refused anyway (unknown, not allowed, invalid input) are left to `execute_tool`.
+pub fn announce_turn(host: &ToolHost, agent: &AgentConfig, activation_id: &str, calls: &[(String, Value)]) {
+    let mut asked = Vec::new();
+    for (tool, input) in calls {
+        let Some((_, def)) = host.project.registry.tool(tool) else { continue };
+        let input = if input.is_null() { json!({}) } else { input.clone() };
+        if !agent.tools.allows(tool)
+            || input.get(crate::activation::providers::INVALID_JSON_KEY).is_some()
+            || host.project.registry.validate_input(tool, &input).is_err()
+        {
+            continue;
+        }
+        let decision = super::decide(&host.project, &super::Call { agent, tool, def, input: &input });
+        if decision.behavior == Behavior::Ask {
+            asked.push((tool, input, decision));
+        }
+    }
+    // One ask alone is made when its call runs.
+    if asked.len() < 2 {
+        return;
+    }
+    let policy = super::ask_policy(&host.project, agent);
+    if policy.on_ask == OnAsk::Deny {
+        return;
+    }
+    for (tool, input, decision) in &asked {
+        let pending = PendingCall { agent_id: &agent.id, activation_id, call_id: "", tool, input, decision, policy };
+        let known = host.store.adoptable_approval(activation_id, tool, input).map(|r| r.is_some());
+        let rule = remembered(&host.store, &agent.id, activation_id, tool).map(|r| r.is_some());
+        let made = match (known, rule) {
+            (Ok(false), Ok(false)) => {
+                host.store.request_approval(new_request(&host.store, &pending, None, policy)).map(drop)
+            }
+            (Err(e), _) | (_, Err(e)) => Err(e),
+            _ => Ok(()),
+        };
+        // Not announced: the call asks when it runs.
+        if let Err(e) = made {
+            tracing::warn!(agent = %agent.id, tool, "announcing an approval request: {e}");
+        }
+    }
+}
+
+/// The remembered rule that decides a call of `tool`: a matching deny before a matching allow.
+pub fn remembered(
+    store: &Store,
+    agent: &str,
+    activation: &str,
+    tool: &str,
+) -> Result<Option<RememberedRule>, StoreError> {
+    let rules: Vec<RememberedRule> =
+        store.remembered_rules(Some(agent))?.into_iter().filter(|r| r.applies_to(agent, activation, tool)).collect();
+    let deny = rules.iter().find(|r| r.decision == RuleDecision::Deny);
+    Ok(deny.or_else(|| rules.first()).cloned())
+}
+
+/// Who resolves from this process's command line: `cli (<user>)`.
+pub fn cli_user() -> String {
+    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into());
+    format!("cli ({user})")
+}
+
+fn new_request<'a>(
+    store: &Store,
+    call: &'a PendingCall<'a>,
+    tool_call_id: Option<&'a str>,
+    policy: AskPolicy,
+) -> NewApproval<'a> {
+    let d = call.decision;
+    let timeout = chrono::Duration::from_std(policy.timeout).unwrap_or(chrono::Duration::MAX);
+    let now = store.now();
+    let expires = now.checked_add_signed(timeout).unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+    NewApproval {
+        agent_id: call.agent_id,
+        activation_id: call.activation_id,
+        tool_call_id,
+        tool: call.tool,
+        input: call.input,
+        decision: json!({"behavior": "ask", "source": d.source, "reason": d.reason, "risk": d.risk}),
+        expires_at: crate::clock::iso(expires),
+    }
+}
+
+/// Waits until the request is decided or its deadline passes (then it is denied). The
+/// activation is `waiting_approval` meanwhile, `running` again once it returns.
+async fn wait(store: &Store, request: &ApprovalRecord) -> Result<ApprovalRecord, ToolError> {
+    let mut events = store.subscribe();
+    let deadline = crate::clock::parse_iso(&request.expires_at);
+    let mut parked = false;
+    let answered = loop {
+        let current = store
+            .approval(&request.id)?
+            .ok_or_else(|| ToolError::Internal(format!("approval request {} vanished", request.id)))?;
+        if current.status != ApprovalStatus::Pending {
+            break current;
+        }
+        if !parked {
+            store.set_waiting_approval(&request.activation_id, true)?;
+            parked = true;
+        }
+        if deadline.is_none_or(|d| d <= store.now()) {
+            match store.expire_approval(&request.id, &timed_out(&current))? {
+                Some(expired) => break expired,
+                None => continue,
+            }
+        }
+        // The turn's other requests (announced, not yet waited on) time out on the same beat,
+        // so none shows as pending past its deadline.
+        for overdue in store.overdue_approvals(&request.activation_id)? {
+            store.expire_approval(&overdue.id, &timed_out(&overdue))?;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = events.recv() => {}
+        }
+    };
+    if parked && let Err(e) = store.set_waiting_approval(&request.activation_id, false) {
+        ended_elsewhere().await;
+        return Err(ToolError::Denied(format!(
+            "{} did not run: its activation ended while it waited for approval ({e})",
+            request.tool
+        )));
+    }
+    Ok(answered)
+}
+
+/// Runs the stored call where its tool runs.
+async fn run(host: &ToolHost, runner: &dyn RunnerTools, call: &PendingCall<'_>) -> Result<ToolOutput, ToolError> {
+    let Some((_, def)) = host.project.registry.tool(call.tool) else {
+        return Err(ToolError::Rejected(format!("Unknown tool: {}", call.tool)));
+    };
+    let caller = Caller { agent_id: call.agent_id.to_string(), activation_id: call.activation_id.to_string() };
+    dispatch(host, runner, &caller, def, call.tool, call.input.clone()).await
+}
+
+async fn by_rule(
+    host: &ToolHost,
+    runner: &dyn RunnerTools,
+    call: &PendingCall<'_>,
+    rule: &RememberedRule,
+) -> Result<ToolOutput, ToolError> {
+    let source = format!(
+        "remembered rule {} ({} {} for {}, by {} at {}{})",
+        rule.id,
+        rule.decision,
+        rule.tool,
+        rule.scope,
+        rule.created_by,
+        rule.created_at,
+        rule.request_id.as_deref().map(|r| format!(", from request {r}")).unwrap_or_default()
+    );
+    match rule.decision {
+        RuleDecision::Allow => {
+            decided(&host.store, call, Behavior::Allow, &source, "allowed before")?;
+            run(host, runner, call).await
+        }
+        RuleDecision::Deny => {
+            let reason = format!("Permission denied for {}: denied before ({source})", call.tool);
+            decided(&host.store, call, Behavior::Deny, &source, &reason)?;
+            Err(ToolError::Denied(reason))
+        }
+    }
+}
+
+fn decided(
+    store: &Store,
+    call: &PendingCall<'_>,
+    behavior: Behavior,
+    source: &str,
+    reason: &str,
+) -> Result<(), StoreError> {
+    let text = |v: Value| v.as_str().unwrap_or_default().to_string();
+    store.append_event(Event::PermissionDecided {
+        agent_id: call.agent_id.into(),
+        activation_id: call.activation_id.into(),
+        tool_call_id: Some(call.call_id.into()).filter(|c: &String| !c.is_empty()),
+        tool: call.tool.into(),
+        behavior: text(json!(behavior)),
+        source: source.into(),
+        reason: reason.into(),
+        risk: text(json!(call.decision.risk)),
+    })?;
+    Ok(())
+}
+
+/// What the model reads when nobody may be asked.
+fn nobody_asked(tool: &str, why: &str) -> String {
+    format!(
+        "Permission denied for {tool}: it needs approval ({why}), and nobody is asked here (permissions.onAsk: deny), \
+         so it did not run. Do the task without it, or send the user a message asking them to run it or to allow it."
+    )
+}
+
+fn timed_out(request: &ApprovalRecord) -> String {
+    let parse = |t: &str| crate::clock::parse_iso(t);
+    let waited = match (parse(&request.created_at), parse(&request.expires_at)) {
+        (Some(from), Some(to)) => (to - from).to_std().unwrap_or_default(),
+        _ => Duration::ZERO,
+    };
+    format!(
+        "Permission denied for {}: nobody decided on its approval request within {} (permissions.approvalTimeout), \
+         so it did not run. Do the task without it, or send the user a message asking for it.",
+        request.tool,
+        humane(waited)
+    )
+}
+
+/// What the model reads for a request that was not allowed.
+fn denial(request: &ApprovalRecord) -> String {
+    match (request.status, request.resolution_reason.as_deref()) {
+        (_, Some(reason)) => reason.to_string(),
+        (ApprovalStatus::Cancelled, None) => {
+            format!("{} did not run: its approval request was cancelled", request.tool)
+        }
+        _ => {
+            let by = request.resolved_by.as_deref().unwrap_or("the user");
+            let feedback = request
+                .feedback
+                .as_deref()
+                .filter(|f| !f.trim().is_empty())
+                .map(|f| format!(" Feedback: {f}"))
+                .unwrap_or_default();
+            format!("Permission denied for {}: {} denied the call ({}).{feedback}", request.tool, by, request.reason())
+        }
+    }
+}
+
+fn humane(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        s if s >= 3600 && s % 3600 == 0 => format!("{} h", s / 3600),
+        s if s >= 60 && s % 60 == 0 => format!("{} min", s / 60),
+        s => format!("{s} s"),
+    }
 }

@@ -69,12 +69,16 @@ impl Store {
     ) -> Result<ActivationRecord, StoreError> {
         self.write(|w| {
             let activation = activation_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownActivation(id.to_string()))?;
-            if activation.status != ActivationStatus::Running {
+            // A parked activation ends like a running one (a P0 pre-empts it); its pending
+            // approval requests end with it.
+            if !matches!(activation.status, ActivationStatus::Running | ActivationStatus::WaitingApproval) {
                 return Err(StoreError::ActivationNotRunning {
                     id: id.to_string(),
                     status: activation.status.to_string(),
                 });
             }
+            let reason = error.unwrap_or("its activation ended");
+            w.cancel_pending_approvals(id, &format!("the activation ended before a decision: {reason}"))?;
             let status = outcome.status();
             w.tx.execute(
                 "UPDATE activations SET status = ?2, ended_at = ?3, text = ?4, error = ?5 WHERE id = ?1",

@@ -63,6 +63,15 @@ pub enum StoreError {
     #[error("Unknown tool call: {0}")]
     UnknownToolCall(String),
 
+    #[error("Unknown approval request: {0}")]
+    UnknownApproval(String),
+
+    #[error("Approval request {id} is already {status}; only a pending request can be allowed or denied")]
+    ApprovalResolved { id: String, status: String },
+
+    #[error("Unknown permission rule: {0}")]
+    UnknownRule(String),
+
     #[error("Tool call {id} already finished (it is {status})")]
     ToolCallFinished { id: String, status: String },
 

@@ -104,6 +104,43 @@ pub enum Event {
         peer_pid: Option<i32>,
         suppressed: u64,
     },
+    /// A call was decided (`allow`, `ask` or `deny`) at the approvals step: its provenance, apart
+    /// from the call's result, so a UI can show how it was authorized. Never its input.
+    #[serde(rename = "permission.decided", rename_all = "camelCase")]
+    PermissionDecided {
+        agent_id: String,
+        activation_id: String,
+        tool_call_id: Option<String>,
+        tool: String,
+        behavior: String,
+        source: String,
+        reason: String,
+        risk: String,
+    },
+    /// An `ask` became a durable request; the activation waits for it (`waiting_approval`).
+    #[serde(rename = "approval.requested", rename_all = "camelCase")]
+    ApprovalRequested {
+        approval_id: String,
+        agent_id: String,
+        activation_id: String,
+        tool: String,
+        reason: String,
+        risk: String,
+        expires_at: String,
+    },
+    /// A request was allowed or denied (by a person, a remembered rule or the timeout), or
+    /// cancelled with its activation.
+    #[serde(rename = "approval.resolved", rename_all = "camelCase")]
+    ApprovalResolved {
+        approval_id: String,
+        agent_id: String,
+        activation_id: String,
+        tool: String,
+        status: String,
+        resolved_by: String,
+        feedback: Option<String>,
+        remember: Option<String>,
+    },
     /// A piece of the text a model is streaming in an activation. Ephemeral: published with
     /// [`crate::store::Store::publish_ephemeral`], never stored. `offset` is where `text` starts
     /// in the current model call's text (0 starts a new call's text).
@@ -177,6 +214,9 @@ impl Event {
             | Event::AgentQuotaExceeded { agent_id, .. }
             | Event::AgentQuotaOk { agent_id, .. }
             | Event::SecuritySessionRefused { agent_id, .. }
+            | Event::PermissionDecided { agent_id, .. }
+            | Event::ApprovalRequested { agent_id, .. }
+            | Event::ApprovalResolved { agent_id, .. }
             | Event::ActivationDelta { agent_id, .. } => Some(agent_id),
             Event::ActivationCompleted(e) | Event::ActivationFailed(e) | Event::ActivationCancelled(e) => {
                 Some(&e.agent_id)

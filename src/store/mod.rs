@@ -17,6 +17,7 @@
 //! callers' business.
 
 mod activations;
+mod approvals;
 mod error;
 mod events;
 mod history;
@@ -44,6 +45,9 @@ use tokio::sync::broadcast;
 use crate::clock::{Clock, iso};
 use crate::config::ProjectConfig;
 
+pub use approvals::{
+    ApprovalRecord, ApprovalStatus, NewApproval, RememberScope, RememberedRule, Resolution, RuleDecision,
+};
 pub use error::StoreError;
 pub use events::{ActivationEnded, Event, EventRecord, MonitorSent};
 pub use history::{HistoryEntry, HistoryRecord, RecordedCall, RecordedUsage};

@@ -97,12 +97,17 @@ status_enum!(
     }
 );
 
-status_enum!(ActivationStatus, "activation" {
+status_enum!(
+    /// `waiting_approval`: parked on a pending approval request; nothing runs and no model is
+    /// called until a person (or the timeout) decides.
+    ActivationStatus, "activation" {
     Running => "running",
+    WaitingApproval => "waiting_approval",
     Completed => "completed",
     Failed => "failed",
     Cancelled => "cancelled",
-});
+    }
+);
 
 status_enum!(SignalStatus, "signal" {
     Pending => "pending",

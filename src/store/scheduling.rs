@@ -251,6 +251,7 @@ impl WriteTx<'_> {
             [id],
         )? as u64;
         self.close_open_tool_calls(id, agent, reason)?;
+        self.cancel_pending_approvals(id, &format!("the activation ended before a decision: {reason}"))?;
         self.tx.execute(
             "UPDATE agents SET active_activation_id = NULL, status = 'quiet', updated_at = ?3
              WHERE id = ?1 AND (active_activation_id IS NULL OR active_activation_id = ?2)",

@@ -166,7 +166,44 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE signals ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0;
     UPDATE signals SET deliveries = 1 WHERE status = 'delivered';
     "#,
-    // 6: the deferred tools an agent activated with tool_search; they stay loaded.
+    // 6: durable approvals. A request is the stored call (tool, input) an `ask` decision parked,
+    // with the decision, its deadline and, once decided, who decided what; `consumed_at` marks
+    // the request whose answer went back to the model, so a resumed activation never runs a
+    // call twice. Remembered rules carry their provenance (who, when, which request).
+    r#"
+    CREATE TABLE approval_requests (
+        id                TEXT PRIMARY KEY,
+        agent_id          TEXT NOT NULL REFERENCES agents(id),
+        activation_id     TEXT NOT NULL REFERENCES activations(id),
+        tool_call_id      TEXT,
+        tool              TEXT NOT NULL,
+        input_json        TEXT NOT NULL,
+        decision_json     TEXT NOT NULL,
+        status            TEXT NOT NULL,
+        created_at        TEXT NOT NULL,
+        expires_at        TEXT NOT NULL,
+        resolved_at       TEXT,
+        resolved_by       TEXT,
+        feedback          TEXT,
+        resolution_reason TEXT,
+        remember          TEXT,
+        consumed_at       TEXT
+    );
+    CREATE INDEX approval_requests_by_status ON approval_requests(status, created_at);
+    CREATE INDEX approval_requests_by_activation ON approval_requests(activation_id);
+    CREATE TABLE permission_rules (
+        id            TEXT PRIMARY KEY,
+        tool          TEXT NOT NULL,
+        decision      TEXT NOT NULL,
+        scope         TEXT NOT NULL,
+        agent_id      TEXT,
+        activation_id TEXT,
+        created_by    TEXT NOT NULL,
+        created_at    TEXT NOT NULL,
+        request_id    TEXT
+    );
+    "#,
+    // 7: the deferred tools an agent activated with tool_search; they stay loaded.
     r#"
     CREATE TABLE activated_tools (
         agent_id      TEXT NOT NULL,

@@ -56,7 +56,7 @@ async fn health() -> Json<views::Health> {
 }
 
 /// The project named in the path; anything else (including traversal attempts) is a 404.
-fn project<'a>(state: &'a AppState, name: &str) -> Result<&'a ToolHost, ApiError> {
+pub(super) fn project<'a>(state: &'a AppState, name: &str) -> Result<&'a ToolHost, ApiError> {
     if state.tools.name() == name {
         Ok(&state.tools)
     } else {

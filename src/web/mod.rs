@@ -9,6 +9,7 @@
 //! failure is one [`ApiError`]: 4xx with the real message, 5xx hide internals and log the cause.
 
 mod api;
+mod approvals;
 mod assets;
 pub mod body;
 mod host;
@@ -100,6 +101,7 @@ fn app(
         streams: stream::StreamSlots::new(streams),
     };
     api::routes()
+        .merge(approvals::routes())
         .merge(assets::routes())
         .route("/login/{code}", axum::routing::get(login))
         .layer(middleware::from_fn_with_state(state.clone(), guard))

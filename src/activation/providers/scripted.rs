@@ -142,7 +142,15 @@ impl ScriptedProvider {
         let state = states.entry(request.agent_id.clone()).or_default();
         if state.activation.as_deref() != Some(request.activation_id.as_str()) {
             state.activation = Some(request.activation_id.clone());
-            state.next_step = 0;
+            // A resumed activation (a restart while it waited for approval) already holds its
+            // earlier turns after its prompt: it continues with the step after them.
+            state.next_step = request
+                .messages
+                .iter()
+                .rev()
+                .take_while(|m| !matches!(m, ChatMessage::User(_)))
+                .filter(|m| matches!(m, ChatMessage::Assistant { .. }))
+                .count();
             state.entry = self.pick(request, &state.used);
             if let Some(i) = state.entry
                 && !self.entries[i].repeat

@@ -13,12 +13,13 @@ import * as activations from "./views/activations.js";
 import * as events from "./views/events.js";
 import * as history from "./views/history.js";
 import * as tools from "./views/tools.js";
+import * as approvals from "./views/approvals.js";
 
-const VIEWS = { overview, messages, activations, events, history, tools };
+const VIEWS = { overview, messages, activations, events, history, tools, approvals };
 const DEFAULT_VIEW = "overview";
 
 // Events after which the project summary and roster are worth fetching again.
-const SUMMARY_EVENTS = /^(project\.|agent\.|activation\.|message\.created|completion\.|tool_call\.finished)/;
+const SUMMARY_EVENTS = /^(project\.|agent\.|activation\.|message\.created|completion\.|tool_call\.finished|approval\.)/;
 
 const state = {
   api: null,
@@ -34,6 +35,8 @@ const state = {
   // The text of each running model call so far, from `activation.delta` frames:
   // activation id → { agentId, text, chars }. Dropped once the turn is recorded.
   live: new Map(),
+  // Pending approval requests (GET approvals): the tab's count and the agents' badges.
+  pendingApprovals: [],
 };
 
 const listeners = { event: new Set(), state: new Set(), stream: new Set(), live: new Set() };
@@ -90,6 +93,12 @@ async function refreshProject() {
       /* keep what we had */
     }
   }
+  try {
+    state.pendingApprovals = await api.approvals();
+  } catch {
+    /* an older server has no approvals route: no badges */
+  }
+  renderApprovalCount();
   if (agents.status === "fulfilled") {
     state.agents = Array.isArray(agents.value) ? agents.value : agents.value?.items ?? [];
     state.agentsError = null;
@@ -107,6 +116,15 @@ function renderChip() {
   if (!chip) return;
   const p = state.project;
   replace(chip, p ? [h("span", { class: "project-name", text: p.name }), pill(p.status)] : null);
+}
+
+function renderApprovalCount() {
+  const badge = document.getElementById("approvals-count");
+  if (!badge) return;
+  const n = state.pendingApprovals.length;
+  badge.hidden = n === 0;
+  badge.textContent = String(n);
+  badge.title = `${n} tool call(s) waiting for approval`;
 }
 
 const STREAM_LABELS = {

@@ -17,7 +17,7 @@ export function agentRoster(ctx) {
       h(
         "div",
         { class: "roster" },
-        agents.map((a) => agentCard(a, a.id === coordinator, ctx.href)),
+        agents.map((a) => agentCard(a, a.id === coordinator, ctx.href, waitingOf(ctx, a.id))),
       ),
     );
     live();
@@ -37,7 +37,12 @@ export function agentRoster(ctx) {
 // The card shows the end of the text being written.
 const LIVE_TAIL = 280;
 
-function agentCard(a, isCoordinator, href) {
+/** How many of the agent's tool calls wait for approval. */
+function waitingOf(ctx, agentId) {
+  return (ctx.state.pendingApprovals || []).filter((r) => r.agentId === agentId).length;
+}
+
+function agentCard(a, isCoordinator, href, waiting) {
   return h(
     "article",
     { class: ["card", "agent", `agent-${a.status}`], "data-agent": a.id },
@@ -52,6 +57,9 @@ function agentCard(a, isCoordinator, href) {
       ),
       pill(a.status),
     ),
+    waiting
+      ? h("a", { class: "badge warn approval-badge", href: href("approvals"), "data-approvals-agent": a.id, text: `${waiting} awaiting approval` })
+      : null,
     agentFacts(a, href),
     a.status === "failed" && a.lastError
       ? h("p", { class: "agent-error", "data-last-error": "" }, h("strong", { text: "Failed: " }), a.lastError)

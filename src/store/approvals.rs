@@ -1,0 +1,531 @@
+//! Durable approval requests and remembered permission rules: their rows, the activation's
+//! `waiting_approval` status while one of its calls waits, and the events (`permission.decided`,
+//! `approval.requested`, `approval.resolved`) written with each change.
+//!
+//! A request holds exactly the call that was asked about (tool and input), so allowing it runs
+//! that call and nothing else. Resolving is one transaction that only a pending request passes:
+//! the CLI, the API and the timeout can race, and exactly one of them decides. `consumed_at`
+//! marks the request whose answer went back to the model: an activation resumed after a restart
+//! adopts its unconsumed requests instead of asking again, and never runs a consumed one twice.
+//! This module records; it does not decide (that is `permissions`) and runs no tool.
+
+use std::str::FromStr;
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::store::{ActivationRecord, Event, Store, StoreError, WriteTx, json_column, new_id};
+
+/// Where a request is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::EnumString, strum::Display, strum::IntoStaticStr)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum ApprovalStatus {
+    Pending,
+    Allowed,
+    Denied,
+    /// Its activation ended first (a P0, a crash recovery, a failure): nothing will run it.
+    Cancelled,
+}
+
+/// How far a remembered decision reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::EnumString, strum::Display, strum::IntoStaticStr)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum RememberScope {
+    /// The rest of this activation.
+    Activation,
+    /// Every later call of this agent.
+    Agent,
+    /// Every agent of the project.
+    Project,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::EnumString, strum::Display, strum::IntoStaticStr)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum RuleDecision {
+    Allow,
+    Deny,
+}
+
+/// One approval request, input included (the person deciding must see what will run).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRecord {
+    pub id: String,
+    pub agent_id: String,
+    pub activation_id: String,
+    /// The `tool_calls` row that waits on it (the latest, after a restart).
+    pub tool_call_id: Option<String>,
+    pub tool: String,
+    pub input: Value,
+    /// The decision that asked: `{behavior, source, reason, risk}`.
+    pub decision: Value,
+    pub status: ApprovalStatus,
+    pub created_at: String,
+    pub expires_at: String,
+    pub resolved_at: Option<String>,
+    pub resolved_by: Option<String>,
+    pub feedback: Option<String>,
+    /// Why it was denied or cancelled when no person said (timeout, activation ended).
+    pub resolution_reason: Option<String>,
+    pub remember: Option<String>,
+    pub consumed_at: Option<String>,
+}
+
+impl ApprovalRecord {
+    pub fn reason(&self) -> &str {
+        self.decision.get("reason").and_then(Value::as_str).unwrap_or_default()
+    }
+
+    pub fn risk(&self) -> &str {
+        self.decision.get("risk").and_then(Value::as_str).unwrap_or_default()
+    }
+}
+
+/// A request to record.
+pub struct NewApproval<'a> {
+    pub agent_id: &'a str,
+    pub activation_id: &'a str,
+    pub tool_call_id: Option<&'a str>,
+    pub tool: &'a str,
+    pub input: &'a Value,
+    /// `{behavior, source, reason, risk}` of the decision that asked.
+    pub decision: Value,
+    pub expires_at: String,
+}
+
+/// A person's (or the timeout's) answer to a pending request.
+pub struct Resolution<'a> {
+    pub allow: bool,
+    /// Who decided: `cli (alice)`, `api`, `timeout`, `rule perm_…`.
+    pub by: &'a str,
+    pub feedback: Option<&'a str>,
+    /// Also remember the decision for this tool at that scope (a rule with provenance).
+    pub remember: Option<RememberScope>,
+    /// Also decide every other pending request of the same activation ("allow all").
+    pub whole_activation: bool,
+}
+
+/// A decision remembered from an approval, with its provenance. Applied with the same precedence
+/// as configured rules (deny before allow).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RememberedRule {
+    pub id: String,
+    /// The exact tool name it covers.
+    pub tool: String,
+    pub decision: RuleDecision,
+    pub scope: RememberScope,
+    /// The agent (scope `agent` or `activation`).
+    pub agent_id: Option<String>,
+    /// The activation (scope `activation`).
+    pub activation_id: Option<String>,
+    pub created_by: String,
+    pub created_at: String,
+    /// The approval request it was remembered from.
+    pub request_id: Option<String>,
+}
+
+impl RememberedRule {
+    /// Whether the rule covers a call of `tool` by `agent` in `activation`.
+    pub fn applies_to(&self, agent: &str, activation: &str, tool: &str) -> bool {
+        self.tool == tool
+            && match self.scope {
+                RememberScope::Project => true,
+                RememberScope::Agent => self.agent_id.as_deref() == Some(agent),
+                RememberScope::Activation => self.activation_id.as_deref() == Some(activation),
+            }
+    }
+}
+
+const APPROVAL_COLUMNS: &str = "id, agent_id, activation_id, tool_call_id, tool, input_json, decision_json, status, \
+     created_at, expires_at, resolved_at, resolved_by, feedback, resolution_reason, remember, consumed_at";
+
+const RULE_COLUMNS: &str = "id, tool, decision, scope, agent_id, activation_id, created_by, created_at, request_id";
+
+impl Store {
+    /// Record a pending request (and the `ask` decision that made it).
+    pub fn request_approval(&self, new: NewApproval<'_>) -> Result<ApprovalRecord, StoreError> {
+        self.write(|w| {
+            let id = new_id("apr");
+            w.tx.execute(
+                "INSERT INTO approval_requests (id, agent_id, activation_id, tool_call_id, tool, input_json,
+                     decision_json, status, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9)",
+                params![
+                    id,
+                    new.agent_id,
+                    new.activation_id,
+                    new.tool_call_id,
+                    new.tool,
+                    new.input.to_string(),
+                    new.decision.to_string(),
+                    w.now,
+                    new.expires_at.as_str()
+                ],
+            )?;
+            let text = |key: &str| new.decision.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+            w.event(Event::PermissionDecided {
+                agent_id: new.agent_id.into(),
+                activation_id: new.activation_id.into(),
+                tool_call_id: new.tool_call_id.map(str::to_string),
+                tool: new.tool.into(),
+                behavior: "ask".into(),
+                source: text("source"),
+                reason: text("reason"),
+                risk: text("risk"),
+            })?;
+            w.event(Event::ApprovalRequested {
+                approval_id: id.clone(),
+                agent_id: new.agent_id.into(),
+                activation_id: new.activation_id.into(),
+                tool: new.tool.into(),
+                reason: text("reason"),
+                risk: text("risk"),
+                expires_at: new.expires_at.clone(),
+            })?;
+            approval_row(w.tx, &id)?.ok_or(StoreError::UnknownApproval(id))
+        })
+    }
+
+    pub fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.read(|conn| Ok(approval_row(conn, id)?))
+    }
+
+    /// Requests, oldest first: only pending ones, or all (newest `limit`).
+    pub fn approvals(&self, pending_only: bool, limit: usize) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let limit = limit.clamp(1, super::MAX_LIMIT) as i64;
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT * FROM (SELECT {APPROVAL_COLUMNS} FROM approval_requests
+                   WHERE (?1 = 0 OR status = 'pending') ORDER BY created_at DESC, id DESC LIMIT ?2)
+                 ORDER BY created_at, id"
+            ))?;
+            let rows = stmt.query_map(params![pending_only as i64, limit], approval_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// The oldest request of `activation` for this exact call (tool and input) whose answer has
+    /// not gone back to the model yet: asked before a restart, or announced with its turn.
+    pub fn adoptable_approval(
+        &self,
+        activation_id: &str,
+        tool: &str,
+        input: &Value,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.read(|conn| {
+            Ok(conn
+                .query_row(
+                    &format!(
+                        "SELECT {APPROVAL_COLUMNS} FROM approval_requests
+                         WHERE activation_id = ?1 AND tool = ?2 AND input_json = ?3 AND consumed_at IS NULL
+                           AND status != 'cancelled'
+                         ORDER BY created_at, id LIMIT 1"
+                    ),
+                    params![activation_id, tool, input.to_string()],
+                    approval_from_row,
+                )
+                .optional()?)
+        })
+    }
+
+    /// Pending requests of `activation` whose deadline has passed.
+    pub fn overdue_approvals(&self, activation_id: &str) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let now = crate::clock::iso(self.now());
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approval_requests
+                 WHERE activation_id = ?1 AND status = 'pending' AND expires_at <= ?2 ORDER BY created_at, id"
+            ))?;
+            let rows = stmt.query_map(params![activation_id, now], approval_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// The tool call that now waits on the request.
+    pub fn attach_approval(&self, id: &str, tool_call_id: &str) -> Result<(), StoreError> {
+        self.write(|w| {
+            w.tx.execute("UPDATE approval_requests SET tool_call_id = ?2 WHERE id = ?1", params![id, tool_call_id])?;
+            Ok(())
+        })
+    }
+
+    /// The request's answer went back to the model (the call ran, or the denial was returned).
+    pub fn consume_approval(&self, id: &str) -> Result<(), StoreError> {
+        self.write(|w| {
+            w.tx.execute(
+                "UPDATE approval_requests SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL",
+                params![id, w.now],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Allow or deny a pending request (and, with `whole_activation`, every other pending
+    /// request of its activation); with `remember`, also record a rule for its tool and decide
+    /// the other pending requests that rule covers. Returns the requests decided and the rule.
+    pub fn resolve_approval(
+        &self,
+        id: &str,
+        resolution: &Resolution<'_>,
+    ) -> Result<(Vec<ApprovalRecord>, Option<RememberedRule>), StoreError> {
+        self.write(|w| {
+            let request = approval_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownApproval(id.to_string()))?;
+            if request.status != ApprovalStatus::Pending {
+                return Err(StoreError::ApprovalResolved { id: id.to_string(), status: request.status.to_string() });
+            }
+            let status = if resolution.allow { ApprovalStatus::Allowed } else { ApprovalStatus::Denied };
+            let mut decided = vec![w.decide_approval(
+                &request,
+                status,
+                resolution.by,
+                resolution.feedback,
+                None,
+                resolution.remember,
+            )?];
+            if resolution.whole_activation {
+                for other in pending_of(w.tx, "activation_id = ?1", &request.activation_id)? {
+                    if other.id != request.id {
+                        decided.push(w.decide_approval(
+                            &other,
+                            status,
+                            resolution.by,
+                            resolution.feedback,
+                            None,
+                            None,
+                        )?);
+                    }
+                }
+            }
+            let Some(scope) = resolution.remember else { return Ok((decided, None)) };
+            let rule = RememberedRule {
+                id: new_id("perm"),
+                tool: request.tool.clone(),
+                decision: if resolution.allow { RuleDecision::Allow } else { RuleDecision::Deny },
+                scope,
+                agent_id: (scope != RememberScope::Project).then(|| request.agent_id.clone()),
+                activation_id: (scope == RememberScope::Activation).then(|| request.activation_id.clone()),
+                created_by: resolution.by.to_string(),
+                created_at: w.now.clone(),
+                request_id: Some(request.id.clone()),
+            };
+            w.tx.execute(
+                &format!("INSERT INTO permission_rules ({RULE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+                params![
+                    rule.id,
+                    rule.tool,
+                    <&str>::from(rule.decision),
+                    <&str>::from(rule.scope),
+                    rule.agent_id,
+                    rule.activation_id,
+                    rule.created_by,
+                    rule.created_at,
+                    rule.request_id
+                ],
+            )?;
+            let by = format!("rule {}", rule.id);
+            for other in pending_of(w.tx, "tool = ?1", &request.tool)? {
+                if rule.applies_to(&other.agent_id, &other.activation_id, &other.tool) {
+                    decided.push(w.decide_approval(&other, status, &by, None, None, None)?);
+                }
+            }
+            Ok((decided, Some(rule)))
+        })
+    }
+
+    /// A pending request whose deadline passed is denied with `reason`; `None` when it was
+    /// decided in the meantime.
+    pub fn expire_approval(&self, id: &str, reason: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.write(|w| {
+            let Some(request) = approval_row(w.tx, id)? else { return Ok(None) };
+            if request.status != ApprovalStatus::Pending {
+                return Ok(None);
+            }
+            Ok(Some(w.decide_approval(&request, ApprovalStatus::Denied, "timeout", None, Some(reason), None)?))
+        })
+    }
+
+    /// Park a running activation (`waiting_approval`) or take it back to `running`.
+    pub fn set_waiting_approval(&self, activation_id: &str, waiting: bool) -> Result<(), StoreError> {
+        let (from, to) = if waiting { ("running", "waiting_approval") } else { ("waiting_approval", "running") };
+        self.write(|w| {
+            let status: Option<String> =
+                w.tx.query_row("SELECT status FROM activations WHERE id = ?1", [activation_id], |r| r.get(0))
+                    .optional()?;
+            match status.as_deref() {
+                None => Err(StoreError::UnknownActivation(activation_id.to_string())),
+                Some(s) if s == to => Ok(()),
+                Some(s) if s == from => {
+                    w.tx.execute("UPDATE activations SET status = ?2 WHERE id = ?1", params![activation_id, to])?;
+                    Ok(())
+                }
+                Some(s) => Err(StoreError::ActivationNotRunning { id: activation_id.to_string(), status: s.into() }),
+            }
+        })
+    }
+
+    /// Activations a previous controller left parked: each is resumed by the next run.
+    pub fn parked_activations(&self) -> Result<Vec<ActivationRecord>, StoreError> {
+        let ids: Vec<String> = self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached("SELECT id FROM activations WHERE status = 'waiting_approval' ORDER BY started_at")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            Ok(rows.collect::<Result<Vec<String>, _>>()?)
+        })?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.extend(self.activation(&id)?);
+        }
+        Ok(out)
+    }
+
+    /// Take a parked activation of a previous controller back to `running` for its resume: the
+    /// tool call rows that waited are closed (the resume records the call again and adopts its
+    /// request, so the call still runs at most once).
+    pub fn reopen_parked(&self, activation_id: &str) -> Result<(), StoreError> {
+        self.write(|w| {
+            let agent: Option<String> = w
+                .tx
+                .query_row(
+                    "SELECT agent_id FROM activations WHERE id = ?1 AND status = 'waiting_approval'",
+                    [activation_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let Some(agent) = agent else {
+                return Err(StoreError::ActivationNotRunning { id: activation_id.into(), status: "not parked".into() });
+            };
+            w.tx.execute("UPDATE activations SET status = 'running' WHERE id = ?1", [activation_id])?;
+            w.close_open_tool_calls(
+                activation_id,
+                &agent,
+                "the controller stopped while this call waited for approval; the resumed activation asks with the same request",
+            )
+        })
+    }
+
+    /// Remembered rules, oldest first: all of them, or those that can apply to `agent`.
+    pub fn remembered_rules(&self, agent: Option<&str>) -> Result<Vec<RememberedRule>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {RULE_COLUMNS} FROM permission_rules
+                 WHERE ?1 IS NULL OR scope = 'project' OR agent_id = ?1 ORDER BY created_at, id"
+            ))?;
+            let rows = stmt.query_map([agent], rule_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    pub fn delete_rule(&self, id: &str) -> Result<RememberedRule, StoreError> {
+        self.write(|w| {
+            let rule = w
+                .tx
+                .query_row(&format!("SELECT {RULE_COLUMNS} FROM permission_rules WHERE id = ?1"), [id], rule_from_row)
+                .optional()?
+                .ok_or_else(|| StoreError::UnknownRule(id.to_string()))?;
+            w.tx.execute("DELETE FROM permission_rules WHERE id = ?1", [id])?;
+            Ok(rule)
+        })
+    }
+}
+
+impl WriteTx<'_> {
+    /// Pending requests of an activation that ended are cancelled: nothing will run them.
+    pub(crate) fn cancel_pending_approvals(&mut self, activation_id: &str, reason: &str) -> Result<(), StoreError> {
+        for request in pending_of(self.tx, "activation_id = ?1", activation_id)? {
+            self.decide_approval(&request, ApprovalStatus::Cancelled, "controller", None, Some(reason), None)?;
+        }
+        Ok(())
+    }
+
+    fn decide_approval(
+        &mut self,
+        request: &ApprovalRecord,
+        status: ApprovalStatus,
+        by: &str,
+        feedback: Option<&str>,
+        reason: Option<&str>,
+        remember: Option<RememberScope>,
+    ) -> Result<ApprovalRecord, StoreError> {
+        let remember = remember.map(<&str>::from);
+        self.tx.execute(
+            "UPDATE approval_requests SET status = ?2, resolved_at = ?3, resolved_by = ?4, feedback = ?5,
+                 resolution_reason = ?6, remember = ?7
+             WHERE id = ?1",
+            params![request.id, <&str>::from(status), self.now, by, feedback, reason, remember],
+        )?;
+        self.event(Event::ApprovalResolved {
+            approval_id: request.id.clone(),
+            agent_id: request.agent_id.clone(),
+            activation_id: request.activation_id.clone(),
+            tool: request.tool.clone(),
+            status: status.to_string(),
+            resolved_by: by.to_string(),
+            feedback: feedback.map(str::to_string),
+            remember: remember.map(str::to_string),
+        })?;
+        approval_row(self.tx, &request.id)?.ok_or_else(|| StoreError::UnknownApproval(request.id.clone()))
+    }
+}
+
+/// Pending requests matching `filter` (one `?1` parameter), oldest first.
+fn pending_of(conn: &Connection, filter: &str, value: &str) -> Result<Vec<ApprovalRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM approval_requests WHERE status = 'pending' AND {filter} ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map([value], approval_from_row)?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+fn approval_row(conn: &Connection, id: &str) -> rusqlite::Result<Option<ApprovalRecord>> {
+    conn.query_row(&format!("SELECT {APPROVAL_COLUMNS} FROM approval_requests WHERE id = ?1"), [id], approval_from_row)
+        .optional()
+}
+
+/// A text column holding one of a strum enum's names.
+fn enum_column<T: FromStr>(r: &Row<'_>, index: usize) -> rusqlite::Result<T>
+where
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    let text: String = r.get(index)?;
+    text.parse().map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+fn approval_from_row(r: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+    Ok(ApprovalRecord {
+        id: r.get(0)?,
+        agent_id: r.get(1)?,
+        activation_id: r.get(2)?,
+        tool_call_id: r.get(3)?,
+        tool: r.get(4)?,
+        input: json_column(r, 5)?,
+        decision: json_column(r, 6)?,
+        status: enum_column(r, 7)?,
+        created_at: r.get(8)?,
+        expires_at: r.get(9)?,
+        resolved_at: r.get(10)?,
+        resolved_by: r.get(11)?,
+        feedback: r.get(12)?,
+        resolution_reason: r.get(13)?,
+        remember: r.get(14)?,
+        consumed_at: r.get(15)?,
+    })
+}
+
+fn rule_from_row(r: &Row<'_>) -> rusqlite::Result<RememberedRule> {
+    Ok(RememberedRule {
+        id: r.get(0)?,
+        tool: r.get(1)?,
+        decision: enum_column(r, 2)?,
+        scope: enum_column(r, 3)?,
+        agent_id: r.get(4)?,
+        activation_id: r.get(5)?,
+        created_by: r.get(6)?,
+        created_at: r.get(7)?,
+        request_id: r.get(8)?,
+    })
+}

@@ -1,0 +1,116 @@
+//! The approvals routes: pending requests, allowing or denying one (or all of its activation)
+//! with optional feedback and a remembered scope, and the remembered rules (listed, deleted).
+//! What a decision does is the store's (`Store::resolve_approval`); the parked call notices it
+//! on its own (`permissions::approvals`).
+//!
+//! Unlike other listings, a request shows its tool input: the person deciding must see exactly
+//! what will run.
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::body::JsonBody;
+use super::{ApiError, AppState};
+use crate::store::{RememberScope, Resolution, StoreError};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/projects/{project}/approvals", get(list))
+        .route("/api/projects/{project}/approvals/{id}/allow", post(allow))
+        .route("/api/projects/{project}/approvals/{id}/deny", post(deny))
+        .route("/api/projects/{project}/permissions/rules", get(rules))
+        .route("/api/projects/{project}/permissions/rules/{id}", get(one_rule).delete(delete_rule))
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    /// Decided requests too (newest first within the limit).
+    #[serde(default)]
+    all: bool,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let host = super::api::project(&state, &name)?;
+    let approvals = host.store.approvals(!q.all, 200)?;
+    Ok(Json(json!({ "approvals": approvals })).into_response())
+}
+
+/// `{remember?: "activation"|"agent"|"project", feedback?, allOfActivation?}`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Decide {
+    remember: Option<String>,
+    feedback: Option<String>,
+    #[serde(default)]
+    all_of_activation: bool,
+}
+
+async fn allow(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+    JsonBody(body): JsonBody<Decide>,
+) -> Result<Response, ApiError> {
+    decide(&state, &name, &id, body, true)
+}
+
+async fn deny(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+    JsonBody(body): JsonBody<Decide>,
+) -> Result<Response, ApiError> {
+    decide(&state, &name, &id, body, false)
+}
+
+fn decide(state: &AppState, name: &str, id: &str, body: Decide, allow: bool) -> Result<Response, ApiError> {
+    let host = super::api::project(state, name)?;
+    let remember = match body.remember.as_deref().filter(|r| !r.is_empty()) {
+        None => None,
+        Some(text) => Some(
+            text.parse::<RememberScope>()
+                .map_err(|_| ApiError::invalid_field("/remember", "must be one of activation, agent, project"))?,
+        ),
+    };
+    let feedback = body.feedback.as_deref().map(str::trim).filter(|f| !f.is_empty());
+    let resolution = Resolution { allow, by: "api", feedback, remember, whole_activation: body.all_of_activation };
+    let (decided, rule) = host.store.resolve_approval(id, &resolution).map_err(not_found)?;
+    Ok(Json(json!({ "decided": decided, "rule": rule })).into_response())
+}
+
+async fn rules(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    let host = super::api::project(&state, &name)?;
+    Ok(Json(json!({ "rules": host.store.remembered_rules(None)? })).into_response())
+}
+
+async fn one_rule(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let host = super::api::project(&state, &name)?;
+    let rule = host.store.remembered_rules(None)?.into_iter().find(|r| r.id == id);
+    rule.map(|r| Json(r).into_response()).ok_or_else(|| ApiError::NotFound(format!("Unknown permission rule: {id}")))
+}
+
+async fn delete_rule(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let host = super::api::project(&state, &name)?;
+    let rule = host.store.delete_rule(&id).map_err(not_found)?;
+    Ok(Json(json!({ "deleted": rule })).into_response())
+}
+
+/// An unknown id is a 404, a request decided already a 409-like 422 with the store's text.
+fn not_found(e: StoreError) -> ApiError {
+    match e {
+        StoreError::UnknownApproval(_) | StoreError::UnknownRule(_) => ApiError::NotFound(e.to_string()),
+        other => other.into(),
+    }
+}

@@ -1,0 +1,172 @@
+// The Approvals view: every tool call waiting for a person (tool, agent, input, reason, risk),
+// each with Allow / Deny, optional feedback for the model, a remembered scope and "all calls
+// of this activation"; recently decided requests; and the remembered rules, each deletable.
+// It reloads on approval events (SSE) and every few seconds; the cards being typed into stay.
+
+import { debounce, errorBox, h, pill, pretty, replace, timeAgo } from "../dom.js";
+
+export const title = "Approvals";
+
+export function render(root, ctx) {
+  const pendingEl = h("section", { class: "approvals-pending" });
+  const rulesEl = h("section", { class: "approvals-rules" });
+  const decidedEl = h("section", { class: "approvals-decided" });
+  root.append(
+    h("h2", { class: "section-title", text: "Waiting for approval" }),
+    pendingEl,
+    h("h2", { class: "section-title", text: "Remembered decisions" }),
+    rulesEl,
+    h("h2", { class: "section-title", text: "Recently decided" }),
+    decidedEl,
+  );
+  // Cards by request id, so a reload keeps what was typed into a card still pending.
+  const cards = new Map();
+
+  async function load() {
+    let all;
+    let rules;
+    try {
+      [all, rules] = await Promise.all([ctx.api.approvals({ all: true }), ctx.api.rememberedRules()]);
+    } catch (err) {
+      replace(pendingEl, errorBox(err, "Approvals unavailable"));
+      return;
+    }
+    const pending = all.filter((r) => r.status === "pending");
+    for (const id of [...cards.keys()]) if (!pending.some((r) => r.id === id)) cards.delete(id);
+    for (const r of pending) if (!cards.has(r.id)) cards.set(r.id, requestCard(ctx, r, reload));
+    replace(
+      pendingEl,
+      pending.length === 0 ? h("p", { class: "muted", "data-empty": "approvals", text: "No tool call is waiting for approval." }) : null,
+      pending.map((r) => cards.get(r.id)),
+    );
+    replace(rulesEl, rulesTable(ctx, rules, reload));
+    const decided = all.filter((r) => r.status !== "pending").reverse().slice(0, 30);
+    replace(decidedEl, decided.length ? decidedList(decided, ctx) : h("p", { class: "muted", text: "Nothing decided yet." }));
+  }
+  const reload = debounce(() => load(), 200);
+  ctx.onEvent((event) => {
+    if (/^(approval\.|permission\.)/.test(event.type ?? "")) reload();
+  });
+  ctx.every(() => {
+    if (!document.hidden) load();
+  }, 5000);
+  load();
+}
+
+function requestCard(ctx, r, reload) {
+  const feedback = h("textarea", { rows: 2, name: "feedback", placeholder: "Feedback for the model (optional)" });
+  const remember = h(
+    "select",
+    { name: "remember", "aria-label": "Remember this decision" },
+    h("option", { value: "", text: "Just this call" }),
+    h("option", { value: "activation", text: "Remember for this activation" }),
+    h("option", { value: "agent", text: `Remember for ${r.agentId}` }),
+    h("option", { value: "project", text: "Remember for every agent" }),
+  );
+  const whole = h("input", { type: "checkbox", name: "allOfActivation" });
+  const status = h("p", { class: "small", role: "status" });
+  const decide = async (allow, buttons) => {
+    for (const b of buttons) b.disabled = true;
+    const body = { feedback: feedback.value.trim() || undefined, remember: remember.value || undefined, allOfActivation: whole.checked };
+    try {
+      await (allow ? ctx.api.allowApproval(r.id, body) : ctx.api.denyApproval(r.id, body));
+      replace(status, allow ? "Allowed: the call runs now." : "Denied: the model is told why.");
+      reload();
+    } catch (err) {
+      replace(status, errorBox(err, allow ? "Cannot allow" : "Cannot deny"));
+      for (const b of buttons) b.disabled = false;
+    }
+  };
+  const allowBtn = h("button", { type: "button", class: "primary", "data-action": "allow", text: "Allow" });
+  const denyBtn = h("button", { type: "button", class: "danger", "data-action": "deny", text: "Deny" });
+  allowBtn.addEventListener("click", () => decide(true, [allowBtn, denyBtn]));
+  denyBtn.addEventListener("click", () => decide(false, [allowBtn, denyBtn]));
+  const decision = r.decision || {};
+  return h(
+    "article",
+    { class: ["card", "approval", `risk-${decision.risk ?? "unknown"}`], "data-approval": r.id },
+    h(
+      "header",
+      { class: "agent-head" },
+      h(
+        "div",
+        {},
+        h("h3", {}, h("code", { text: r.tool })),
+        h(
+          "div",
+          { class: "muted small" },
+          h("a", { href: ctx.href("history", r.agentId), text: r.agentId }),
+          " · ",
+          h("a", { href: ctx.href("activations", r.activationId), text: "activation" }),
+          ` · asked ${timeAgo(r.createdAt)} · expires ${timeAgo(r.expiresAt)}`,
+        ),
+      ),
+      h("span", { class: "badge warn", text: `risk ${decision.risk ?? "?"}` }),
+    ),
+    h("p", { class: "approval-reason" }, decision.reason ?? "", decision.source ? h("span", { class: "muted small", text: ` (${decision.source})` }) : null),
+    h("pre", { class: "approval-input", text: pretty(r.input) }),
+    feedback,
+    h("div", { class: "approval-options" }, remember, h("label", {}, whole, " and every other call of this activation waiting")),
+    h("div", { class: "approval-actions" }, allowBtn, " ", denyBtn),
+    status,
+  );
+}
+
+function rulesTable(ctx, rules, reload) {
+  if (!rules.length) return h("p", { class: "muted", "data-empty": "rules", text: "No remembered decisions." });
+  const table = h(
+    "table",
+    { class: "grid rules" },
+    h("thead", {}, h("tr", {}, ["Tool", "Decision", "Scope", "By", "When", "From request", ""].map((t) => h("th", { text: t })))),
+    h(
+      "tbody",
+      {},
+      rules.map((rule) => {
+        const del = h("button", { type: "button", "data-delete-rule": rule.id, text: "Delete" });
+        del.addEventListener("click", async () => {
+          del.disabled = true;
+          try {
+            await ctx.api.deleteRule(rule.id);
+            reload();
+          } catch (err) {
+            del.replaceWith(errorBox(err, "Cannot delete"));
+          }
+        });
+        const whose = rule.activationId ?? rule.agentId;
+        return h(
+          "tr",
+          { "data-rule": rule.id },
+          h("td", {}, h("code", { text: rule.tool })),
+          h("td", {}, pill(rule.decision)),
+          h("td", { text: whose ? `${rule.scope} ${whose}` : rule.scope }),
+          h("td", { text: rule.createdBy }),
+          h("td", { text: timeAgo(rule.createdAt) }),
+          h("td", {}, rule.requestId ? h("code", { text: rule.requestId }) : "—"),
+          h("td", {}, del),
+        );
+      }),
+    ),
+  );
+  return h("div", { class: "table-wrap" }, table);
+}
+
+function decidedList(decided, ctx) {
+  return h(
+    "ul",
+    { class: "decided" },
+    decided.map((r) =>
+      h(
+        "li",
+        { "data-decided": r.id },
+        pill(r.status),
+        " ",
+        h("code", { text: r.tool }),
+        ` of ${r.agentId} by ${r.resolvedBy ?? "?"} ${timeAgo(r.resolvedAt)}`,
+        r.feedback ? h("span", { class: "muted", text: ` — “${r.feedback}”` }) : null,
+        r.resolutionReason ? h("span", { class: "muted small", text: ` — ${r.resolutionReason}` }) : null,
+        " ",
+        h("a", { href: ctx.href("activations", r.activationId), text: "activation" }),
+      ),
+    ),
+  );
+}
