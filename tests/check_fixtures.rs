@@ -104,6 +104,7 @@ mod invalid {
         disk_quota_not_a_size,
         disk_quota_too_small,
         budget_limits,
+        permissions_rules,
     );
 }
 
@@ -118,6 +119,7 @@ mod valid {
         warnings_only,
         manifest_json_surrogates,
         allowlist_typo,
+        permissions,
     );
 }
 
