@@ -162,7 +162,11 @@ pub fn decide_rules<'r>(call: &Call<'_>, rules: impl IntoIterator<Item = &'r Rul
 
 /// `permissions.hooks` against the registry: a named pack must be a local pack (only those have
 /// a `controller.mjs`); an entry that reaches no local pack's hooks is a warning.
-pub fn check_hooks(config: &crate::config::ProjectConfig, registry: &crate::toolpack::ToolpackRegistry, d: &mut crate::config::Diagnostics) {
+pub fn check_hooks(
+    config: &crate::config::ProjectConfig,
+    registry: &crate::toolpack::ToolpackRegistry,
+    d: &mut crate::config::Diagnostics,
+) {
     use crate::toolpack::PackSource;
     for (i, target) in config.permissions.hooks.iter().enumerate() {
         let path = format!("permissions.hooks[{i}]");

@@ -137,9 +137,8 @@ impl Lexer {
                     return Err(Unparsable("arithmetic `((…))` is not matched".into()));
                 }
                 self.pos += 1;
-                if matches!(c, '&' | '|') && self.peek(0) == Some(c) {
-                    self.pos += 1;
-                } else if c == '|' && self.peek(0) == Some('&') {
+                // `&&`, `||` and `|&` are one operator each.
+                if (matches!(c, '&' | '|') && self.peek(0) == Some(c)) || (c == '|' && self.peek(0) == Some('&')) {
                     self.pos += 1;
                 }
                 Ok(Token::Separator)
