@@ -191,7 +191,9 @@ impl Audit {
 
     fn redact_value(&self, value: &Value) -> Value {
         match value {
-            Value::String(s) => Value::String(cap(&self.redact_text(s))),
+            // Cut before masking too (a file's whole content would be scanned on the call's
+            // thread), but with room, so that a cut does not split a secret from its name.
+            Value::String(s) => Value::String(cap(&self.redact_text(&cut(s, 4 * MAX_STRING_CHARS)))),
             Value::Array(items) => Value::Array(items.iter().map(|v| self.redact_value(v)).collect()),
             Value::Object(map) => {
                 let redacted: Map<String, Value> = map
@@ -210,6 +212,10 @@ impl Audit {
             other => other.clone(),
         }
     }
+}
+
+fn cut(text: &str, max: usize) -> &str {
+    text.char_indices().nth(max).map_or(text, |(i, _)| &text[..i])
 }
 
 fn cap(text: &str) -> String {

@@ -68,14 +68,18 @@ pub fn default_decision(mode: PermissionMode, call: &Call<'_>, _subject: &Subjec
     }
 }
 
-/// `high` for shell lines, destructive tools and lines that do not parse; `low` for read-only
-/// and coordination tools; `medium` for the rest.
+/// `high` for shell lines, destructive tools and tools that say nothing about themselves;
+/// `low` for read-only and coordination tools; `medium` for the rest (they change something,
+/// and say it is not destructive).
 pub fn risk(def: &ToolDefinition, subject: &Subject) -> Risk {
     let a = &def.annotations;
-    if matches!(subject, Subject::Shell(_)) || a.destructive_hint == Some(true) {
-        Risk::High
-    } else if a.read_only_hint == Some(true) || is_coordination_tool(def) {
+    if a.read_only_hint == Some(true) && !matches!(subject, Subject::Shell(_)) || is_coordination_tool(def) {
         Risk::Low
+    } else if matches!(subject, Subject::Shell(_))
+        || a.destructive_hint == Some(true)
+        || (a.read_only_hint.is_none() && a.destructive_hint.is_none())
+    {
+        Risk::High
     } else {
         Risk::Medium
     }
