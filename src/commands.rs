@@ -172,7 +172,7 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
                 let decisions: serde_json::Map<String, serde_json::Value> = allowed
                     .iter()
                     .filter_map(|id| {
-                        let d = default_decision(&project, c.agent(id)?, &tool.name)?;
+                        let d = crate::permissions::default_for_tool(&project, c.agent(id)?, &tool.name)?;
                         Some((id.to_string(), json!({ "decision": d.behavior, "source": d.source })))
                     })
                     .collect();
@@ -214,7 +214,12 @@ fn decision_cell(project: &Project, only: Option<&str>, tool: &str, allowed: &[&
     let decisions: Vec<(&str, &'static str)> = allowed
         .iter()
         .filter(|id| only.is_none_or(|o| o == **id))
-        .filter_map(|id| Some((*id, default_decision(project, project.config.agent(id)?, tool)?.behavior.as_str())))
+        .filter_map(|id| {
+            Some((
+                *id,
+                crate::permissions::default_for_tool(project, project.config.agent(id)?, tool)?.behavior.as_str(),
+            ))
+        })
         .collect();
     match decisions.first() {
         None => "-".into(),
@@ -574,25 +579,13 @@ pub fn approve(dir: &Path) -> Result<Output, CliError> {
     set_status(dir, ProjectStatus::Completed)
 }
 
-/// What `check` and `tools` show for one agent's tool: the decision a call gets when no rule
-/// looks at its arguments (its input `{}`).
-fn default_decision(
-    project: &Project,
-    agent: &crate::config::AgentConfig,
-    tool: &str,
-) -> Option<crate::permissions::Decision> {
-    let (_, def) = project.registry.tool(tool)?;
-    let input = json!({});
-    Some(crate::permissions::decide(project, &crate::permissions::Call { agent, tool, def, input: &input }))
-}
-
 /// `  permissions (mode default): allow a, b; ask c` for `check`.
 fn permission_line(project: &Project, agent: &crate::config::AgentConfig, tools: &[String]) -> String {
     use crate::permissions::Behavior;
     let mut groups: Vec<(Behavior, Vec<String>)> =
         vec![(Behavior::Allow, Vec::new()), (Behavior::Ask, Vec::new()), (Behavior::Deny, Vec::new())];
     for tool in tools {
-        if let Some(d) = default_decision(project, agent, tool) {
+        if let Some(d) = crate::permissions::default_for_tool(project, agent, tool) {
             let label = if d.behavior == Behavior::Allow { tool.clone() } else { format!("{tool} ({})", d.source) };
             if let Some((_, list)) = groups.iter_mut().find(|(b, _)| *b == d.behavior) {
                 list.push(label);

@@ -684,7 +684,8 @@ async fn decide_and_run(
     let CallRef { agent, def, tool, call_id } = call;
     let (agent_id, activation_id) = (caller.agent_id.as_str(), caller.activation_id.as_str());
     let hook_packs = hooks::packs_for(&host.project, tool);
-    // Rules beyond `suzumio.yaml` that decide this call: hook verdicts (and remembered approvals).
+    // Rules beyond `suzumio.yaml` that decide this call: hook verdicts, and the approvals
+    // store's remembered rules (`--remember`), which are added here with the same precedence.
     let mut extra: Vec<permissions::Rule> = Vec::new();
     for pack in &hook_packs {
         let hook_call = hooks::HookCall { agent_id, activation_id, call_id, tool, input: &input };

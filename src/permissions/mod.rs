@@ -101,6 +101,14 @@ pub fn decide(project: &Project, call: &Call<'_>) -> Decision {
     decide_with(project, call, &[])
 }
 
+/// What a tool catalog shows (`check`, `tools`, the API's tool list): the decision a call of
+/// `tool` by `agent` gets when no rule looks at its arguments (its input `{}`).
+pub fn default_for_tool(project: &Project, agent: &AgentConfig, tool: &str) -> Option<Decision> {
+    let (_, def) = project.registry.tool(tool)?;
+    let input = Value::Object(serde_json::Map::new());
+    Some(decide(project, &Call { agent, tool, def, input: &input }))
+}
+
 /// The rules from `suzumio.yaml` that apply to `agent`: the project's, then the agent's.
 pub fn config_rules(project: &Project, agent: &AgentConfig) -> Vec<Rule> {
     let project_rules =
