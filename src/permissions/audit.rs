@@ -193,7 +193,7 @@ impl Audit {
         match value {
             // Cut before masking too (a file's whole content would be scanned on the call's
             // thread), but with room, so that a cut does not split a secret from its name.
-            Value::String(s) => Value::String(cap(&self.redact_text(&cut(s, 4 * MAX_STRING_CHARS)))),
+            Value::String(s) => Value::String(cap(&self.redact_text(cut(s, 4 * MAX_STRING_CHARS)))),
             Value::Array(items) => Value::Array(items.iter().map(|v| self.redact_value(v)).collect()),
             Value::Object(map) => {
                 let redacted: Map<String, Value> = map
