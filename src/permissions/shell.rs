@@ -423,10 +423,14 @@ fn is_assignment(word: &str) -> bool {
 
 /// Records the command and, for a wrapper, the command it runs.
 fn unwrap(words: Vec<Word>, depth: usize, out: &mut Vec<Command>) -> Result<(), Unparsable> {
+    if !words[0].exact {
+        // `$(echo rm) -rf x`, `${RM:-rm} x`: what runs is only known when it runs.
+        return Err(Unparsable(format!("the program `{}` is only known when the line runs", words[0].text)));
+    }
     let exact = words.iter().all(|w| w.exact);
     let argv: Vec<String> = words.iter().map(|w| w.text.clone()).collect();
     let name = argv[0].rsplit('/').next().unwrap_or(&argv[0]).to_string();
-    let inner = if words[0].exact { inner_command(&name, &words)? } else { Inner::None };
+    let inner = inner_command(&name, &words)?;
     let wrapper = !matches!(inner, Inner::None) && !matches!(name.as_str(), "sudo" | "doas");
     out.push(Command { argv, exact, wrapper });
     match inner {
@@ -462,6 +466,8 @@ fn takes_value(wrapper: &str, option: &str) -> bool {
         "stdbuf" => &["-i", "-o", "-e"],
         "ionice" => &["-c", "-n", "-p"],
         "flock" => &["-w", "-E", "-c"],
+        "exec" => &["-a"],
+        "watch" => &["-n", "-d", "--interval"],
         _ => &[],
     };
     with_value.contains(&option)
@@ -483,22 +489,25 @@ fn inner_command(name: &str, words: &[Word]) -> Result<Inner, Unparsable> {
     };
     let rest = |i: usize| if i < words.len() { Inner::Words(words[i..].to_vec()) } else { Inner::None };
     Ok(match name {
-        "sh" | "bash" | "dash" | "zsh" | "ash" | "ksh" | "mksh" | "busybox-sh" => {
-            // `-c script`, possibly among other options (`bash -lc '…'`, `sh -e -c '…'`).
-            let mut i = 1;
-            while let Some(w) = words.get(i) {
-                if !w.text.starts_with('-') {
-                    break;
-                }
-                if w.text.starts_with('-') && !w.text.starts_with("--") && w.text.contains('c') {
-                    return match words.get(i + 1) {
-                        Some(script) => Ok(Inner::Script(script.clone())),
-                        None => Err(Unparsable(format!("`{name} -c` without a script"))),
-                    };
-                }
-                i += 1;
+        "sh" | "bash" | "dash" | "zsh" | "ash" | "ksh" | "mksh" | "su" => {
+            // `-c script` anywhere among the options (`bash -lc '…'`, `sh -o pipefail -c '…'`,
+            // `su -c '…' user`); a word after a script file may be mistaken for one, which
+            // only makes matching more cautious.
+            let at = words[1..].iter().position(|w| {
+                let t = w.text.as_str();
+                t.len() > 1
+                    && t.starts_with('-')
+                    && !t.starts_with("--")
+                    && t[1..].chars().all(|c| c.is_ascii_alphabetic())
+                    && t.contains('c')
+            });
+            match at.map(|i| i + 1) {
+                Some(i) => match words.get(i + 1) {
+                    Some(script) => Inner::Script(script.clone()),
+                    None => return Err(Unparsable(format!("`{name} -c` without a script"))),
+                },
+                None => Inner::None,
             }
-            Inner::None
         }
         "eval" => {
             let text: Vec<&str> = words[1..].iter().map(|w| w.text.as_str()).collect();
@@ -520,7 +529,7 @@ fn inner_command(name: &str, words: &[Word]) -> Result<Inner, Unparsable> {
             rest(i)
         }
         "exec" | "command" | "builtin" | "nohup" | "setsid" | "nice" | "stdbuf" | "ionice" | "sudo" | "doas"
-        | "xargs" | "time" | "unbuffer" => {
+        | "xargs" | "time" | "unbuffer" | "watch" => {
             if name == "command" && words.get(1).is_some_and(|w| w.text == "-v" || w.text == "-V") {
                 return Ok(Inner::None);
             }
@@ -578,6 +587,10 @@ mod tests {
             ("exec rm x", &["exec rm x", "rm x"]),
             ("eval 'rm x'", &["eval rm x", "rm x"]),
             ("busybox rm x", &["busybox rm x", "rm x"]),
+            ("sh -o pipefail -c 'rm x'", &["sh -o pipefail -c rm x", "rm x"]),
+            ("su -c 'rm x' root", &["su -c rm x root", "rm x"]),
+            ("exec -a name rm x", &["exec -a name rm x", "rm x"]),
+            ("watch -n 1 rm x", &["watch -n 1 rm x", "rm x"]),
             ("echo \"a $(echo `rm z`)\"", &["echo a $(…)", "echo `…`", "rm z"]),
             ("r\\m x # a comment", &["rm x"]),
         ];
@@ -588,9 +601,9 @@ mod tests {
 
     #[test]
     fn expansions_make_a_command_inexact() {
-        let cmds = commands("$CMD x; ls \"$HOME\"; ls '$HOME'").unwrap();
+        let cmds = commands("ls \"$HOME\"; ls '$HOME'; rm $(cat list)").unwrap();
         let exact: Vec<bool> = cmds.iter().map(|c| c.exact).collect();
-        assert_eq!(exact, [false, false, true]);
+        assert_eq!(exact, [false, true, false, true]);
     }
 
     #[test]
@@ -606,6 +619,10 @@ mod tests {
             "echo $'\\x72m'",
             "echo `unclosed",
             "echo $(unclosed",
+            "$CMD x",
+            "$(echo rm) -rf x",
+            "\"${RM:-rm}\" x",
+            "env $X rm x",
         ] {
             assert!(commands(line).is_err(), "{line:?} should be unparsable, got {:?}", commands(line));
         }
