@@ -105,6 +105,7 @@ mod invalid {
         disk_quota_too_small,
         budget_limits,
         permissions_rules,
+        permissions_hook_pack,
     );
 }
 
