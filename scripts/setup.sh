@@ -44,8 +44,20 @@ start_dockerd() {
   return 1
 }
 
+wait_docker() {
+  for _ in $(seq 1 120); do
+    docker_up && return 0
+    sleep 0.5
+  done
+  return 1
+}
+
 if docker_up; then
   log "Docker engine already answering"
+elif pgrep -x dockerd >/dev/null 2>&1 && wait_docker; then
+  # A dockerd that is starting (or slow under load) is waited for, never killed: killing it
+  # would stop the containers of everyone using it.
+  log "Docker engine answered after a wait"
 else
   if ! start_dockerd overlay2; then
     log "dockerd did not answer with overlay2; retrying with vfs"

@@ -40,7 +40,14 @@ pub struct CatalogEntry {
     pub deferred_for: Vec<String>,
     /// Per allowed agent, the decision for a call with no arguments (rules with argument
     /// matchers may decide a real call differently: `suzumio permissions explain` shows one).
-    pub decisions: BTreeMap<String, Behavior>,
+    pub decisions: BTreeMap<String, AgentDecision>,
+}
+
+/// One agent's default decision for a tool, and what decided it.
+#[derive(Debug, Serialize)]
+pub struct AgentDecision {
+    pub decision: Behavior,
+    pub source: String,
 }
 
 /// The catalog, in registry order; with `agent`, only the tools it may call.
@@ -66,10 +73,9 @@ pub fn catalog(project: &Project, agent: Option<&AgentConfig>) -> Vec<CatalogEnt
                 .collect();
             let decisions = allowed
                 .iter()
-                .map(|a| {
-                    let input = Value::Object(Default::default());
-                    let call = permissions::Call { agent: a, tool: &def.name, def, input: &input };
-                    (a.id.clone(), permissions::decide(project, &call).behavior)
+                .filter_map(|a| {
+                    let d = permissions::default_for_tool(project, a, &def.name)?;
+                    Some((a.id.clone(), AgentDecision { decision: d.behavior, source: d.source }))
                 })
                 .collect();
             let presentation = def.presentation.as_ref();

@@ -126,6 +126,7 @@ pub fn check(dir: &Path) -> Result<Output, CliError> {
             let _ = writeln!(out, "  deferred until tool_search ({}): {}", set.deferred.len(), set.deferred.join(", "));
         }
         let _ = writeln!(out, "  mounted toolpacks: {}", list_or_none(&set.mounted_packs));
+        let _ = writeln!(out, "{}", permission_line(&project, agent, &set.tools));
     }
     let tools = r.tools().count();
     let _ = writeln!(
@@ -190,19 +191,39 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
                 [
                     tool.name.clone(),
                     pack.id.clone(),
-                    if tool.requires_approval { "required".into() } else { "-".into() },
+                    decision_cell(&project, agent, &tool.name, allowed),
                     if allowed.is_empty() { "-".into() } else { allowed.join(",") },
                     first_line(&tool.description, 72),
                 ]
             })
             .collect();
-        let mut out = render_table(["TOOL", "TOOLPACK", "APPROVAL", "AGENTS", "DESCRIPTION"], &table);
+        let mut out = render_table(["TOOL", "TOOLPACK", "DECISION", "AGENTS", "DESCRIPTION"], &table);
         if let Some(a) = agent.and_then(|id| c.agent(id)) {
             out.push_str(&deferred_note(&project, a));
         }
         out
     };
     Ok(Output { stdout, warnings: project.warnings.warnings })
+}
+
+/// The `tools` table's DECISION: the one decision every allowed agent gets, or `agent:decision`
+/// for each when they differ (only `--agent`'s with `--agent`).
+fn decision_cell(project: &Project, only: Option<&str>, tool: &str, allowed: &[&str]) -> String {
+    let decisions: Vec<(&str, &'static str)> = allowed
+        .iter()
+        .filter(|id| only.is_none_or(|o| o == **id))
+        .filter_map(|id| {
+            Some((
+                *id,
+                crate::permissions::default_for_tool(project, project.config.agent(id)?, tool)?.behavior.as_str(),
+            ))
+        })
+        .collect();
+    match decisions.first() {
+        None => "-".into(),
+        Some((_, first)) if decisions.iter().all(|(_, d)| d == first) => first.to_string(),
+        Some(_) => decisions.iter().map(|(a, d)| format!("{a}:{d}")).collect::<Vec<_>>().join(","),
+    }
 }
 
 fn render_table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
@@ -412,6 +433,9 @@ pub async fn tool_call(
     if let Some(r) = &runners {
         r.shutdown().await;
     }
+    if !tools.audit.flush_async(crate::controller::AUDIT_FLUSH).await {
+        tracing::warn!("the permission audit was not written within {} s", crate::controller::AUDIT_FLUSH.as_secs());
+    }
     framed.map_err(|e| CliError::Failed(format!("recording the end of the call's activation: {e}")))?;
     let output = result?;
     if as_json {
@@ -554,4 +578,155 @@ pub fn approve(dir: &Path) -> Result<Output, CliError> {
         )));
     }
     set_status(dir, ProjectStatus::Completed)
+}
+
+/// `  permissions (mode default): allow a, b; ask c` for `check`.
+fn permission_line(project: &Project, agent: &crate::config::AgentConfig, tools: &[String]) -> String {
+    use crate::permissions::Behavior;
+    let mut groups: Vec<(Behavior, Vec<String>)> =
+        vec![(Behavior::Allow, Vec::new()), (Behavior::Ask, Vec::new()), (Behavior::Deny, Vec::new())];
+    for tool in tools {
+        if let Some(d) = crate::permissions::default_for_tool(project, agent, tool) {
+            let label = if d.behavior == Behavior::Allow { tool.clone() } else { format!("{tool} ({})", d.source) };
+            if let Some((_, list)) = groups.iter_mut().find(|(b, _)| *b == d.behavior) {
+                list.push(label);
+            }
+        }
+    }
+    let parts: Vec<String> = groups
+        .into_iter()
+        .filter(|(_, list)| !list.is_empty())
+        .map(|(b, list)| format!("{} {}", b.as_str(), list.join(", ")))
+        .collect();
+    let decisions = if parts.is_empty() { "no tools".to_string() } else { parts.join("; ") };
+    format!("  permissions (mode {}): {decisions}", agent.permission_mode.as_str())
+}
+
+/// `suzumio permissions explain <dir> <agent> <tool> [json]`: the decision a call would get,
+/// and why (without running it, and without the hooks, which run at call time).
+pub fn permissions_explain(
+    dir: &Path,
+    agent_id: &str,
+    tool: &str,
+    input: Option<&str>,
+    as_json: bool,
+) -> Result<Output, CliError> {
+    use crate::permissions::{self, Subject};
+    let project = Project::load(dir, &ProcessEnv)?;
+    let input = json_input(input)?;
+    let agent = project.config.agent(agent_id).ok_or_else(|| CliError::Input(format!("Unknown agent: {agent_id}")))?;
+    let (_, def) = project.registry.tool(tool).ok_or_else(|| CliError::Input(format!("Unknown tool: {tool}")))?;
+    if !agent.tools.allows(tool) {
+        return Err(CliError::Input(format!(
+            "Tool not allowed for {agent_id}: {tool} (its allowlist refuses the call before any permission rule)"
+        )));
+    }
+    if let Err(e) = project.registry.validate_input(tool, &input) {
+        return Err(CliError::Tool(crate::toolpack::ToolError::invalid_input(tool, &e)));
+    }
+    let decision = permissions::decide(&project, &permissions::Call { agent, tool, def, input: &input });
+    let pointers = def.presentation.as_ref().map(|p| p.target.as_slice()).unwrap_or_default();
+    let subject = match Subject::of(tool, pointers, &input) {
+        Subject::Shell(Ok(commands)) => json!({ "commands": commands.iter().map(|c| c.text()).collect::<Vec<_>>() }),
+        Subject::Shell(Err(e)) => json!({ "unparsable": e.to_string() }),
+        Subject::Paths(paths) => json!({ "paths": paths }),
+        Subject::Host(host) => json!({ "host": host }),
+        Subject::None => json!({}),
+    };
+    let hooks = permissions::hooks::packs_for(&project, tool);
+    if as_json {
+        let mut value = json!({
+            "agent": agent.id,
+            "tool": tool,
+            "mode": agent.permission_mode.as_str(),
+            "decision": decision.behavior,
+            "source": decision.source,
+            "reason": decision.reason,
+            "risk": decision.risk,
+            "hooks": hooks,
+        });
+        if let (Some(v), Some(s)) = (value.as_object_mut(), subject.as_object()) {
+            v.extend(s.clone());
+        }
+        return Ok((serde_json::to_string_pretty(&value).unwrap_or_default() + "\n").into());
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "decision: {}", decision.behavior.as_str());
+    let _ = writeln!(out, "source: {}", decision.source);
+    let _ = writeln!(out, "reason: {}", decision.reason);
+    let _ = writeln!(out, "risk: {}", decision.risk.as_str());
+    let _ = writeln!(out, "mode: {}", agent.permission_mode.as_str());
+    if let Some(commands) = subject.get("commands").and_then(|c| c.as_array()) {
+        let texts: Vec<&str> = commands.iter().filter_map(|c| c.as_str()).collect();
+        let _ = writeln!(out, "commands: {}", texts.join(" | "));
+    }
+    if let Some(why) = subject.get("unparsable").and_then(|c| c.as_str()) {
+        let _ = writeln!(out, "unparsable: {why}");
+    }
+    if let Some(paths) = subject.get("paths").and_then(|c| c.as_array()) {
+        let texts: Vec<String> = paths.iter().map(|p| p.as_str().unwrap_or("(not normalizable)").to_string()).collect();
+        let _ = writeln!(out, "paths: {}", texts.join(", "));
+    }
+    if let Some(host) = subject.get("host") {
+        let _ = writeln!(out, "host: {}", host.as_str().unwrap_or("(none)"));
+    }
+    if !hooks.is_empty() {
+        let _ = writeln!(out, "hooks: {} (beforeToolCall runs at call time and may change this)", hooks.join(", "));
+    }
+    Ok(out.into())
+}
+
+/// `suzumio audit <dir> [--agent A] [--since DURATION|RFC3339] [--json]`.
+pub fn audit(dir: &Path, agent: Option<&str>, since: Option<&str>, as_json: bool) -> Result<Output, CliError> {
+    let project = Project::load(dir, &ProcessEnv)?;
+    let since = match since {
+        None => None,
+        Some(text) => Some(match chrono::DateTime::parse_from_rfc3339(text) {
+            Ok(t) => t.with_timezone(&chrono::Utc),
+            Err(_) => {
+                let ago = humantime::parse_duration(text).map_err(|_| {
+                    CliError::Input(format!("--since `{text}` is neither a duration (2h, 30m) nor an RFC 3339 time"))
+                })?;
+                chrono::Utc::now() - chrono::Duration::from_std(ago).unwrap_or(chrono::Duration::MAX)
+            }
+        }),
+    };
+    let query = crate::permissions::audit::AuditQuery { agent: agent.map(str::to_string), since };
+    let entries = crate::permissions::audit::read(&project.config.root, &query)
+        .map_err(|e| CliError::Failed(format!("reading the permission audit: {e}")))?;
+    if as_json {
+        let mut out = String::new();
+        for e in &entries {
+            let _ = writeln!(out, "{e}");
+        }
+        return Ok(out.into());
+    }
+    let field = |e: &serde_json::Value, k: &str| e.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_string();
+    let rows: Vec<[String; 7]> = entries
+        .iter()
+        .map(|e| {
+            if field(e, "kind") == "dropped" {
+                let n = e.get("dropped").and_then(|v| v.as_u64()).unwrap_or(0);
+                return [
+                    field(e, "time"),
+                    "-".into(),
+                    "-".into(),
+                    "dropped".into(),
+                    "-".into(),
+                    "-".into(),
+                    format!("{n} entries could not be written"),
+                ];
+            }
+            [
+                field(e, "time"),
+                field(e, "agent"),
+                field(e, "tool"),
+                field(e, "kind"),
+                field(e, "decision"),
+                field(e, "source"),
+                first_line(&field(e, "reason"), 80),
+            ]
+        })
+        .collect();
+    Ok(render_table(["TIME", "AGENT", "TOOL", "KIND", "DECISION", "SOURCE", "REASON"], &rows).into())
 }

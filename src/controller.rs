@@ -202,6 +202,9 @@ async fn became_idle(tools: Arc<ToolHost>, activations: Arc<Activations>, schedu
     }
 }
 
+/// How long the permission audit gets to write what is queued, at shutdown.
+pub const AUDIT_FLUSH: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// How long activations get to record their end at shutdown, before runners are stopped.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(4);
 
@@ -269,6 +272,9 @@ pub async fn run(
         tracing::warn!("the API or the scheduler did not stop within {} s", SHUTDOWN_GRACE.as_secs());
     }
     runners.shutdown().await;
+    if !tools.audit.flush_async(AUDIT_FLUSH).await {
+        tracing::warn!("the permission audit was not written within {} s", AUDIT_FLUSH.as_secs());
+    }
     if let Err(e) = tools.store.checkpoint() {
         tracing::warn!("checkpointing the store: {e}");
     }

@@ -112,6 +112,25 @@ enum Command {
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
+    /// Permission decisions: why a call would be allowed, asked or denied.
+    Permissions {
+        #[command(subcommand)]
+        command: PermissionsCommand,
+    },
+    /// The permission audit trail (.suzumio/audit/permissions.jsonl), oldest first.
+    Audit {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// Only this agent's entries.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only entries since a time (RFC 3339) or for a duration back (2h, 30m).
+        #[arg(long)]
+        since: Option<String>,
+        /// Print the entries as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// Tools, run by hand.
     Tool {
         #[command(subcommand)]
@@ -263,6 +282,24 @@ impl From<RememberArg> for suzumio::store::RememberScope {
             RememberArg::Project => suzumio::store::RememberScope::Project,
         }
     }
+}
+
+#[derive(Subcommand)]
+enum PermissionsCommand {
+    /// The decision a call would get (rules, mode, annotations), its source, reason and risk.
+    Explain {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The agent making the call.
+        agent: String,
+        /// Tool name, e.g. shell.exec.
+        tool: String,
+        /// The input as a JSON object (default {}).
+        input: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -451,6 +488,12 @@ fn main() -> ExitCode {
             ApprovalsCommand::Rules { dir, json } => commands::approvals::rules(&dir, json),
             ApprovalsCommand::Forget { dir, rule } => commands::approvals::forget(&dir, &rule),
         }),
+        Command::Permissions { command: PermissionsCommand::Explain { dir, agent, tool, input, json } } => {
+            finish(commands::permissions_explain(&dir, &agent, &tool, input.as_deref(), json))
+        }
+        Command::Audit { dir, agent, since, json } => {
+            finish(commands::audit(&dir, agent.as_deref(), since.as_deref(), json))
+        }
         Command::Resume { dir, agents } => finish(commands::resume(&dir, &agents)),
         Command::Start { dir } => finish(commands::set_status(&dir, ProjectStatus::Running)),
         Command::Stop { dir } => finish(commands::set_status(&dir, ProjectStatus::Stopped)),

@@ -21,6 +21,10 @@ impl Project {
         match (config, registry) {
             (Some(config), Some(registry)) if !d.has_errors() => {
                 registry.check_allowlists(&config.agents, &mut d);
+                crate::permissions::check_hooks(&config, &registry, &mut d);
+                if d.has_errors() {
+                    return Err(InvalidInput(d));
+                }
                 Ok(Project { config, registry, warnings: Diagnostics { errors: Vec::new(), warnings: d.warnings } })
             }
             _ => Err(InvalidInput(d)),

@@ -370,7 +370,7 @@ fn the_api_lists_requests_decides_them_and_lists_and_deletes_remembered_rules() 
         (&first["id"], &first["tool"], &first["input"]),
         (&json!(request.id), &json!("danger.remove"), &json!({"path": "old.txt"}))
     );
-    assert_eq!((&first["decision"]["risk"], &first["status"]), (&json!("medium"), &json!("pending")));
+    assert_eq!((&first["decision"]["risk"], &first["status"]), (&json!("high"), &json!("pending")));
 
     let unknown = http("POST", &api("/approvals/apr_nope/allow"), &[], Some("{}"));
     assert_eq!(unknown.status, 404, "{}", unknown.body);
@@ -630,7 +630,7 @@ async fn webui_scenario(
     let card_css = format!(r#"article[data-approval="{}"]"#, request.id);
     let card = b.wait_for_text(&card_css, "danger.remove").await?;
     let shown = card.text().await?;
-    for needle in ["writer", "old.txt", "danger.remove is marked requiresApproval", "risk medium"] {
+    for needle in ["writer", "old.txt", "danger.remove is marked requiresApproval", "risk high"] {
         assert!(shown.contains(needle), "{needle:?} on the card:\n{shown}");
     }
     let remember = b.find_in(&card, r#"select[name="remember"]"#).await?;

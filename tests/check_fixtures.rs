@@ -105,6 +105,8 @@ mod invalid {
         disk_quota_too_small,
         budget_limits,
         tool_loading_unknown,
+        permissions_rules,
+        permissions_hook_pack,
     );
 }
 
@@ -120,6 +122,7 @@ mod valid {
         manifest_json_surrogates,
         allowlist_typo,
         deferred_tools,
+        permissions,
     );
 }
 

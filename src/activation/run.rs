@@ -35,16 +35,17 @@ use tokio_util::task::TaskTracker;
 use super::budget::{ActivationBudget, Stop};
 use super::context::{self, Conversation, TokenRate, TokenRates, compaction};
 use super::live;
-use super::tool_list::ToolList;
 use super::prompt::{self, SystemInput};
 use super::providers::{
     ChatMessage, ModelProvider, ModelRequest, ProviderPool, ResolvedModel, RetryPolicy, ToolCall, Usage,
     resolve_presets, safe_tool_names,
 };
+use super::tool_list::ToolList;
 use crate::config::AgentConfig;
 use crate::permissions::{
     self, Behavior,
     approvals::{self, PendingCall},
+    audit, hooks,
 };
 use crate::scheduler::{ActivationLauncher, nudges};
 use crate::store::{
@@ -807,24 +808,8 @@ pub async fn execute_tool(
     let result = match invalid {
         Some(problem) => Err(problem),
         None => {
-            let decision = permissions::decide(&host.project, &permissions::Call { agent, tool, def, input: &input });
-            match decision.behavior {
-                Behavior::Allow => dispatch(host, runner, &caller, def, tool, input.clone()).await,
-                Behavior::Deny => Err(ToolError::Denied(format!("Permission denied for {tool}: {}", decision.reason))),
-                Behavior::Ask => {
-                    let policy = permissions::ask_policy(&host.project, agent);
-                    let pending = PendingCall {
-                        agent_id,
-                        activation_id,
-                        call_id: &call_id,
-                        tool,
-                        input: &input,
-                        decision: &decision,
-                        policy,
-                    };
-                    approvals::ask(host, runner, pending).await
-                }
-            }
+            let call = CallRef { agent, def, tool, call_id: &call_id };
+            decide_and_run(host, runner, &caller, call, input).await
         }
     };
     let (outcome, output, error) = match &result {
@@ -842,6 +827,126 @@ pub async fn execute_tool(
         tracing::error!(agent = %agent_id, tool, call = %call_id, "recording the end of a tool call: {e}");
     }
     result
+}
+
+/// The call `execute_tool` decides, once its input passed the schema.
+struct CallRef<'a> {
+    agent: &'a AgentConfig,
+    def: &'a ToolDefinition,
+    tool: &'a str,
+    call_id: &'a str,
+}
+
+/// The permission decision point: `beforeToolCall` hooks, the decision (rules, hook verdicts,
+/// mode), its audit entry, then the call (or its denial, or its approval request), then the
+/// `afterToolCall` hooks on the result.
+async fn decide_and_run(
+    host: &ToolHost,
+    runner: &dyn RunnerTools,
+    caller: &Caller,
+    call: CallRef<'_>,
+    mut input: Value,
+) -> Result<ToolOutput, ToolError> {
+    let CallRef { agent, def, tool, call_id } = call;
+    let (agent_id, activation_id) = (caller.agent_id.as_str(), caller.activation_id.as_str());
+    let hook_packs = hooks::packs_for(&host.project, tool);
+    // Rules beyond `suzumio.yaml` that decide this call: hook verdicts, and the approvals
+    // store's remembered rules (`--remember`), which are added here with the same precedence.
+    let mut extra = approvals::remembered_rules_for(&host.store, agent_id, activation_id, tool)
+        .map_err(|e| ToolError::Internal(format!("cannot read the remembered permission rules: {e}")))?;
+    for pack in &hook_packs {
+        let hook_call = hooks::HookCall { agent_id, activation_id, call_id, tool, input: &input };
+        match hooks::before(host, pack, &hook_call).await {
+            hooks::Before::Nothing => {}
+            hooks::Before::Verdict(rule) => extra.push(rule),
+            hooks::Before::Input(changed) => {
+                let changed = if changed.is_null() { json!({}) } else { changed };
+                if let Err(e) = host.project.registry.validate_input(tool, &changed) {
+                    let problem = ToolError::invalid_input(tool, &e);
+                    let message = format!("the beforeToolCall hook of {pack} changed the input: {}", problem.message());
+                    audit_hook(host, agent, caller, call_id, tool, &changed, pack, Behavior::Deny, &message);
+                    return Err(ToolError::Rejected(message));
+                }
+                audit_hook(host, agent, caller, call_id, tool, &changed, pack, Behavior::Allow, "changed the input");
+                input = changed;
+            }
+        }
+    }
+    let decision =
+        permissions::decide_with(&host.project, &permissions::Call { agent, tool, def, input: &input }, &extra);
+    host.audit.record(audit::AuditEntry {
+        time: host.store.now(),
+        kind: audit::EntryKind::Decision,
+        agent: agent_id.to_string(),
+        activation: Some(activation_id.to_string()),
+        call_id: Some(call_id.to_string()),
+        tool: tool.to_string(),
+        mode: agent.permission_mode.as_str().to_string(),
+        decision: decision.behavior,
+        source: decision.source.clone(),
+        reason: decision.reason.clone(),
+        risk: Some(decision.risk),
+        user_action: None,
+        feedback: None,
+        arguments: input.clone(),
+    });
+    if decision.behavior == Behavior::Deny || decision.source.contains(approvals::REMEMBERED_SOURCE) {
+        approvals::record_decision(host, caller, call_id, tool, &decision);
+    }
+    let result = match decision.behavior {
+        Behavior::Allow => dispatch(host, runner, caller, def, tool, input.clone()).await,
+        Behavior::Deny => Err(ToolError::Denied(permissions::denial_message(tool, &decision))),
+        Behavior::Ask => {
+            let policy = permissions::ask_policy(&host.project, agent);
+            let pending =
+                PendingCall { agent_id, activation_id, call_id, tool, input: &input, decision: &decision, policy };
+            approvals::ask(host, runner, pending).await
+        }
+    };
+    let mut output = result?;
+    for pack in &hook_packs {
+        let hook_call = hooks::HookCall { agent_id, activation_id, call_id, tool, input: &input };
+        output = match hooks::after(host, pack, &hook_call, output).await {
+            Ok(changed) => changed,
+            Err(why) => {
+                let message =
+                    format!("the afterToolCall hook of {pack} failed, so the result of {tool} is withheld: {why}");
+                audit_hook(host, agent, caller, call_id, tool, &input, pack, Behavior::Deny, &message);
+                return Err(ToolError::Denied(message));
+            }
+        };
+    }
+    Ok(output)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn audit_hook(
+    host: &ToolHost,
+    agent: &AgentConfig,
+    caller: &Caller,
+    call_id: &str,
+    tool: &str,
+    input: &Value,
+    pack: &str,
+    decision: Behavior,
+    reason: &str,
+) {
+    host.audit.record(audit::AuditEntry {
+        time: host.store.now(),
+        kind: audit::EntryKind::Hook,
+        agent: caller.agent_id.clone(),
+        activation: Some(caller.activation_id.clone()),
+        call_id: Some(call_id.to_string()),
+        tool: tool.to_string(),
+        mode: agent.permission_mode.as_str().to_string(),
+        decision,
+        source: format!("hook {pack}"),
+        reason: reason.to_string(),
+        risk: None,
+        user_action: None,
+        feedback: None,
+        arguments: input.clone(),
+    });
 }
 
 /// Runs a call that was decided `allow` where its tool runs: the controller or the agent's runner.

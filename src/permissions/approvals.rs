@@ -146,6 +146,59 @@ pub fn remembered(
     Ok(deny.or_else(|| rules.first()).cloned())
 }
 
+/// How a decision made by a remembered rule names its source.
+pub const REMEMBERED_SOURCE: &str = "remembered rule";
+
+/// Records a decision that did not come from the config as a `permission.decided` event (the
+/// approvals step records its own): remembered rules and denials, so a UI can show how a call
+/// was authorized or why it was refused.
+pub fn record_decision(host: &ToolHost, caller: &Caller, call_id: &str, tool: &str, decision: &Decision) {
+    let text = |v: Value| v.as_str().unwrap_or_default().to_string();
+    let event = Event::PermissionDecided {
+        agent_id: caller.agent_id.clone(),
+        activation_id: caller.activation_id.clone(),
+        tool_call_id: Some(call_id.to_string()).filter(|c| !c.is_empty()),
+        tool: tool.to_string(),
+        behavior: text(json!(decision.behavior)),
+        source: decision.source.clone(),
+        reason: decision.reason.clone(),
+        risk: text(json!(decision.risk)),
+    };
+    if let Err(e) = host.store.append_event(event) {
+        tracing::error!(agent = %caller.agent_id, tool, "recording a permission decision: {e}");
+    }
+}
+
+/// The remembered decisions (`--remember`) that cover this call, as rules for the decision
+/// point: they take part in the same deny > ask > allow precedence as the config's rules, so a
+/// remembered allow never beats a configured deny, and a remembered deny always holds.
+pub fn remembered_rules_for(
+    store: &Store,
+    agent: &str,
+    activation: &str,
+    tool: &str,
+) -> Result<Vec<super::Rule>, StoreError> {
+    let rules = store.remembered_rules(Some(agent))?;
+    Ok(rules
+        .into_iter()
+        .filter(|r| r.applies_to(agent, activation, tool))
+        .map(|r| {
+            let decision = match r.decision {
+                RuleDecision::Allow => crate::config::RuleDecision::Allow,
+                RuleDecision::Deny => crate::config::RuleDecision::Deny,
+            };
+            let from = r.request_id.as_deref().map(|id| format!(", from request {id}")).unwrap_or_default();
+            let reason = format!("remembered by {} at {}", r.created_by, r.created_at);
+            super::Rule::for_tool(
+                crate::config::AllowPattern::Exact(r.tool.clone()),
+                decision,
+                Some(reason),
+                format!("{REMEMBERED_SOURCE} {} ({} scope{from})", r.id, r.scope),
+            )
+        })
+        .collect())
+}
+
 /// Who resolves from this process's command line: `cli (<user>)`.
 pub fn cli_user() -> String {
     let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into());

@@ -3,25 +3,59 @@
 //! schema check and before dispatch. A decision is `allow`, `ask` (a durable approval request,
 //! `approvals.rs`) or `deny` (`ToolError::Denied` with the reason the model reads), and it always
 //! says where it came from (`source`), so `suzumio permissions explain` and the audit can show it.
+//!
+//! Precedence: every matching rule is collected — the project's, the agent's, and the extra ones
+//! the caller passes (remembered approvals, a hook's verdict) — and `deny` beats `ask` beats
+//! `allow`. A `shell.exec` line that cannot be parsed confidently is at least `ask`. Only when
+//! no rule matched do the mode's defaults apply (`mode.rs`).
 
 pub mod approvals;
+pub mod audit;
+pub mod hooks;
+pub mod mode;
+pub mod rules;
+pub mod shell;
+#[cfg(test)]
+mod tests;
 
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::AgentConfig;
+pub use rules::{Rule, Subject};
+
+use crate::config::{AgentConfig, DEFAULT_APPROVAL_TIMEOUT, OnAskSetting, PermissionMode, RuleDecision};
 use crate::project::Project;
 use crate::toolpack::ToolDefinition;
 
 /// What happens to a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Behavior {
     Allow,
     Ask,
     Deny,
+}
+
+impl Behavior {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Behavior::Allow => "allow",
+            Behavior::Ask => "ask",
+            Behavior::Deny => "deny",
+        }
+    }
+}
+
+impl From<RuleDecision> for Behavior {
+    fn from(d: RuleDecision) -> Self {
+        match d {
+            RuleDecision::Allow => Behavior::Allow,
+            RuleDecision::Ask => Behavior::Ask,
+            RuleDecision::Deny => Behavior::Deny,
+        }
+    }
 }
 
 /// How risky the call looks, for the person who is asked and for the audit.
@@ -33,11 +67,21 @@ pub enum Risk {
     High,
 }
 
+impl Risk {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::Low => "low",
+            Risk::Medium => "medium",
+            Risk::High => "high",
+        }
+    }
+}
+
 /// A decision and its provenance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Decision {
     pub behavior: Behavior,
-    /// Which rule, mode, annotation or hook decided: e.g. `project rule 2 (shell.exec: rm *)`,
+    /// Which rule, mode, annotation or hook decided: e.g. `project rule 2 (suzumio.yaml:14)`,
     /// `mode full-access`, `requiresApproval`.
     pub source: String,
     pub reason: String,
@@ -52,17 +96,112 @@ pub struct Call<'a> {
     pub input: &'a Value,
 }
 
-/// Decides one call.
-pub fn decide(_project: &Project, call: &Call<'_>) -> Decision {
-    if call.def.requires_approval {
+/// Decides one call with the rules of `suzumio.yaml` only.
+pub fn decide(project: &Project, call: &Call<'_>) -> Decision {
+    decide_with(project, call, &[])
+}
+
+/// What a tool catalog shows (`check`, `tools`, the API's tool list): the decision a call of
+/// `tool` by `agent` gets when no rule looks at its arguments (its input `{}`).
+pub fn default_for_tool(project: &Project, agent: &AgentConfig, tool: &str) -> Option<Decision> {
+    let (_, def) = project.registry.tool(tool)?;
+    let input = Value::Object(serde_json::Map::new());
+    Some(decide(project, &Call { agent, tool, def, input: &input }))
+}
+
+/// The rules from `suzumio.yaml` that apply to `agent`: the project's, then the agent's.
+pub fn config_rules(project: &Project, agent: &AgentConfig) -> Vec<Rule> {
+    let project_rules =
+        project.config.permissions.rules.iter().enumerate().map(|(i, r)| Rule::from_config(r, "project", i + 1));
+    let agent_scope = format!("agent {}", agent.id);
+    let agent_rules =
+        agent.permissions.rules.iter().enumerate().map(|(i, r)| Rule::from_config(r, &agent_scope, i + 1));
+    project_rules.chain(agent_rules).collect()
+}
+
+/// Decides one call with the config's rules plus `extra` (remembered approvals, hook verdicts).
+pub fn decide_with(project: &Project, call: &Call<'_>, extra: &[Rule]) -> Decision {
+    let rules = config_rules(project, call.agent);
+    decide_rules(call, rules.iter().chain(extra))
+}
+
+/// The engine without the project: `rules` in order (the first matching rule of the winning
+/// decision is the source).
+pub fn decide_rules<'r>(call: &Call<'_>, rules: impl IntoIterator<Item = &'r Rule>) -> Decision {
+    let pointers = call.def.presentation.as_ref().map(|p| p.target.as_slice()).unwrap_or_default();
+    let subject = Subject::of(call.tool, pointers, call.input);
+    let risk = mode::risk(call.def, &subject);
+    let mode = call.agent.permission_mode;
+    let rules: Vec<&Rule> = rules.into_iter().collect();
+    let mut winner: Option<&Rule> = None;
+    for rule in rules.iter().copied() {
+        if rule.matches(call.tool, &subject) && winner.is_none_or(|w| rule.decision > w.decision) {
+            winner = Some(rule);
+        }
+    }
+    let decided = |rule: &Rule| Decision {
+        behavior: rule.decision.into(),
+        source: rule.source.clone(),
+        reason: rule.reason.clone().unwrap_or_else(|| format!("{} matches `{}`", call.tool, rule.describe())),
+        risk,
+    };
+    if let Some(rule) = winner.filter(|w| w.decision == RuleDecision::Deny) {
+        return decided(rule);
+    }
+    // Full access skips this ask only when no deny or ask rule looks at commands (so none
+    // could have matched the line).
+    let unchecked =
+        |r: &&Rule| r.decision != RuleDecision::Allow && !r.commands.is_empty() && r.tool.matches(call.tool);
+    if let Subject::Shell(Err(why)) = &subject
+        && (mode != PermissionMode::FullAccess || rules.iter().any(unchecked))
+    {
         return Decision {
             behavior: Behavior::Ask,
-            source: "requiresApproval".to_string(),
-            reason: format!("{} is marked requiresApproval", call.tool),
-            risk: Risk::Medium,
+            source: "shell parser".into(),
+            reason: format!("the command line cannot be matched against the rules with confidence: {why}"),
+            risk,
         };
     }
-    Decision { behavior: Behavior::Allow, source: "default".to_string(), reason: String::new(), risk: Risk::Low }
+    if let Some(rule) = winner {
+        return decided(rule);
+    }
+    mode::default_decision(mode, call, &subject, risk)
+}
+
+/// `permissions.hooks` against the registry: a named pack must be a local pack (only those have
+/// a `controller.mjs`); an entry that reaches no local pack's hooks is a warning.
+pub fn check_hooks(
+    config: &crate::config::ProjectConfig,
+    registry: &crate::toolpack::ToolpackRegistry,
+    d: &mut crate::config::Diagnostics,
+) {
+    use crate::toolpack::PackSource;
+    for (i, target) in config.permissions.hooks.iter().enumerate() {
+        let path = format!("permissions.hooks[{i}]");
+        match &target.pack {
+            Some(id) => match registry.pack(id) {
+                None => d.error(Some(&target.loc), &path, format!("Unknown toolpack: {id}")),
+                Some(p) if !matches!(p.source, PackSource::Local { .. }) => d.error(
+                    Some(&target.loc),
+                    &path,
+                    format!("{id} is a built-in toolpack; hooks are exported by a local pack's controller.mjs"),
+                ),
+                Some(_) => {}
+            },
+            None => {
+                let reaches = registry.tools().any(|(pack, tool)| {
+                    target.tools.matches(&tool.name) && matches!(pack.source, PackSource::Local { .. })
+                });
+                if !reaches {
+                    d.warning(
+                        Some(&target.loc),
+                        &path,
+                        format!("`{}` matches no tool of a local pack, so no hook runs; name the pack whose hooks should see these calls with {{tools, pack}}", target.tools),
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// What to do when a call is `ask` and nobody may be there.
@@ -81,6 +220,20 @@ pub struct AskPolicy {
 }
 
 /// The agent's `permissions.onAsk` / `approvalTimeout` (project level, agent override).
-pub fn ask_policy(_project: &Project, _agent: &AgentConfig) -> AskPolicy {
-    AskPolicy { on_ask: OnAsk::Wait, timeout: Duration::from_secs(24 * 3600) }
+pub fn ask_policy(project: &Project, agent: &AgentConfig) -> AskPolicy {
+    let p = &project.config.permissions;
+    let on_ask = match agent.permissions.on_ask.or(p.on_ask).unwrap_or_default() {
+        OnAskSetting::Wait => OnAsk::Wait,
+        OnAskSetting::Deny => OnAsk::Deny,
+    };
+    let timeout = agent.permissions.approval_timeout.or(p.approval_timeout).unwrap_or(DEFAULT_APPROVAL_TIMEOUT);
+    AskPolicy { on_ask, timeout }
+}
+
+/// The text a model reads for a denied call: what was denied, why, and what it can do instead.
+pub fn denial_message(tool: &str, decision: &Decision) -> String {
+    format!(
+        "Permission denied for {tool}: {} (decided by {}). Do not retry the same call; choose another way, or ask the user to change the permissions.",
+        decision.reason, decision.source
+    )
 }

@@ -107,13 +107,16 @@ pub struct ToolHost {
     pub project: Arc<Project>,
     pub store: Store,
     pub state: StateFiles,
+    /// The permission audit every decision is recorded in.
+    pub audit: crate::permissions::audit::Audit,
     packs: packs::PackRuntimes,
 }
 
 impl ToolHost {
     pub fn new(project: Arc<Project>, store: Store, state: StateFiles) -> Arc<ToolHost> {
         let ops = Arc::new(ops::ControllerOps::new(project.clone(), store.clone(), state.clone()));
-        Arc::new(ToolHost { project, store, state, packs: packs::PackRuntimes::new(ops) })
+        let audit = crate::permissions::audit::Audit::for_project(&project.config);
+        Arc::new(ToolHost { project, store, state, audit, packs: packs::PackRuntimes::new(ops) })
     }
 
     pub fn name(&self) -> &str {
@@ -192,6 +195,23 @@ impl ToolHost {
         let call = JsCall { export: "support", args: vec![base, tool.to_string(), input.to_string()], scope };
         let value = host.call(call).await?;
         parse_output(&format!("toolpack {} (tool {tool})", pack.id), value).map_err(InvokeError::Handler)
+    }
+
+    /// Calls an export of a local pack's controller glue for a caller (the permission hooks).
+    pub async fn call_controller(
+        &self,
+        pack_id: &str,
+        export: &'static str,
+        args: Vec<String>,
+        scope: CallScope,
+    ) -> Result<Value, InvokeError> {
+        let pack = self.project.registry.pack(pack_id).ok_or_else(|| InvokeError::UnknownPack(pack_id.to_string()))?;
+        let host = match self.packs.controller(pack).await {
+            None => return Err(InvokeError::Handler(format!("built-in toolpack {pack_id} has no controller module"))),
+            Some(packs::Controller::Ready(host)) => host,
+            Some(packs::Controller::Failed { error, .. }) => return Err(error.into()),
+        };
+        Ok(host.call(JsCall { export, args, scope }).await?)
     }
 
     /// `POST messages`: a message from the user (or another named sender) to an agent or channel.

@@ -60,6 +60,8 @@ pub struct ProjectConfig {
     pub web_fetch: WebFetchConfig,
     /// `budgets`: the project's limits, every agent's default limits and the wake-loop guard.
     pub budgets: BudgetsConfig,
+    /// `permissions`: the project's rules, `onAsk`, `approvalTimeout` and tool-call hooks.
+    pub permissions: PermissionsConfig,
 }
 
 /// `tools.webFetch`: loopback, private and link-local addresses are refused unless allowed.
@@ -95,6 +97,10 @@ pub struct AgentConfig {
     pub env: BTreeMap<String, String>,
     /// `budgets.agents` with this agent's `budget` over it.
     pub budget: BudgetLimits,
+    /// `permissionMode` (default `default`).
+    pub permission_mode: PermissionMode,
+    /// The agent's own `permissions` (its rules add to the project's).
+    pub permissions: PermissionsConfig,
     pub loc: Loc,
 }
 
@@ -549,3 +555,129 @@ impl ModelsConfig {
         self.providers.iter().find(|p| p.id == id)
     }
 }
+
+/// An agent's `permissionMode`: how calls no rule decides are treated.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+)]
+#[strum(serialize_all = "kebab-case")]
+pub enum PermissionMode {
+    /// Rules, then ask for anything marked (`requiresApproval`, `destructiveHint`).
+    #[default]
+    Default,
+    /// Read-only and rule-allowed calls run; destructive or unknown ones ask.
+    Auto,
+    /// No ordinary asks; `deny` rules (and hooks' denials) still apply.
+    FullAccess,
+}
+
+impl PermissionMode {
+    pub const NAMES: &'static [&'static str] = <PermissionMode as strum::VariantNames>::VARIANTS;
+
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// What a permission rule decides.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+)]
+#[strum(serialize_all = "lowercase")]
+pub enum RuleDecision {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl RuleDecision {
+    pub const NAMES: &'static [&'static str] = <RuleDecision as strum::VariantNames>::VARIANTS;
+
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// `permissions.onAsk`: what an `ask` does when nobody may be there.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+)]
+#[strum(serialize_all = "lowercase")]
+pub enum OnAskSetting {
+    #[default]
+    Wait,
+    Deny,
+}
+
+impl OnAskSetting {
+    pub const NAMES: &'static [&'static str] = <OnAskSetting as strum::VariantNames>::VARIANTS;
+}
+
+/// One `permissions.rules` entry. A rule matches a call when its tool pattern matches and every
+/// argument matcher it has matches (an absent matcher matches everything).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PermissionRule {
+    pub tool: AllowPattern,
+    pub decision: RuleDecision,
+    pub reason: Option<String>,
+    /// Globs over the paths a file tool touches, normalized as the runner does (relative to
+    /// `/workspace`, `..` resolved); relative globs are relative to `/workspace`.
+    pub paths: Vec<String>,
+    /// Command patterns (`rm *`, `git push*`) over every simple command of a `shell.exec` line.
+    pub commands: Vec<String>,
+    /// Host patterns (`example.com`, `*.example.com`, `*`) for `web.fetch`.
+    pub hosts: Vec<String>,
+    pub loc: Loc,
+}
+
+/// `permissions.hooks` entry: the tools whose calls go through `beforeToolCall` and
+/// `afterToolCall` of a pack's `controller.mjs` — the tool's own pack, or `pack` when given.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HookTarget {
+    pub tools: AllowPattern,
+    pub pack: Option<String>,
+    pub loc: Loc,
+}
+
+/// A `permissions` section (the project's, or an agent's, which adds its rules to the
+/// project's and may override `onAsk` and `approvalTimeout`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PermissionsConfig {
+    pub rules: Vec<PermissionRule>,
+    pub on_ask: Option<OnAskSetting>,
+    pub approval_timeout: Option<std::time::Duration>,
+    /// Project level only.
+    pub hooks: Vec<HookTarget>,
+}
+
+/// `approvalTimeout` when neither the project nor the agent sets it.
+pub const DEFAULT_APPROVAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);

@@ -13,6 +13,7 @@ mod budgets;
 mod communication;
 mod models;
 mod mounts;
+mod permissions;
 mod scheduler;
 mod tools;
 
@@ -26,9 +27,10 @@ use crate::config::read::{Obj, Retired};
 
 pub use agents::VIRTUAL_PARTICIPANTS;
 pub use mounts::RESERVED_MOUNT_TARGETS;
+pub use permissions::{check_command_pattern, check_host_pattern, check_path_glob};
 
 const TOP_KEYS: &[&str] =
-    &["name", "task", "agents", "tools", "scheduler", "communication", "channels", "backend", "budgets"];
+    &["name", "task", "agents", "tools", "scheduler", "communication", "channels", "backend", "budgets", "permissions"];
 const TOP_RETIRED: Retired = &[
     ("platforms", "Feishu platform bridges are not supported by this controller"),
     ("models", "models live under backend.runner.models"),
@@ -68,6 +70,7 @@ pub fn validate(
     let (backend, activation, models) = backend::read(top.get("backend").unwrap_or(&null), d);
     let budgets = budgets::read(top.get("budgets"), d);
     let agents = agents::read(&top, &models, budgets.agents, d);
+    let permissions = permissions::read(top.get("permissions"), "permissions", false, d);
     let toolpacks = tools::read_toolpacks(&top, &base_dir(config_file), d);
     let web_fetch = tools::read_web_fetch(&top, d);
     let channels = communication::read_channels(&top, d);
@@ -93,6 +96,7 @@ pub fn validate(
             models,
             web_fetch,
             budgets,
+            permissions,
         })
     })();
     (config, toolpacks)

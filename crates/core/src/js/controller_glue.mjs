@@ -124,3 +124,14 @@ export async function schedulerTick(baseJson) {
   }
   return out(null);
 }
+
+// Permission hooks (`permissions.hooks`): a pack without them has no opinion.
+export async function beforeToolCall(baseJson, callJson) {
+  if (typeof pack.beforeToolCall !== "function") return out(null);
+  return out(await pack.beforeToolCall(makeContext(parse(baseJson)), parse(callJson)));
+}
+
+export async function afterToolCall(baseJson, callJson, resultJson) {
+  if (typeof pack.afterToolCall !== "function") return out(null);
+  return out(await pack.afterToolCall(makeContext(parse(baseJson)), parse(callJson), parse(resultJson)));
+}

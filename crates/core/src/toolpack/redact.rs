@@ -69,7 +69,7 @@ fn name_before(text: &str, at: usize) -> &str {
 }
 
 /// Whether a name (of a variable, field, header, query key or flag) says its value is secret.
-fn is_secret_name(name: &str) -> bool {
+pub fn is_secret_name(name: &str) -> bool {
     let name = name.trim_start_matches('-').to_ascii_lowercase();
     let parts: Vec<&str> = name.split(['_', '-', '.']).filter(|p| !p.is_empty()).collect();
     if parts.is_empty() {

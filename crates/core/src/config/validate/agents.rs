@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{budgets, is_safe_id, mounts};
+use super::{budgets, is_safe_id, mounts, permissions};
 use crate::config::diag::Diagnostics;
 use crate::config::model::*;
 use crate::config::read::{Obj, index, join};
@@ -27,6 +27,8 @@ const AGENT_KEYS: &[&str] = &[
     "budget",
     "toolLoading",
     "deferredTools",
+    "permissions",
+    "permissionMode",
 ];
 
 pub(super) fn read(top: &Obj, models: &ModelsConfig, budget: BudgetLimits, d: &mut Diagnostics) -> Vec<AgentConfig> {
@@ -96,6 +98,8 @@ pub(super) fn read(top: &Obj, models: &ModelsConfig, budget: BudgetLimits, d: &m
         let env = read_agent_env(&agent, d);
         let budget =
             agent.get("budget").map_or(budget, |n| budgets::read_agent(n, &agent.path_of("budget"), budget, d));
+        let permission_mode = permissions::mode(&agent, d);
+        let agent_permissions = permissions::read(agent.get("permissions"), &agent.path_of("permissions"), true, d);
         for i in 1..=count {
             let (id, display) = if count > 1 {
                 let named = names.get(i - 1).map(|(n, _)| n.clone());
@@ -129,6 +133,8 @@ pub(super) fn read(top: &Obj, models: &ModelsConfig, budget: BudgetLimits, d: &m
                 mounts: mounts.clone(),
                 env: env.clone(),
                 budget,
+                permission_mode,
+                permissions: agent_permissions.clone(),
                 loc: key.loc.clone(),
             });
         }

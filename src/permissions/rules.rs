@@ -1,0 +1,287 @@
+//! Permission rules and how one matches a call: the tool pattern, then the rule's argument
+//! matcher over what the call touches — the normalized paths of a file tool, every command of
+//! a `shell.exec` line, the host of a `web.fetch` URL.
+//!
+//! Matching errs towards caution in both directions: what cannot be known (a path that does not
+//! normalize confidently, a URL without a host, a command with an expansion) matches `deny` and
+//! `ask` rules and never `allow` rules.
+
+use serde_json::Value;
+
+use super::shell::{self, Command};
+use crate::config::{AllowPattern, PermissionRule, RuleDecision};
+
+/// One rule as the engine applies it: from `suzumio.yaml` (project or agent), or remembered by
+/// an approval (the approvals store), or a hook's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    pub tool: AllowPattern,
+    pub decision: RuleDecision,
+    pub reason: Option<String>,
+    /// Path globs (file tools); relative ones are relative to `/workspace`.
+    pub paths: Vec<String>,
+    /// Command patterns (`shell.exec`).
+    pub commands: Vec<String>,
+    /// Host patterns (`web.fetch`).
+    pub hosts: Vec<String>,
+    /// Where the rule comes from, shown as the decision's source: `project rule 2
+    /// (suzumio.yaml:14)`, `remembered rule 7 (agent, by user)`, `hook policy.beforeToolCall`.
+    pub source: String,
+}
+
+impl Rule {
+    /// A rule on a tool pattern alone (no argument matcher).
+    pub fn for_tool(tool: AllowPattern, decision: RuleDecision, reason: Option<String>, source: String) -> Rule {
+        Rule { tool, decision, reason, paths: Vec::new(), commands: Vec::new(), hosts: Vec::new(), source }
+    }
+
+    /// A rule written in `suzumio.yaml`; `scope` is `project` or `agent <id>`, `n` its index.
+    pub fn from_config(rule: &PermissionRule, scope: &str, n: usize) -> Rule {
+        let file = rule.loc.file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        Rule {
+            tool: rule.tool.clone(),
+            decision: rule.decision,
+            reason: rule.reason.clone(),
+            paths: rule.paths.clone(),
+            commands: rule.commands.clone(),
+            hosts: rule.hosts.clone(),
+            source: format!("{scope} rule {n} ({file}:{})", rule.loc.line),
+        }
+    }
+
+    /// The rule in one line, for sources and listings: `shell.exec deny commands [rm *]`.
+    pub fn describe(&self) -> String {
+        let matcher = if !self.paths.is_empty() {
+            format!(" paths [{}]", self.paths.join(", "))
+        } else if !self.commands.is_empty() {
+            format!(" commands [{}]", self.commands.join(", "))
+        } else if !self.hosts.is_empty() {
+            format!(" hosts [{}]", self.hosts.join(", "))
+        } else {
+            String::new()
+        };
+        format!("{} {}{matcher}", self.tool, self.decision)
+    }
+
+    /// Whether the rule matches a call of `tool` whose arguments are `subject`.
+    pub fn matches(&self, tool: &str, subject: &Subject) -> bool {
+        if !self.tool.matches(tool) {
+            return false;
+        }
+        let cautious = self.decision != RuleDecision::Allow;
+        if !self.paths.is_empty() {
+            let Subject::Paths(paths) = subject else { return false };
+            return matches_all_or_any(paths, cautious, |p| self.paths.iter().any(|g| path_matches(g, p)));
+        }
+        if !self.commands.is_empty() {
+            let Subject::Shell(Ok(commands)) = subject else { return false };
+            return if cautious {
+                commands.iter().any(|c| self.commands.iter().any(|p| command_matches(p, c)))
+            } else {
+                let inner: Vec<&Command> = commands.iter().filter(|c| !c.wrapper).collect();
+                !inner.is_empty()
+                    && inner.iter().all(|c| c.exact && self.commands.iter().any(|p| command_matches(p, c)))
+            };
+        }
+        if !self.hosts.is_empty() {
+            let Subject::Host(host) = subject else { return false };
+            return match host {
+                Some(h) => self.hosts.iter().any(|p| host_matches(p, h)),
+                None => cautious,
+            };
+        }
+        true
+    }
+}
+
+/// `allow` needs every item known and matching; `deny`/`ask` any item matching or unknown.
+fn matches_all_or_any(items: &[Option<String>], cautious: bool, f: impl Fn(&str) -> bool) -> bool {
+    if cautious {
+        items.iter().any(|i| i.as_deref().is_none_or(&f))
+    } else {
+        !items.is_empty() && items.iter().all(|i| i.as_deref().is_some_and(&f))
+    }
+}
+
+/// What a call touches, as rules match it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Subject {
+    /// A file tool's paths, normalized; `None` where a path does not normalize confidently.
+    Paths(Vec<Option<String>>),
+    /// `shell.exec`: every command of the line, or why it cannot be parsed.
+    Shell(Result<Vec<Command>, shell::Unparsable>),
+    /// `web.fetch`: the URL's host (`None`: no host could be read).
+    Host(Option<String>),
+    None,
+}
+
+impl Subject {
+    /// The subject of a call of `tool` with `input` (already valid against its schema); the
+    /// file tools' paths are found at the tool's `presentation.target` pointers.
+    pub fn of(tool: &str, target_pointers: &[String], input: &Value) -> Subject {
+        if tool == "shell.exec" {
+            let line = input.get("command").and_then(Value::as_str).unwrap_or("");
+            return Subject::Shell(shell::commands(line));
+        }
+        if tool == "web.fetch" {
+            let url = input.get("url").and_then(Value::as_str).unwrap_or("");
+            let host = url::Url::parse(url).ok().and_then(|u| u.host_str().map(|h| h.to_ascii_lowercase()));
+            return Subject::Host(host);
+        }
+        if tool.starts_with("file.") {
+            let mut paths = Vec::new();
+            for pointer in target_pointers {
+                collect(input, pointer.trim_start_matches('/'), &mut paths);
+            }
+            return Subject::Paths(paths.into_iter().map(normalize_path).collect());
+        }
+        Subject::None
+    }
+}
+
+fn collect<'a>(value: &'a Value, pointer: &str, out: &mut Vec<&'a Value>) {
+    if pointer.is_empty() {
+        out.push(value);
+        return;
+    }
+    let (head, rest) = pointer.split_once('/').unwrap_or((pointer, ""));
+    match (head, value) {
+        ("*", Value::Array(items)) => items.iter().for_each(|v| collect(v, rest, out)),
+        (key, Value::Object(map)) => {
+            if let Some(v) = map.get(key) {
+                collect(v, rest, out)
+            }
+        }
+        (i, Value::Array(items)) => {
+            if let Some(v) = i.parse::<usize>().ok().and_then(|i| items.get(i)) {
+                collect(v, rest, out)
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A tool path as the runner resolves it: relative to `/workspace`, `.` and `..` resolved
+/// lexically. `None` (not confident) for a non-string, an empty path, a NUL, a `~` or `$` the
+/// runner would take literally but a reader would not, or a `..` that climbs past `/`.
+pub fn normalize_path(value: &Value) -> Option<String> {
+    let text = value.as_str()?;
+    if text.is_empty() || text.contains('\0') || text.starts_with('~') || text.contains('$') {
+        return None;
+    }
+    let joined = if text.starts_with('/') { text.to_string() } else { format!("/workspace/{text}") };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in joined.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    Some(format!("/{}", parts.join("/")))
+}
+
+/// A rule's path glob against a normalized path: relative globs are relative to `/workspace`;
+/// `*` stays within one component, `**` crosses them.
+pub fn path_matches(glob: &str, path: &str) -> bool {
+    let absolute = if glob.starts_with('/') { glob.to_string() } else { format!("/workspace/{glob}") };
+    let options = glob::MatchOptions { case_sensitive: true, require_literal_separator: true, ..Default::default() };
+    glob::Pattern::new(&absolute).is_ok_and(|p| p.matches_with(path, options))
+}
+
+/// A command pattern against one command: `*` matches anything (spaces too), a trailing ` *`
+/// also matches no arguments (`rm *` matches `rm`), and the pattern's program matches the
+/// command's base name (`rm` matches `/bin/rm`).
+pub fn command_matches(pattern: &str, command: &Command) -> bool {
+    let pattern = pattern.split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = command.text();
+    if wildcard(&pattern, &text) {
+        return true;
+    }
+    pattern.strip_suffix(" *").is_some_and(|head| wildcard(head, &text))
+}
+
+/// `*`-only wildcard matching (brackets and `?` in commands are literal).
+fn wildcard(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// `*`, `*.example.com` (any subdomain, not the domain itself) or an exact host.
+pub fn host_matches(pattern: &str, host: &str) -> bool {
+    let pattern = pattern.to_ascii_lowercase();
+    if pattern == "*" {
+        return true;
+    }
+    match pattern.strip_prefix("*.") {
+        Some(domain) => host.strip_suffix(domain).is_some_and(|sub| sub.len() > 1 && sub.ends_with('.')),
+        None => host == pattern,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn paths_normalize_as_the_runner_resolves_them() {
+        let cases = [
+            (json!("src/a.rs"), Some("/workspace/src/a.rs")),
+            (json!("./src/../secrets/k"), Some("/workspace/secrets/k")),
+            (json!("/workspace//x/./y"), Some("/workspace/x/y")),
+            (json!("/mnt/data/../data/f"), Some("/mnt/data/f")),
+            (json!("../../.."), None),
+            (json!("~/x"), None),
+            (json!("$HOME/x"), None),
+            (json!(""), None),
+            (json!(3), None),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(normalize_path(&input).as_deref(), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn globs_commands_and_hosts() {
+        assert!(path_matches("secrets/**", "/workspace/secrets/a/b"));
+        assert!(path_matches("**/*.env", "/workspace/a.env"));
+        assert!(path_matches("**/*.env", "/workspace/x/y/.env"));
+        assert!(!path_matches("src/*", "/workspace/src/a/b"));
+        assert!(path_matches("/mnt/data/*", "/mnt/data/f"));
+        let cmd = |line: &str| shell::commands(line).unwrap().remove(0);
+        assert!(command_matches("rm *", &cmd("rm -rf x")));
+        assert!(command_matches("rm *", &cmd("rm")));
+        assert!(command_matches("rm *", &cmd("/bin/rm x")));
+        assert!(!command_matches("rm *", &cmd("rmdir x")));
+        assert!(command_matches("git push*", &cmd("git push origin main")));
+        assert!(!command_matches("git push*", &cmd("git pull")));
+        assert!(command_matches("ls [a]", &cmd("ls '[a]'")));
+        assert!(host_matches("*.example.com", "api.example.com"));
+        assert!(!host_matches("*.example.com", "example.com"));
+        assert!(!host_matches("*.example.com", "badexample.com"));
+        assert!(host_matches("example.com", "example.com"));
+        assert!(host_matches("*", "anything.test"));
+    }
+}

@@ -1,0 +1,201 @@
+//! The engine's precedence over rules × modes × annotations, and the property that a matching
+//! `deny` always wins.
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::config::load::ProcessEnv;
+use crate::config::{AgentConfig, AllowPattern, PermissionMode};
+use crate::toolpack::{RunsIn, ToolAnnotations};
+
+fn agent(mode: PermissionMode) -> AgentConfig {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/valid/minimal");
+    let config = crate::config::load_config(&root, &ProcessEnv).ok().and_then(|l| l.config).expect("fixture loads");
+    let mut agent = config.agents[0].clone();
+    agent.permission_mode = mode;
+    agent
+}
+
+/// A local pack's tool with these markings.
+fn tool(name: &str, requires_approval: bool, read_only: Option<bool>, destructive: Option<bool>) -> ToolDefinition {
+    ToolDefinition {
+        name: name.into(),
+        description: String::new(),
+        input_schema: json!({ "type": "object" }),
+        annotations: ToolAnnotations { read_only_hint: read_only, destructive_hint: destructive, ..Default::default() },
+        requires_approval,
+        presentation: None,
+        runs_in: RunsIn::Runner,
+        ends_activation: false,
+        deferrable: true,
+    }
+}
+
+fn rule(tool: &str, decision: RuleDecision) -> Rule {
+    Rule::for_tool(AllowPattern::parse(tool).expect("pattern"), decision, None, format!("{tool} {decision}"))
+}
+
+fn decide_one(mode: PermissionMode, def: &ToolDefinition, rules: &[Rule], input: &Value) -> Decision {
+    let agent = agent(mode);
+    decide_rules(&Call { agent: &agent, tool: &def.name, def, input }, rules)
+}
+
+#[test]
+fn precedence_over_rules_modes_and_annotations() {
+    use Behavior::{Allow as A, Ask as Q, Deny as D};
+    use PermissionMode::{Auto, Default as Def, FullAccess as Full};
+    use RuleDecision::{Allow, Ask, Deny};
+    let plain = tool("pack.plain", false, None, None);
+    let approval = tool("pack.approval", true, None, None);
+    let read_only = tool("pack.read", false, Some(true), Some(false));
+    let destructive = tool("pack.wipe", false, Some(false), Some(true));
+    // (tool, rules, [default, auto, full-access])
+    let table: Vec<(&ToolDefinition, Vec<Rule>, [Behavior; 3])> = vec![
+        (&plain, vec![], [A, Q, A]),
+        (&approval, vec![], [Q, Q, A]),
+        (&read_only, vec![], [A, A, A]),
+        (&destructive, vec![], [A, Q, A]),
+        (&destructive, vec![rule("pack.wipe", Allow)], [A, A, A]),
+        (&approval, vec![rule("pack.*", Allow)], [A, A, A]),
+        (&read_only, vec![rule("*", Ask)], [Q, Q, Q]),
+        (&read_only, vec![rule("pack.read", Deny)], [D, D, D]),
+        (&plain, vec![rule("pack.*", Allow), rule("pack.plain", Ask)], [Q, Q, Q]),
+        (&plain, vec![rule("*", Allow), rule("pack.*", Ask), rule("pack.plain", Deny)], [D, D, D]),
+        (&plain, vec![rule("pack.plain", Deny), rule("*", Allow)], [D, D, D]),
+        (&approval, vec![rule("other.*", Deny)], [Q, Q, A]),
+    ];
+    for (def, rules, expected) in &table {
+        for (mode, want) in [Def, Auto, Full].into_iter().zip(expected) {
+            let got = decide_one(mode, def, rules, &json!({}));
+            assert_eq!(got.behavior, *want, "{} in {mode} with {rules:?}: {got:?}", def.name);
+        }
+    }
+}
+
+#[test]
+fn shell_wrappers_are_matched_by_a_deny_rule() {
+    let mut shell = tool("shell.exec", false, Some(false), Some(true));
+    shell.runs_in = RunsIn::Runner;
+    let mut deny = rule("shell.exec", RuleDecision::Deny);
+    deny.commands = vec!["rm *".into()];
+    let mut allow_all = rule("shell.exec", RuleDecision::Allow);
+    allow_all.commands = vec!["*".into()];
+    let rules = [allow_all, deny];
+    for line in [
+        "true && rm -rf x",
+        "echo $(rm x)",
+        "echo `rm x`",
+        "sh -c 'rm x'",
+        "env rm x",
+        "ls | rm x",
+        "ls; rm x",
+        "false || rm x",
+        "timeout 5 rm x",
+        "sudo rm x",
+        "xargs rm < list",
+        "bash -c \"cd /tmp && /bin/rm -r y\"",
+        "find . -exec rm {} +",
+    ] {
+        for mode in [PermissionMode::Default, PermissionMode::Auto, PermissionMode::FullAccess] {
+            let d = decide_one(mode, &shell, &rules, &json!({ "command": line }));
+            assert_eq!(d.behavior, Behavior::Deny, "{line} in {mode}: {d:?}");
+        }
+    }
+    let d = decide_one(PermissionMode::Default, &shell, &rules, &json!({ "command": "ls -la && git status" }));
+    assert_eq!(d.behavior, Behavior::Allow, "{d:?}");
+    for line in ["cat <<EOF\nrm x\nEOF", "echo 'open", "sh -c \"$X\""] {
+        let d = decide_one(PermissionMode::Default, &shell, &rules, &json!({ "command": line }));
+        assert_eq!(d.behavior, Behavior::Ask, "{line}: {d:?}");
+    }
+}
+
+#[test]
+fn allow_needs_every_command_and_every_path() {
+    let shell = tool("shell.exec", false, Some(false), Some(true));
+    let mut ls = rule("shell.exec", RuleDecision::Allow);
+    ls.commands = vec!["ls *".into(), "git status".into()];
+    let auto = PermissionMode::Auto;
+    assert_eq!(
+        decide_one(auto, &shell, std::slice::from_ref(&ls), &json!({"command": "ls && git status"})).behavior,
+        Behavior::Allow
+    );
+    assert_eq!(
+        decide_one(auto, &shell, std::slice::from_ref(&ls), &json!({"command": "ls && git push"})).behavior,
+        Behavior::Ask
+    );
+    assert_eq!(decide_one(auto, &shell, std::slice::from_ref(&ls), &json!({"command": "$LS"})).behavior, Behavior::Ask);
+    assert_eq!(
+        decide_one(auto, &shell, std::slice::from_ref(&ls), &json!({"command": "timeout 3 ls"})).behavior,
+        Behavior::Allow
+    );
+
+    let mut write = tool("file.write", false, Some(false), Some(true));
+    write.presentation = Some(crate::toolpack::Presentation { target: vec!["/path".into()], ..Default::default() });
+    let mut src = rule("file.*", RuleDecision::Allow);
+    src.paths = vec!["src/**".into()];
+    let mut secrets = rule("file.*", RuleDecision::Deny);
+    secrets.paths = vec!["**/.env".into(), "/workspace/secrets/**".into()];
+    let rules = [src, secrets];
+    let path = |p: &str| decide_one(auto, &write, &rules, &json!({ "path": p })).behavior;
+    assert_eq!(path("src/a.rs"), Behavior::Allow);
+    assert_eq!(path("/workspace/src/x/../b.rs"), Behavior::Allow);
+    assert_eq!(path("src/../secrets/k"), Behavior::Deny);
+    assert_eq!(path("src/app/.env"), Behavior::Deny);
+    assert_eq!(path("docs/a.md"), Behavior::Ask);
+    // Not normalizable: never allowed, and denied where a deny rule has paths.
+    assert_eq!(path("../../../../x"), Behavior::Deny);
+    assert_eq!(path("~/src/a.rs"), Behavior::Deny);
+}
+
+fn any_decision() -> impl Strategy<Value = RuleDecision> {
+    prop_oneof![Just(RuleDecision::Allow), Just(RuleDecision::Ask), Just(RuleDecision::Deny)]
+}
+
+fn any_mode() -> impl Strategy<Value = PermissionMode> {
+    prop_oneof![Just(PermissionMode::Default), Just(PermissionMode::Auto), Just(PermissionMode::FullAccess)]
+}
+
+const LINES: &[&str] = &["rm -rf x", "ls", "git push origin", "true && rm x", "echo $(rm y)", "cat 'x", "sh -c 'rm z'"];
+const PATTERNS: &[&str] = &["*", "rm *", "ls *", "git push*", "echo *", "cat *"];
+
+proptest! {
+    /// Whatever the other rules, the mode and the annotations: a matching deny never allows.
+    #[test]
+    fn a_matching_deny_never_allows(
+        mode in any_mode(),
+        requires_approval: bool,
+        read_only in proptest::option::of(any::<bool>()),
+        destructive in proptest::option::of(any::<bool>()),
+        others in proptest::collection::vec((any_decision(), 0..PATTERNS.len(), any::<bool>()), 0..6),
+        deny_pattern in 0..PATTERNS.len(),
+        deny_at in 0usize..6,
+        line in 0..LINES.len(),
+    ) {
+        let shell = tool("shell.exec", requires_approval, read_only, destructive);
+        let mut rules: Vec<Rule> = others
+            .into_iter()
+            .map(|(decision, p, with_commands)| {
+                let mut r = rule("shell.exec", decision);
+                if with_commands {
+                    r.commands = vec![PATTERNS[p].into()];
+                }
+                r
+            })
+            .collect();
+        let mut deny = rule("shell.*", RuleDecision::Deny);
+        deny.commands = vec![PATTERNS[deny_pattern].into()];
+        let input = json!({ "command": LINES[line] });
+        let subject = Subject::of("shell.exec", &[], &input);
+        let deny_matches = deny.matches("shell.exec", &subject);
+        rules.insert(deny_at.min(rules.len()), deny);
+        let d = decide_one(mode, &shell, &rules, &input);
+        if matches!(subject, Subject::Shell(Err(_))) {
+            // The deny rule cannot be checked on a line that does not parse: never allowed.
+            prop_assert_ne!(d.behavior, Behavior::Allow, "{:?}", d);
+        }
+        if deny_matches {
+            prop_assert_eq!(d.behavior, Behavior::Deny, "{:?}", d);
+        }
+    }
+}
