@@ -43,6 +43,7 @@ use crate::permissions::{
 use crate::scheduler::{ActivationLauncher, nudges};
 use crate::store::{
     ActivationOutcome, ActivationRecord, HistoryEntry, RecordedCall, RecordedUsage, SignalRecord, ToolCallOutcome,
+    ToolImage,
 };
 use crate::support::builtin_tools::{self, Caller};
 use crate::support::{ToolHost, ToolOutput};
@@ -468,8 +469,8 @@ impl Attempt<'_> {
                 }
                 progress.tool_calls += 1;
                 let real = self.names.iter().find(|(_, safe)| *safe == call.name).map(|(real, _)| real.clone());
-                let (content, is_error, ends) = match real {
-                    None => (format!("Unknown tool: {}", call.name), true, false),
+                let (content, is_error, ends, images) = match real {
+                    None => (format!("Unknown tool: {}", call.name), true, false, Vec::new()),
                     Some(real) => {
                         let outcome = tokio::select! {
                             r = self.tool_call(&real, call.arguments.clone()) => r,
@@ -481,8 +482,17 @@ impl Attempt<'_> {
                         let ends =
                             self.owner.tools.project.registry.tool(&real).is_some_and(|(_, def)| def.ends_activation);
                         match outcome {
-                            Ok(out) => (out.output, false, ends),
-                            Err(e) => (e.to_string(), true, false),
+                            Ok(out) => {
+                                let images = out
+                                    .images()
+                                    .map(|(mime, data)| ToolImage {
+                                        mime_type: mime.to_string(),
+                                        data: data.to_string(),
+                                    })
+                                    .collect();
+                                (out.output, false, ends, images)
+                            }
+                            Err(e) => (e.to_string(), true, false, Vec::new()),
                         }
                     }
                 };
@@ -495,6 +505,7 @@ impl Attempt<'_> {
                     content: content.clone(),
                     is_error,
                     call_id: Some(call.id.clone()),
+                    images: images.clone(),
                 };
                 let result_row = match self.record(&result) {
                     Ok(id) => id,
@@ -504,7 +515,13 @@ impl Attempt<'_> {
                     ended = Some(content.clone());
                 }
                 conversation.push(
-                    ChatMessage::ToolResult { call_id: call.id.clone(), name: call.name.clone(), content, is_error },
+                    ChatMessage::ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        content,
+                        is_error,
+                        images,
+                    },
                     &result_row,
                 );
             }

@@ -158,6 +158,7 @@ pub(super) async fn run(
         })
         .as_object()
         .cloned(),
+        ..ToolOutput::default()
     })
 }
 
