@@ -104,6 +104,8 @@ mod invalid {
         disk_quota_not_a_size,
         disk_quota_too_small,
         budget_limits,
+        runner_syntax_error,
+        runner_tool_without_handler,
     );
 }
 
