@@ -181,7 +181,10 @@ pub fn text_of(content: &[ContentBlock]) -> String {
         .iter()
         .map(|b| match b {
             ContentBlock::Text { text } => text.clone(),
-            ContentBlock::Image { data, mime_type } => format!("[image {mime_type}, {} bytes]", data.len() / 4 * 3),
+            ContentBlock::Image { data, mime_type } => {
+                let padding = data.bytes().rev().take_while(|&b| b == b'=').count();
+                format!("[image {mime_type}, {} bytes]", (data.len() / 4 * 3).saturating_sub(padding))
+            }
             ContentBlock::ResourceLink { uri, name } => format!("[{name}]({uri})"),
         })
         .collect::<Vec<_>>()
