@@ -423,6 +423,24 @@ mod tests {
         assert_eq!(c.rows, ["h1", "h2", "h3", "h2", "h4"]);
     }
 
+    /// A result with images replays with the same images, so the next request sends them again
+    /// exactly as the first did.
+    #[test]
+    fn a_result_with_images_replays_its_images() {
+        let image = crate::store::ToolImage { mime_type: "image/png".into(), data: "iVBORw0KGgo=".into() };
+        let mut with_image = result(Some("c1"), "a picture");
+        if let HistoryEntry::ToolResult { images, .. } = &mut with_image {
+            images.push(image.clone());
+        }
+        let c =
+            replay(&[row("h1", prompt("go")), row("h2", assistant(&[(Some("c1"), "snap")])), row("h3", with_image)]);
+        assert!(
+            matches!(&c.messages[2], ChatMessage::ToolResult { images, content, .. } if *images == [image.clone()] && content == "a picture"),
+            "{:?}",
+            c.messages[2]
+        );
+    }
+
     #[test]
     fn rows_without_ids_replay_as_text_records() {
         let c = replay(&[row("h1", assistant(&[(None, "a")])), row("h2", result(None, "ok"))]);
