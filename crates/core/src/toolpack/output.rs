@@ -305,5 +305,18 @@ mod tests {
         );
         assert!(parse_output("p", json!({"content": [{"type": "audio"}]})).unwrap_err().contains("has type \"audio\""));
         assert!(parse_output("p", json!({"content": [], "output": "x"})).is_err());
+        let big = base64::engine::general_purpose::STANDARD.encode(vec![0u8; MAX_IMAGE_BYTES + 1]);
+        assert_eq!(
+            parse_output("p", json!({"content": [{"type": "image", "data": big, "mimeType": "image/png"}]}))
+                .unwrap_err(),
+            "p content[0]: the image is 5242881 bytes; the limit is 5242880 bytes (5 MiB) per image"
+        );
+        let text = "x".repeat(MAX_RESULT_BYTES / 4);
+        let blocks: Vec<Value> = (0..5).map(|_| json!({"type": "text", "text": text})).collect();
+        assert!(
+            parse_output("p", json!({"content": blocks}))
+                .unwrap_err()
+                .contains("the limit is 7340032 bytes (7 MiB) per result")
+        );
     }
 }
