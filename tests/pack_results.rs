@@ -20,6 +20,36 @@ fn tool_call(dir: &str, tool: &str, input: Value) -> std::process::Output {
         .expect("suzumio runs")
 }
 
+/// In a container the runner sees the pack at `/toolpacks/notes`: the error names the
+/// project's file instead, and a broken pack still leaves `file.write` working there.
+#[test]
+fn in_a_container_the_stack_names_the_projects_files() {
+    if std::env::var_os("SUZUMIO_SKIP_DOCKER_TESTS").is_some() {
+        panic!("SUZUMIO_SKIP_DOCKER_TESTS is set, but this test needs Docker; unset it");
+    }
+    let (project, dir) = project();
+    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
+    let unique = project.dir.file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_string();
+    std::fs::write(project.dir.join("suzumio.yaml"), yaml.replace("name: rich", &format!("name: rich-{unique}")))
+        .unwrap();
+    let docker = |tool: &str, input: Value| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
+            .args(["tool", "call", &dir, "--agent", "pm", "--backend", "docker", tool, &input.to_string()])
+            .env("SUZUMIO_RUNNER_BIN", support::static_runner())
+            .output()
+            .expect("suzumio runs")
+    };
+    let out = docker("notes.throw", json!({}));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("toolpack notes, tool notes.throw: boom: no notes"), "{stderr}");
+    assert!(stderr.contains("(toolpacks/notes/runner.mjs:7:"), "{stderr}");
+    assert!(!stderr.contains("/toolpacks/notes/"), "no container path is left: {stderr}");
+    let out = docker("file.write", json!({"path": "/workspace/in-docker.txt", "content": "ok"}));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let _ = std::process::Command::new("docker").args(["rm", "-f", &format!("suzumio-rich-{unique}-pm")]).output();
+}
+
 /// The output of a call that must succeed.
 fn ok(dir: &str, tool: &str, input: Value) -> Value {
     let out = tool_call(dir, tool, input);
