@@ -96,8 +96,12 @@ fn json_input(input: Option<&str>) -> Result<serde_json::Value, CliError> {
 }
 
 /// `suzumio check <dir>`.
-pub fn check(dir: &Path) -> Result<Output, CliError> {
+pub async fn check(dir: &Path) -> Result<Output, CliError> {
     let project = Project::load(dir, &ProcessEnv)?;
+    let modules = check_modules(&project).await;
+    if modules.has_errors() {
+        return Err(CliError::Invalid(InvalidInput(modules)));
+    }
     let c = &project.config;
     let r = &project.registry;
     let mut out = String::new();
@@ -139,6 +143,64 @@ pub fn check(dir: &Path) -> Result<Output, CliError> {
         plural(tools, "tool", "tools")
     );
     Ok(Output { stdout: out, warnings: project.warnings.warnings })
+}
+
+/// Every local pack's modules compiled (syntax errors with file, line and column), then loaded
+/// in the check's sandbox (`js::check`): the runner module must have a handler for each tool
+/// the manifest declares.
+async fn check_modules(project: &Project) -> Diagnostics {
+    use crate::js::check::{self, ModuleProblem};
+    let mut d = Diagnostics::default();
+    let report = |d: &mut Diagnostics, problem: ModuleProblem| {
+        let file: std::sync::Arc<Path> = std::sync::Arc::from(problem.file.as_path());
+        let loc = match problem.position {
+            Some((line, col)) => crate::config::node::Loc::new(file, line, col),
+            None => crate::config::node::Loc::file(file),
+        };
+        d.error(Some(&loc), "", problem.message);
+    };
+    for pack in project.registry.packs() {
+        let crate::toolpack::PackSource::Local { root, runner_module, controller_module, limits } = &pack.source else {
+            continue;
+        };
+        let limits = crate::js::JsLimits {
+            call_timeout: std::time::Duration::from_millis(limits.timeout_ms.max(1)),
+            memory_bytes: (limits.memory_mb.max(1) as usize) << 20,
+        };
+        let mut compiled = true;
+        for module in runner_module.iter().chain([controller_module].into_iter().filter(|m| m.is_file())) {
+            if let Err(problem) = check::compile_module(module) {
+                report(&mut d, problem);
+                compiled = false;
+            }
+        }
+        if !compiled {
+            continue;
+        }
+        if controller_module.is_file()
+            && let Err(problem) = check::load_controller(&pack.id, root, controller_module, limits.clone()).await
+        {
+            report(&mut d, problem);
+        }
+        let Some(runner) = runner_module else { continue };
+        match check::runner_handlers(&pack.id, root, runner, limits).await {
+            Err(problem) => report(&mut d, problem),
+            Ok(handlers) => {
+                for tool in pack.tools.iter().filter(|t| !handlers.contains(&t.name)) {
+                    let loc = crate::config::node::Loc::file(std::sync::Arc::from(runner.as_path()));
+                    d.error(
+                        Some(&loc),
+                        "",
+                        format!(
+                            "toolpack {}: the manifest declares tool {} but the runner module has no handler for it",
+                            pack.id, tool.name
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    d
 }
 
 /// `suzumio tools <dir> [--agent ID] [--json]`.

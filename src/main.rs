@@ -396,7 +396,7 @@ fn main() -> ExitCode {
     let terminal = MultiProgress::new();
     init_logging(verbose, &terminal);
     match cli.command {
-        Command::Check { dir } => finish(commands::check(&dir)),
+        Command::Check { dir } => block_on(async move { finish(commands::check(&dir).await) }),
         Command::Tools { dir, agent, json } => finish(commands::tools(&dir, agent.as_deref(), json)),
         Command::Run { dir, host, port, token, allowed_hosts, backend, until_idle, paused } => block_on(async move {
             let login_code = token.as_ref().map(|_| suzumio::store::new_token());

@@ -73,7 +73,13 @@ impl Progress {
                     let cut: String = first.chars().take(160).collect();
                     if cut.len() < first.len() { format!(": {cut}…") } else { format!(": {cut}") }
                 });
-                (status == "failed").then(|| format!("{agent}: {tool} failed{}", why.unwrap_or_default()))
+                // A pack's error carries a stack: where it was thrown, in the pack's files.
+                let place = error
+                    .as_deref()
+                    .and_then(crate::js::check::first_location)
+                    .map(|(file, line, col)| format!(" (at {file}:{line}:{col})"))
+                    .unwrap_or_default();
+                (status == "failed").then(|| format!("{agent}: {tool} failed{}{place}", why.unwrap_or_default()))
             }
             Event::MessageCreated { sender, recipient, channel, priority, .. } => {
                 let to = recipient.as_deref().or(channel.as_deref()).unwrap_or("-");
@@ -287,6 +293,22 @@ mod tests {
         );
         assert_eq!(view.show(&denied).as_deref(), Some("writer: file.delete denied by cli (alice) (#apr_1): keep it"));
         assert!(message(&view).starts_with("writer running"), "{}", message(&view));
+    }
+
+    #[test]
+    fn a_failed_pack_tool_line_says_where_it_threw() {
+        let terminal = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let mut view = LiveView::new(&terminal, &["dev".into()], true);
+        let failed = event(
+            "tool_call.finished",
+            json!({"toolCallId": "tc_1", "activationId": "act_1", "agentId": "dev", "tool": "notes.add",
+                   "status": "failed", "errorKind": "failed",
+                   "error": "toolpack notes, tool notes.add: boom\n    at add (toolpacks/notes/runner.mjs:7:28)"}),
+        );
+        assert_eq!(
+            view.show(&failed).as_deref(),
+            Some("dev: notes.add failed: toolpack notes, tool notes.add: boom (at toolpacks/notes/runner.mjs:7:28)")
+        );
     }
 
     #[test]

@@ -261,3 +261,54 @@ fn percent_encode(text: &str) -> String {
         .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
         .collect()
 }
+
+/// An image a pack's tool returned is shown in the WebUI (issue [L]): the scripted model calls
+/// `notes.snap` of the `rich` fixture project on the process backend, and the agent's history
+/// page shows the picture, decoded by the browser, under the tool result.
+#[tokio::test]
+async fn the_history_page_shows_an_image_a_tool_returned() {
+    let project = TempProject::copy_of("rich");
+    std::fs::write(
+        project.dir.join("script.yaml"),
+        "activations:\n  - agent: pm\n    steps:\n      - call: [{tool: notes.snap, input: {}}]\n      \
+         - call: [{tool: messages.send, input: {recipient: user, body: \"snapped\"}}]\n",
+    )
+    .expect("write the script");
+    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).expect("read suzumio.yaml");
+    let yaml = yaml.replace("local: { type: scripted }", "local: { type: scripted, script: ./script.yaml }");
+    std::fs::write(project.dir.join("suzumio.yaml"), yaml).expect("write suzumio.yaml");
+    let started = support::suzumio(&project.dir, &["start", "."]);
+    assert!(started.status.success(), "suzumio start failed: {}", support::text(&started.stderr));
+    let runner = support::runner_binary();
+    let runner = runner.to_str().expect("utf-8 path");
+    let c = Controller::start_with_env(&project.dir, &[], &[("SUZUMIO_RUNNER_BIN", runner)]);
+    let b = browser().await;
+    let outcome = image_scenario(&b, &c).await;
+    check_scenario("tool-image", &b, &c, outcome).await;
+}
+
+async fn image_scenario(b: &Browser, c: &Controller) -> webdriver::Result<()> {
+    let http = reqwest::Client::builder().no_proxy().build().expect("the HTTP client builds");
+    let message = json!({ "recipient": "pm", "body": "Take a picture." });
+    let sent = http.post(c.url("/api/projects/rich/messages")).json(&message).send().await.expect("an answer");
+    assert_eq!(sent.status(), 201);
+    b.goto(&c.url("/#/history/pm")).await?;
+    // The history page loads rows as they come; reload until the tool result is there.
+    for _ in 0..60 {
+        let found = b.execute("return document.querySelectorAll('img.tool-image').length;", vec![]).await?;
+        if found != json!(0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        b.goto(&c.url("/#/")).await?;
+        b.goto(&c.url("/#/history/pm")).await?;
+    }
+    b.wait_until(
+        "(() => { const i = document.querySelector('img.tool-image'); \
+           return !!i && i.complete && i.naturalWidth === 1 && i.src.startsWith('data:image/png;base64,'); })()",
+    )
+    .await?;
+    let alt = b.execute("return document.querySelector('img.tool-image').alt;", vec![]).await?;
+    assert_eq!(alt, json!("image 1 of notes_snap"));
+    Ok(())
+}

@@ -107,6 +107,8 @@ mod invalid {
         tool_loading_unknown,
         permissions_rules,
         permissions_hook_pack,
+        runner_syntax_error,
+        runner_tool_without_handler,
     );
 }
 

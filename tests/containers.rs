@@ -79,8 +79,15 @@ async fn call_support_is_checked_and_refused_calls_never_reach_the_controller() 
     let ok = s.call("a", "probe.count", json!({})).await.unwrap();
     assert_eq!(ok, "ok: probe.count handled (1 runs)");
     let cases = [
-        (json!({"tool": "probe.forbidden"}), "error: Tool not allowed for a: probe.forbidden"),
-        (json!({"tool": "hidden.tool"}), "error: Tool hidden.tool is not in toolpack probe"),
+        // The pack's code sees each refusal as its `callSupport`'s.
+        (
+            json!({"tool": "probe.forbidden"}),
+            r#"error: callSupport("probe.forbidden") from runner.mjs: Tool not allowed for a: probe.forbidden"#,
+        ),
+        (
+            json!({"tool": "hidden.tool"}),
+            r#"error: callSupport("hidden.tool") from runner.mjs: Tool hidden.tool is not in toolpack probe"#,
+        ),
         (json!({"tool": "probe.count", "input": {"unexpected": 1}}), "ok: probe.count handled (2 runs)"),
     ];
     for (input, expected) in cases {

@@ -480,15 +480,19 @@ async fn every_error_has_its_exact_text_and_changes_nothing() {
     assert_eq!(std::fs::read_to_string(fx.state_file()).expect("state"), before, "no rejected call wrote the state");
 }
 
-/// The schemas reject bad enums before the pack runs; the module checks them again for callers
-/// that bypass the schema, with the reference's texts. `items` (not in the schema) works there.
+/// The schemas reject bad enums before the pack runs (the model's input is checked against
+/// `inputSchema` in `execute_tool`); a `callSupport` is not held to the public schema (the plan
+/// pack declares no `supportInputSchema`), so the module checks again, with the reference's
+/// texts. `items` (not in the schema) works there.
 #[tokio::test]
 async fn runtime_checks_behind_the_schema() {
     let fx = Fixture::new();
-    let schema_error = fx.err("plan.close", json!({"status": "finished"})).await;
-    assert!(schema_error.starts_with("input does not match the schema"), "{schema_error}");
-    let schema_error = fx.err("plan.create", json!({"title": "t", "itemsText": "a", "items": ["b"]})).await;
-    assert!(schema_error.contains("items"), "the model schema has no `items`: {schema_error}");
+    let registry = &fx.host.project.registry;
+    assert!(registry.validate_input("plan.close", &json!({"status": "finished"})).is_err());
+    assert_eq!(fx.err("plan.close", json!({"status": "finished"})).await, "Invalid close status: finished");
+    let model_input = json!({"title": "t", "itemsText": "a", "items": ["b"]});
+    let schema_error = registry.validate_input("plan.create", &model_input).expect_err("no `items` in the schema");
+    assert!(format!("{schema_error:?}").contains("items"), "the model schema has no `items`: {schema_error:?}");
 
     let created = fx.raw("plan.create", json!({"title": "From a list", "items": ["- one", "  ", "2. two"]})).await;
     let plan = &created.expect("items array accepted")["metadata"]["activePlan"];

@@ -205,6 +205,7 @@ fn conversation() -> Vec<ChatMessage> {
             name: "messages_send".into(),
             content: "sent".into(),
             is_error: false,
+            images: Vec::new(),
         },
         ChatMessage::Assistant {
             text: String::new(),
@@ -219,6 +220,7 @@ fn conversation() -> Vec<ChatMessage> {
             name: "file_read".into(),
             content: "arguments are not valid JSON".into(),
             is_error: true,
+            images: Vec::new(),
         },
     ]
 }

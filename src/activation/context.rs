@@ -97,7 +97,7 @@ pub fn replay(history: &[HistoryRecord]) -> Conversation {
     let mut pending_row = String::new();
     for h in history {
         match &h.entry {
-            HistoryEntry::ToolResult { call_id: Some(id), name, content, is_error }
+            HistoryEntry::ToolResult { call_id: Some(id), name, content, is_error, images }
                 if pending.iter().any(|(p, _)| p == id) =>
             {
                 pending.retain(|(p, _)| p != id);
@@ -106,6 +106,7 @@ pub fn replay(history: &[HistoryRecord]) -> Conversation {
                     name: name.clone(),
                     content: content.clone(),
                     is_error: *is_error,
+                    images: images.clone(),
                 };
                 c.push(message, &h.id);
             }
@@ -167,7 +168,16 @@ pub fn replay(history: &[HistoryRecord]) -> Conversation {
 
 fn answer_pending(c: &mut Conversation, pending: &mut Vec<(String, String)>, row: &str) {
     for (call_id, name) in pending.drain(..) {
-        c.push(ChatMessage::ToolResult { call_id, name, content: NO_RESULT.to_string(), is_error: true }, row);
+        c.push(
+            ChatMessage::ToolResult {
+                call_id,
+                name,
+                content: NO_RESULT.to_string(),
+                is_error: true,
+                images: Vec::new(),
+            },
+            row,
+        );
     }
 }
 
@@ -190,7 +200,13 @@ fn legacy_cut(text: &str, cap: usize) -> String {
 /// tool calls' arguments and the tools' schemas.
 pub fn request_chars(messages: &[ChatMessage], tools: &[ModelTool]) -> usize {
     const PER_MESSAGE: usize = 16;
-    let messages: usize = messages.iter().map(|m| compaction::text(m).len() + PER_MESSAGE).sum();
+    // An image costs the model about as much as this many characters of text, whatever its bytes.
+    const PER_IMAGE: usize = 6_000;
+    let images = |m: &ChatMessage| match m {
+        ChatMessage::ToolResult { images, .. } => images.len() * PER_IMAGE,
+        _ => 0,
+    };
+    let messages: usize = messages.iter().map(|m| compaction::text(m).len() + PER_MESSAGE + images(m)).sum();
     let tools: usize = tools.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum();
     messages + tools
 }
@@ -379,6 +395,7 @@ mod tests {
             content: content.into(),
             is_error: false,
             call_id: id.map(str::to_string),
+            images: Vec::new(),
         }
     }
 
@@ -404,6 +421,24 @@ mod tests {
             matches!(&c.messages[3], ChatMessage::ToolResult { call_id, content, is_error: true, .. } if call_id == "c2" && content == NO_RESULT)
         );
         assert_eq!(c.rows, ["h1", "h2", "h3", "h2", "h4"]);
+    }
+
+    /// A result with images replays with the same images, so the next request sends them again
+    /// exactly as the first did.
+    #[test]
+    fn a_result_with_images_replays_its_images() {
+        let image = crate::store::ToolImage { mime_type: "image/png".into(), data: "iVBORw0KGgo=".into() };
+        let mut with_image = result(Some("c1"), "a picture");
+        if let HistoryEntry::ToolResult { images, .. } = &mut with_image {
+            images.push(image.clone());
+        }
+        let c =
+            replay(&[row("h1", prompt("go")), row("h2", assistant(&[(Some("c1"), "snap")])), row("h3", with_image)]);
+        assert!(
+            matches!(&c.messages[2], ChatMessage::ToolResult { images, content, .. } if *images == [image.clone()] && content == "a picture"),
+            "{:?}",
+            c.messages[2]
+        );
     }
 
     #[test]
@@ -477,7 +512,13 @@ mod tests {
         }
         c.messages.insert(
             8,
-            ChatMessage::ToolResult { call_id: "c".into(), name: "t".into(), content: "r".into(), is_error: false },
+            ChatMessage::ToolResult {
+                call_id: "c".into(),
+                name: "t".into(),
+                content: "r".into(),
+                is_error: false,
+                images: Vec::new(),
+            },
         );
         c.rows.insert(8, "rt".into());
         let start = tail_start(&c, TAIL_BUDGET);

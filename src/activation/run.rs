@@ -50,6 +50,7 @@ use crate::permissions::{
 use crate::scheduler::{ActivationLauncher, nudges};
 use crate::store::{
     ActivationOutcome, ActivationRecord, HistoryEntry, RecordedCall, RecordedUsage, SignalRecord, ToolCallOutcome,
+    ToolImage,
 };
 use crate::support::builtin_tools::{self, Caller};
 use crate::support::{ToolHost, ToolOutput};
@@ -630,9 +631,9 @@ impl Attempt<'_> {
             progress.tool_calls += 1;
             // A deferred tool the agent has not activated is answered, not run.
             let not_loaded = real.as_deref().and_then(|r| self.tools.not_loaded(r));
-            let (content, is_error, ends) = match (real, not_loaded) {
-                (None, _) => (format!("Unknown tool: {}", call.name), true, false),
-                (Some(_), Some(why)) => (why, true, false),
+            let (content, is_error, ends, images) = match (real, not_loaded) {
+                (None, _) => (format!("Unknown tool: {}", call.name), true, false, Vec::new()),
+                (Some(_), Some(why)) => (why, true, false, Vec::new()),
                 (Some(real), None) => {
                     let outcome = tokio::select! {
                         r = self.tool_call(&real, call.arguments.clone()) => r,
@@ -652,8 +653,14 @@ impl Attempt<'_> {
                         ))));
                     }
                     match outcome {
-                        Ok(out) => (out.output, false, ends),
-                        Err(e) => (e.to_string(), true, false),
+                        Ok(out) => {
+                            let images = out
+                                .images()
+                                .map(|(mime, data)| ToolImage { mime_type: mime.to_string(), data: data.to_string() })
+                                .collect();
+                            (out.output, false, ends, images)
+                        }
+                        Err(e) => (e.to_string(), true, false, Vec::new()),
                     }
                 }
             };
@@ -666,6 +673,7 @@ impl Attempt<'_> {
                 content: content.clone(),
                 is_error,
                 call_id: Some(call.id.clone()),
+                images: images.clone(),
             };
             let result_row = match self.record(&result) {
                 Ok(id) => id,
@@ -675,7 +683,13 @@ impl Attempt<'_> {
                 ended = Some(content.clone());
             }
             conversation.push(
-                ChatMessage::ToolResult { call_id: call.id.clone(), name: call.name.clone(), content, is_error },
+                ChatMessage::ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content,
+                    is_error,
+                    images,
+                },
                 &result_row,
             );
         }

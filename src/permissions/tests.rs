@@ -29,6 +29,9 @@ fn tool(name: &str, requires_approval: bool, read_only: Option<bool>, destructiv
         runs_in: RunsIn::Runner,
         ends_activation: false,
         deferrable: true,
+        support_validator: None,
+        output_schema: None,
+        output_validator: None,
     }
 }
 

@@ -10,6 +10,14 @@ use serde_json::{Value, json};
 
 use crate::store::{Event, Store, StoreError, json_column, new_id};
 
+/// An image of a tool result: its type and base64 data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolImage {
+    pub mime_type: String,
+    pub data: String,
+}
+
 /// One entry of an agent's history, as replay reads it. Stored (and shown by the API) as a
 /// `kind` and a `content` object with camelCase keys.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -27,6 +35,9 @@ pub enum HistoryEntry {
         /// The provider's id of the call this answers (absent in rows of older builds).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
+        /// The images of a rich result, as they were sent, so replay sends them the same way.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ToolImage>,
     },
     /// Signals handed over at a tool boundary.
     Signals { delivery: String, signal_ids: Vec<String> },

@@ -50,7 +50,7 @@ pub use approvals::{
 };
 pub use error::StoreError;
 pub use events::{ActivationEnded, Event, EventRecord, MonitorSent};
-pub use history::{HistoryEntry, HistoryRecord, RecordedCall, RecordedUsage};
+pub use history::{HistoryEntry, HistoryRecord, RecordedCall, RecordedUsage, ToolImage};
 pub use model::*;
 pub use schema::latest_version as schema_version;
 pub use state_files::{StateError, StateFiles, StateLock};

@@ -208,7 +208,7 @@ impl Store {
                     });
                     pending.extend(tool_calls.iter().cloned());
                 }
-                HistoryEntry::ToolResult { name, content, is_error, call_id } => {
+                HistoryEntry::ToolResult { name, content, is_error, call_id, .. } => {
                     let position = pending
                         .iter()
                         .position(|c| call_id.is_some() && c.id == *call_id)
@@ -560,6 +560,7 @@ mod tests {
             content: content.into(),
             is_error,
             call_id: Some(id.into()),
+            images: Vec::new(),
         };
         store.append_history("pm", Some(&a), &result("messages_send", "c1", "sent\n\nsignals", false)).expect("ok");
         store

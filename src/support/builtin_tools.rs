@@ -85,6 +85,7 @@ fn send(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOutput, I
         title: None,
         output: format!("Message sent and delivered: {}", sent.message_id),
         metadata: json!({ "messageId": sent.message_id }).as_object().cloned(),
+        ..ToolOutput::default()
     })
 }
 
@@ -132,7 +133,12 @@ fn wait_for_signal(host: &ToolHost, caller: &Caller, input: &Value) -> Result<To
         Some(id) => format!("Wait state recorded; notified {pm} with {id}."),
         None => "Wait state recorded. Future signals will wake the agent.".to_string(),
     };
-    Ok(ToolOutput { title: None, output, metadata: json!({ "messageId": message_id }).as_object().cloned() })
+    Ok(ToolOutput {
+        title: None,
+        output,
+        metadata: json!({ "messageId": message_id }).as_object().cloned(),
+        ..ToolOutput::default()
+    })
 }
 
 fn submit(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOutput, InvokeError> {
@@ -147,6 +153,7 @@ fn submit(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOutput,
         title: None,
         output: format!("Project submitted for user approval. Report: {shown}"),
         metadata: json!({ "reportPath": shown }).as_object().cloned(),
+        ..ToolOutput::default()
     })
 }
 

@@ -15,6 +15,7 @@ pub mod packs;
 pub mod policy;
 pub mod quota;
 pub mod runners;
+pub mod tool_results;
 pub mod tool_search;
 pub mod web_fetch;
 
@@ -174,7 +175,14 @@ impl ToolHost {
         if !pack.tools.iter().any(|t| t.name == tool) {
             return Err(InvokeError::UnknownTool { pack: pack_id.into(), tool: tool.into() });
         }
-        self.project.registry.validate_input(tool, &input).map_err(InvokeError::InvalidInput)?;
+        // The runner module's own input: its `supportInputSchema` when the tool declares one
+        // (the model's input was checked against `inputSchema` before the runner got it).
+        self.project.registry.validate_support_input(tool, &input).map_err(|errors| {
+            InvokeError::Rejected(format!(
+                "the input does not match the supportInputSchema of {tool}: {}",
+                describe_input_errors(&errors)
+            ))
+        })?;
         let host = match self.packs.controller(pack).await {
             None => {
                 return Err(InvokeError::Handler(format!("built-in tool {tool} has no controller-side handler here")));

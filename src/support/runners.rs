@@ -526,9 +526,7 @@ impl AgentRunners {
             let cancelled_by_us = slot.cancelling.lock().unwrap_or_else(|e| e.into_inner()).remove(&call_id);
             // Past this match the runner went away during the call.
             match result {
-                Ok(Ok(out)) => {
-                    return Ok(ToolOutput { title: out.title, output: out.output, metadata: out.metadata });
-                }
+                Ok(Ok(out)) => return super::tool_results::adapt(&self.tools, agent, tool, out),
                 Ok(Err(e)) if e.is_connection_closed() => {}
                 // A runner stopping on SIGTERM (`docker stop`) cancels its calls before it
                 // closes the socket: a cancel the controller did not ask for is the runner going.
@@ -536,7 +534,14 @@ impl AgentRunners {
                     if !cancelled_by_us
                         && e.message.starts_with(&format!("{tool} was cancelled"))
                         && tokio::time::timeout(STOPPING_GRACE, conn.closed()).await.is_ok() => {}
-                Ok(Err(e)) => return Err(ToolError::Failed(e.message)),
+                Ok(Err(e)) => {
+                    return Err(ToolError::Failed(super::tool_results::relocate(
+                        &self.tools,
+                        self.backend.as_ref(),
+                        tool,
+                        e.message,
+                    )));
+                }
                 Err(_) => {
                     return Err(ToolError::Failed(format!(
                         "{tool} did not answer within {} s",

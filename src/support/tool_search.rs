@@ -114,6 +114,7 @@ fn list(registry: &ToolpackRegistry, loading: &Loading, query: Option<&str>) -> 
         title: Some("Tools".into()),
         output: out.trim_end().to_string(),
         metadata: metadata.as_object().cloned(),
+        ..ToolOutput::default()
     }
 }
 
@@ -179,6 +180,7 @@ fn activate(
         title: Some("Tools activated".into()),
         output: out.trim_end().to_string(),
         metadata: metadata.as_object().cloned(),
+        ..ToolOutput::default()
     })
 }
 

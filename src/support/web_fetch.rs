@@ -93,6 +93,7 @@ pub async fn fetch(config: &WebFetchConfig, input: &Value) -> Result<ToolOutput,
         })
         .as_object()
         .cloned(),
+        ..ToolOutput::default()
     })
 }
 

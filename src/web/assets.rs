@@ -48,6 +48,7 @@ static ASSETS: &[Asset] = embed![
     "views/activations/timeline.js",
     "views/events.js",
     "views/history.js",
+    "views/tool-content.js",
     "views/tools.js",
     "views/tools/catalog.js",
     "views/tools/tool-index.js",

@@ -45,6 +45,7 @@ impl RunnerPack {
         let root = Path::new(&spec.root);
         let module = Path::new(&spec.module);
         let module = if module.is_absolute() { module.to_path_buf() } else { root.join(module) };
+        let module_name = module.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let module_spec = ModuleSpec {
             pack_id: spec.id.clone(),
             root: root.to_path_buf(),
@@ -55,7 +56,7 @@ impl RunnerPack {
                 memory_bytes: (spec.memory_mb.max(1) as usize) << 20,
             },
         };
-        let ops: Arc<dyn HostOps> = Arc::new(ControllerLink { connection, access: access.clone() });
+        let ops: Arc<dyn HostOps> = Arc::new(ControllerLink { connection, access: access.clone(), module_name });
         let host = JsHost::spawn(module_spec, ops).await.map_err(message_of)?;
         let pack = RunnerPack { id: spec.id.clone(), host, identity: identity.clone(), access };
         let tools = serde_json::to_string(&spec.tools).map_err(|e| e.to_string())?;
@@ -98,7 +99,7 @@ impl RunnerPack {
             }
         };
         drop(running);
-        let returned = returned.map_err(message_of)?;
+        let returned = returned.map_err(|e| call_error(&self.id, tool, e))?;
         crate::toolpack::output::parse_output(&format!("Runner tool {tool} of toolpack {}", self.id), returned)
             .map(ToolOutput::from)
     }
@@ -116,15 +117,30 @@ impl RunnerPack {
     }
 }
 
-/// What a user sees of a pack failure: a thrown error's own message (`Runner module for p did
-/// not register x`, or the handler's), otherwise the host's description (deadline, memory, load).
+/// What a user sees of a pack that did not load: a thrown error's own message (`Runner module
+/// for p did not register x`, or the factory's) with the pack's stack frames, otherwise the
+/// host's description (deadline, memory, load with its location).
 fn message_of(error: JsError) -> String {
     match error {
-        JsError::Exception { message, stack, pack } => {
-            if let Some(stack) = stack.filter(|s| !s.trim().is_empty()) {
-                tracing::debug!(toolpack = %pack, "{message}\n{stack}");
+        JsError::Exception { message, stack, .. } => {
+            let frames = stack.as_deref().map(crate::js::check::pack_frames).unwrap_or_default();
+            if frames.is_empty() { message } else { format!("{message}\n{frames}") }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A handler's failure as the author needs it: the pack, the tool, the message and the pack's
+/// own stack frames (paths as the runner sees them; the controller maps them to the host's).
+fn call_error(pack: &str, tool: &str, error: JsError) -> String {
+    match error {
+        JsError::Exception { message, stack, .. } => {
+            let frames = stack.as_deref().map(crate::js::check::pack_frames).unwrap_or_default();
+            if frames.is_empty() {
+                format!("toolpack {pack}, tool {tool}: {message}")
+            } else {
+                format!("toolpack {pack}, tool {tool}: {message}\n{frames}")
             }
-            message
         }
         other => other.to_string(),
     }
@@ -134,6 +150,8 @@ fn message_of(error: JsError) -> String {
 struct ControllerLink {
     connection: Connection,
     access: Arc<ContainerAccess>,
+    /// The runner module's file name, for the errors of its `callSupport` calls.
+    module_name: String,
 }
 
 impl HostOps for ControllerLink {
@@ -156,6 +174,7 @@ impl HostOps for ControllerLink {
             _ => {}
         }
         let connection = self.connection.clone();
+        let module_name = self.module_name.clone();
         let pack_id = pack_id.to_string();
         let activation_id = scope.activation_id.clone();
         let op = op.to_string();
@@ -173,8 +192,14 @@ impl HostOps for ControllerLink {
                         None | Some(Value::Null) => Value::Object(Map::new()),
                         Some(input) => input.clone(),
                     };
+                    // Said to be a `callSupport` error, so that a refused input reads as what
+                    // the module passed, not as the model's input.
+                    let from = format!("callSupport({}) from {module_name}", json!(tool));
                     let params = CallSupportParams { activation_id, toolpack_id: pack_id, tool, input };
-                    connection.call::<_, Value>(method::CALL_SUPPORT, &params).await.map_err(|e| e.message)
+                    connection
+                        .call::<_, Value>(method::CALL_SUPPORT, &params)
+                        .await
+                        .map_err(|e| format!("{from}: {}", e.message))
                 }
                 "recordSignal" => {
                     let signal: SignalRequest =

@@ -1,5 +1,6 @@
 //! What the runner answers to the controller: `load` builds the agent's tool table (built-ins
-//! and runner packs) all or nothing, `invoke` runs one tool, `cancel` stops a running command,
+//! and runner packs; a pack that does not load leaves only its own tools answering with its
+//! error), `invoke` runs one tool, `cancel` stops a running command,
 //! `ping` and `shutdown`.
 
 use std::collections::HashMap;
@@ -32,6 +33,9 @@ pub(crate) struct Session {
 enum Tool {
     Builtin(BuiltinTool),
     Pack(RunnerPack),
+    /// A tool of a pack that did not load: every call gets the pack's load error, and the
+    /// agent's other tools (built-ins, other packs) work as before.
+    Broken(Arc<str>),
 }
 
 /// The tools of the last successful `load`.
@@ -166,9 +170,19 @@ impl RunnerService {
         let identity = Identity { project: params.project.clone(), agent_id: params.agent_id.clone() };
         let access = Arc::new(ContainerAccess::new(self.roots.clone(), &normalized));
         for spec in &params.packs {
-            let pack = RunnerPack::load(spec, &identity, session.connection.clone(), access.clone()).await?;
-            for name in &spec.tools {
-                register(name, Tool::Pack(pack.clone()), &mut table)?;
+            match RunnerPack::load(spec, &identity, session.connection.clone(), access.clone()).await {
+                Ok(pack) => {
+                    for name in &spec.tools {
+                        register(name, Tool::Pack(pack.clone()), &mut table)?;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(toolpack = %spec.id, "the pack did not load; its tools answer with its error: {error}");
+                    let error: Arc<str> = Arc::from(format!("toolpack {} could not be loaded: {error}", spec.id));
+                    for name in &spec.tools {
+                        register(name, Tool::Broken(error.clone()), &mut table)?;
+                    }
+                }
             }
         }
         *self.table.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(table);
@@ -189,6 +203,7 @@ impl RunnerService {
                 self.running().insert(params.call_id.clone(), cancel.clone());
                 pack.invoke(&params.activation_id, &params.tool, &input, cancel).await
             }
+            Tool::Broken(error) => Err(error.to_string()),
             Tool::Builtin(tool) => {
                 let builtins = table.builtins.as_ref().ok_or_else(|| format!("Unknown tool: {}", params.tool))?;
                 self.running().insert(params.call_id.clone(), cancel.clone());

@@ -372,7 +372,11 @@ async fn call_support_reaches_the_controller_for_the_right_activation_and_pack()
 async fn a_controller_error_reaches_the_handler_as_a_js_error_with_its_message() {
     let h = Harness::start().await;
     h.load_demo().await;
-    assert_eq!(h.invoke_error("demo.denied", json!({})).await, "Tool not allowed for pm: demo.secret");
+    // Said to be the pack's `callSupport`, and which tool of which pack made it.
+    assert_eq!(
+        h.invoke_error("demo.denied", json!({})).await,
+        r#"toolpack demo, tool demo.denied: callSupport("demo.secret") from runner.mjs: Tool not allowed for pm: demo.secret"#
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -391,17 +395,22 @@ async fn record_signal_goes_to_the_controller() {
         );
     }
     let error = h.invoke_error("demo.badSignal", json!({})).await;
-    assert!(error.starts_with("recordSignal(signal): unknown field `status`"), "{error}");
+    assert!(
+        error.starts_with("toolpack demo, tool demo.badSignal: recordSignal(signal): unknown field `status`"),
+        "{error}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throwing_handler_returns_its_message() {
     let h = Harness::start().await;
     h.load_demo().await;
-    assert_eq!(h.invoke_error("demo.throw", json!({})).await, "boom from handler");
+    let thrown = h.invoke_error("demo.throw", json!({})).await;
+    assert!(thrown.starts_with("toolpack demo, tool demo.throw: boom from handler\n    at "), "{thrown}");
+    assert!(thrown.contains("packs/demo/runner.mjs:"), "the stack names the module: {thrown}");
     assert_eq!(
         h.invoke_error("demo.shape", json!({})).await,
-        "Runner tool demo.shape of toolpack demo returned an object without `output` (expected {output, title?, metadata?})"
+        "Runner tool demo.shape of toolpack demo returned an object without `output` or `content` (expected {output, title?, metadata?} or {content, isError?, structuredContent?})"
     );
 }
 
@@ -418,13 +427,11 @@ async fn a_looping_handler_is_stopped_at_the_pack_deadline_and_the_runner_keeps_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn load_errors_are_the_reference_texts_and_change_nothing() {
+async fn load_errors_are_the_reference_texts_and_a_broken_pack_disables_only_its_tools() {
     let h = Harness::start().await;
     h.load(vec![h.pack(&["demo.noop"])], &[]).await.unwrap();
 
-    let error = h.load(vec![h.pack(&["demo.noop", "demo.missing"])], &[]).await.unwrap_err();
-    assert_eq!(error.message, "Runner module for demo did not register demo.missing");
-
+    // The load's own errors (the controller's request is wrong) refuse the load and change nothing.
     let mut other = h.pack(&["demo.noop"]);
     other.id = "other".into();
     let error = h.load(vec![h.pack(&["demo.noop"]), other], &[]).await.unwrap_err();
@@ -433,15 +440,24 @@ async fn load_errors_are_the_reference_texts_and_change_nothing() {
     assert_eq!(error.message, "Duplicate runner tool: file.read");
     let error = h.load(vec![], &["web.fetch"]).await.unwrap_err();
     assert!(error.message.starts_with("Unknown built-in runner tool: web.fetch"), "{}", error.message);
+    assert_eq!(h.invoke("demo.noop", json!({})).await.unwrap().output, "ok");
+
+    // A pack that does not load: its tools answer with its error, the built-ins work.
+    h.load(vec![h.pack(&["demo.noop", "demo.missing"])], &["file.read"]).await.unwrap();
+    assert_eq!(
+        h.invoke_error("demo.noop", json!({})).await,
+        "toolpack demo could not be loaded: Runner module for demo did not register demo.missing"
+    );
+    assert!(h.invoke("file.read", json!({"path": "."})).await.is_ok());
 
     std::fs::write(h.dir.join("packs/demo/bad.mjs"), "export const tools = {};").unwrap();
     let mut bad = h.pack(&["demo.noop"]);
     bad.module = "bad.mjs".into();
-    let error = h.load(vec![bad], &[]).await.unwrap_err();
-    assert_eq!(error.message, "Runner module for demo must export createRunnerToolpack");
-
-    // The first load still stands.
-    assert_eq!(h.invoke("demo.noop", json!({})).await.unwrap().output, "ok");
+    h.load(vec![bad], &[]).await.unwrap();
+    assert_eq!(
+        h.invoke_error("demo.noop", json!({})).await,
+        "toolpack demo could not be loaded: Runner module for demo must export createRunnerToolpack"
+    );
     assert_eq!(h.invoke_error("demo.echo", json!({})).await, "Unknown tool: demo.echo");
     assert_eq!(h.invoke_error("file.read", json!({"path": "."})).await, "Unknown tool: file.read");
 }

@@ -334,8 +334,18 @@ fn wire_messages(messages: &[ChatMessage], marks: &[usize]) -> Vec<Value> {
                 }
                 ("assistant", blocks)
             }
-            ChatMessage::ToolResult { call_id, content, is_error, .. } => {
-                let content = if content.is_empty() { "(no output)" } else { content.as_str() };
+            ChatMessage::ToolResult { call_id, content, is_error, images, .. } => {
+                let text = if content.is_empty() { "(no output)" } else { content.as_str() };
+                // With images the content is a list of blocks: the text, then each image.
+                let content = if images.is_empty() {
+                    json!(text)
+                } else {
+                    let mut blocks = vec![json!({"type": "text", "text": text})];
+                    blocks.extend(images.iter().map(|image| {
+                        json!({"type": "image", "source": {"type": "base64", "media_type": image.mime_type, "data": image.data}})
+                    }));
+                    Value::Array(blocks)
+                };
                 let mut block = json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
                 if *is_error {
                     block["is_error"] = json!(true);
@@ -433,7 +443,13 @@ mod tests {
                 tool_calls: vec![ToolCall { id: "t1".into(), name: "a".into(), arguments: json!({}) }],
             },
             ChatMessage::User("a signal arrived".into()),
-            ChatMessage::ToolResult { call_id: "t1".into(), name: "a".into(), content: "ok".into(), is_error: false },
+            ChatMessage::ToolResult {
+                call_id: "t1".into(),
+                name: "a".into(),
+                content: "ok".into(),
+                is_error: false,
+                images: Vec::new(),
+            },
         ];
         let wire = wire_messages(&messages, &[]);
         assert_eq!(wire.len(), 3);

@@ -50,6 +50,9 @@ pub enum ChatMessage {
         name: String,
         content: String,
         is_error: bool,
+        /// A rich result's images, sent where the provider takes them (Anthropic: image
+        /// blocks in the `tool_result`; OpenAI-compatible: a user message after the results).
+        images: Vec<crate::store::ToolImage>,
     },
 }
 

@@ -49,7 +49,7 @@ impl OpenAiProvider {
     fn body(&self, request: &ModelRequest) -> Value {
         let mut body = Map::new();
         body.insert("model".into(), json!(request.model));
-        body.insert("messages".into(), Value::Array(request.messages.iter().map(wire_message).collect()));
+        body.insert("messages".into(), Value::Array(wire_messages(&request.messages)));
         if !request.tools.is_empty() {
             let tools: Vec<Value> = request
                 .tools
@@ -289,6 +289,31 @@ impl StreamedAnswer {
         }
         Ok(answer)
     }
+}
+
+/// The messages on the wire. Chat Completions takes no images in a `tool` message: the images
+/// of a turn's tool results follow its last result as one user message of `image_url` parts
+/// (data URLs), each introduced by the call it came from.
+fn wire_messages(messages: &[ChatMessage]) -> Vec<Value> {
+    let mut wire = Vec::with_capacity(messages.len());
+    let mut images: Vec<Value> = Vec::new();
+    for (i, message) in messages.iter().enumerate() {
+        wire.push(wire_message(message));
+        if let ChatMessage::ToolResult { call_id, name, images: own, .. } = message
+            && !own.is_empty()
+        {
+            images.push(json!({"type": "text", "text": format!("Images from the result of {name} (call {call_id}):")}));
+            for image in own {
+                let url = format!("data:{};base64,{}", image.mime_type, image.data);
+                images.push(json!({"type": "image_url", "image_url": {"url": url}}));
+            }
+        }
+        let turn_ends = !matches!(messages.get(i + 1), Some(ChatMessage::ToolResult { .. }));
+        if turn_ends && !images.is_empty() {
+            wire.push(json!({"role": "user", "content": std::mem::take(&mut images)}));
+        }
+    }
+    wire
 }
 
 fn wire_message(message: &ChatMessage) -> Value {

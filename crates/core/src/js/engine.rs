@@ -151,7 +151,13 @@ impl Engine {
             .catch(&ctx);
             match loaded {
                 Ok(namespace) => Ok(Persistent::save(&ctx, namespace)),
-                Err(e) => Err(describe(e).message),
+                // The stack says where (a syntax error's file, line and column; the import
+                // that failed), which the message alone does not.
+                Err(e) => {
+                    let thrown = describe(e);
+                    let frames = thrown.stack.as_deref().map(super::check::pack_frames).unwrap_or_default();
+                    Err(if frames.is_empty() { thrown.message } else { format!("{}\n{frames}", thrown.message) })
+                }
             }
         });
         // As for calls: the interrupt handler stops evaluation that computes, the timer a

@@ -9,6 +9,7 @@
 //! wrapped by a small glue module (e.g. `controller_glue.mjs`) and every capability the pack gets
 //! goes through [`HostOps`], implemented by a higher layer. Values cross as JSON.
 
+pub mod check;
 mod engine;
 mod loader;
 mod node;

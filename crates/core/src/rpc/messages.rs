@@ -128,15 +128,41 @@ pub struct CancelResult {
     pub cancelled: bool,
 }
 
-/// The result of every tool: `{output, title?, metadata?}`.
+/// The result of every tool: `{output, title?, metadata?}`, and for a rich result its content
+/// blocks, structured content and whether it is an error (`output` is then the blocks' text).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ToolOutput {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
     pub output: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<ContentBlock>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+/// One block of a rich tool result (MCP's content blocks, the kinds Suzumio passes on).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ContentBlock {
+    Text {
+        text: String,
+    },
+    /// Base64 `data` of an image of `mimeType`.
+    Image {
+        data: String,
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    ResourceLink {
+        uri: String,
+        name: String,
+    },
 }
 
 /// `{}`: the result of `ping` and `shutdown`.

@@ -77,6 +77,13 @@ pub struct ToolDefinition {
     pub runs_in: RunsIn,
     /// A call of this tool ends the activation (reference §4.1 step 6).
     pub ends_activation: bool,
+    /// `supportInputSchema`: what the pack's runner module may pass to `callSupport` for this
+    /// tool (derived data, not the model's input). Without it a pack's `callSupport` input is
+    /// not schema-checked.
+    pub support_validator: Option<jsonschema::Validator>,
+    /// `outputSchema`: what a result's `structuredContent` must match.
+    pub output_schema: Option<Json>,
+    pub output_validator: Option<jsonschema::Validator>,
     /// `deferrable` (default true): an agent with `toolLoading: deferred` may get it only
     /// through `tool_search`. Tools that end an activation are never deferred.
     pub deferrable: bool,
@@ -206,6 +213,8 @@ const TOOL_KEYS: &[&str] = &[
     "runsIn",
     "endsActivation",
     "deferrable",
+    "supportInputSchema",
+    "outputSchema",
 ];
 /// Keys only the built-in manifests may use: where a tool runs is the binary's business.
 const BUILTIN_ONLY_TOOL_KEYS: &[&str] = &["runsIn", "endsActivation"];
@@ -326,6 +335,9 @@ fn parse_tools(
                 None
             }
         };
+        let tool_name = name.as_deref().unwrap_or("?").to_string();
+        let support_schema = optional_schema(&t, "supportInputSchema", &tool_name, d);
+        let output_schema = optional_schema(&t, "outputSchema", &tool_name, d);
         let annotations = parse_annotations(&t, d);
         let requires_approval = t.bool("requiresApproval", d).unwrap_or(false);
         let presentation = parse_presentation(&t, d);
@@ -364,11 +376,35 @@ fn parse_tools(
                 runs_in,
                 ends_activation,
                 deferrable,
+                support_validator: support_schema.map(|(_, v)| v),
+                output_validator: output_schema.as_ref().map(|(_, v)| v.clone()),
+                output_schema: output_schema.map(|(json, _)| json),
             });
             validators.push(validator);
         }
     }
     (tools, validators)
+}
+
+/// A tool's optional schema under `key` (`supportInputSchema`, `outputSchema`), compiled.
+fn optional_schema(t: &Obj, key: &str, tool: &str, d: &mut Diagnostics) -> Option<(Json, jsonschema::Validator)> {
+    let s = t.get(key)?;
+    if s.as_map().is_none() {
+        d.error(Some(&t.key_loc(key)), t.path_of(key), format!("Tool definition {key} must be an object"));
+        return None;
+    }
+    let json = s.to_json();
+    match schema::compile(&json) {
+        Ok(v) => Some((json, v)),
+        Err(e) => {
+            d.error(
+                Some(&s.at_pointer(&e.pointer).unwrap_or(s).loc),
+                t.path_of(key),
+                format!("invalid {key} for tool {tool} at {}: {}", e.pointer, e.message),
+            );
+            None
+        }
+    }
 }
 
 fn non_empty(o: &Obj, key: &str, message: &str, d: &mut Diagnostics) -> Option<String> {
@@ -535,6 +571,9 @@ mod tests {
             runs_in: RunsIn::Runner,
             ends_activation: false,
             deferrable: true,
+            support_validator: None,
+            output_schema: None,
+            output_validator: None,
         }
     }
 

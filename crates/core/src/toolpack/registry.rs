@@ -177,6 +177,15 @@ impl ToolpackRegistry {
         schema::check_input(&self.packs[pi].validators[ti], input)
     }
 
+    /// Check a `callSupport` input against the tool's `supportInputSchema`; a tool without one
+    /// takes any input there (its runner module already had the model's input checked).
+    pub fn validate_support_input(&self, tool: &str, input: &serde_json::Value) -> Result<(), Vec<InputError>> {
+        match self.tool(tool).and_then(|(_, def)| def.support_validator.as_ref()) {
+            Some(validator) => schema::check_input(validator, input),
+            None => Ok(()),
+        }
+    }
+
     /// The tools an agent may see and the local packs to mount for it.
     pub fn resolve_agent(&self, agent: &AgentConfig) -> AgentToolset {
         let mut tools = Vec::new();

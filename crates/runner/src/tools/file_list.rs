@@ -51,7 +51,7 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
         "limit": limit,
         "truncated": left_out > 0,
     });
-    Ok(ToolOutput { title: Some(dir.shown), output, metadata: metadata.as_object().cloned() })
+    Ok(ToolOutput { title: Some(dir.shown), output, metadata: metadata.as_object().cloned(), ..ToolOutput::default() })
 }
 
 struct Walk {

@@ -67,6 +67,7 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
         title: Some(format!("Patched {} file{}", changed.len(), if changed.len() == 1 { "" } else { "s" })),
         output: lines.join("\n"),
         metadata: json!({"operations": operations.len(), "files": changed}).as_object().cloned(),
+        ..ToolOutput::default()
     })
 }
 

@@ -47,7 +47,7 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
     metadata.insert("offset".into(), json!(offset));
     metadata.insert("limit".into(), json!(limit));
     metadata.insert("truncated".into(), json!(cut > 0 || page.more));
-    Ok(ToolOutput { title: Some(path.shown), output, metadata: Some(metadata) })
+    Ok(ToolOutput { title: Some(path.shown), output, metadata: Some(metadata), ..ToolOutput::default() })
 }
 
 struct Page {

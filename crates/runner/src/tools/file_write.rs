@@ -37,5 +37,6 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
         title: Some(shown.clone()),
         output: format!("Wrote {chars} chars to {shown}"),
         metadata: json!({"path": shown, "chars": chars, "bytes": content.len()}).as_object().cloned(),
+        ..ToolOutput::default()
     })
 }

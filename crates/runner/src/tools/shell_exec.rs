@@ -112,6 +112,7 @@ pub(super) async fn run(
         })
         .as_object()
         .cloned(),
+        ..ToolOutput::default()
     })
 }
 

@@ -2,6 +2,7 @@
 // signals), 80 rows a page, oldest first, with "Load older" above. Route `#/history/<agent>`.
 
 import { clip, debounce, errorBox, h, pretty, replace, selectField, timeAgo } from "../dom.js";
+import { toolImages } from "./tool-content.js";
 
 export const title = "Agent history";
 
@@ -18,6 +19,7 @@ function contentView(kind, content, row = {}) {
     parts.push(
       h("div", { class: "tool-line" }, h("code", { "data-tool-name": "", text: row.tool ?? c.name ?? "tool" }), c.isError ? h("span", { class: "pill st-failed", text: "error" }) : null),
       h("pre", { class: ["viewer", "small", c.isError ? "error-pre" : null], text: typeof c.content === "string" ? c.content : pretty(c.content) }),
+      toolImages(c.images, c.name),
     );
   } else if (typeof c.text === "string" && kind === "activation_prompt") {
     // Prompts are long and mostly the same each time: folded, with their first heading.
