@@ -167,6 +167,7 @@ pub enum BuiltinPack {
     Core,
     Shell,
     Web,
+    Git,
 }
 
 impl BuiltinPack {
