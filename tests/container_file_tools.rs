@@ -72,9 +72,13 @@ async fn search_and_edit_tools_work_on_a_fixture_tree_in_the_minimal_image() {
         )
     );
     assert_eq!(
-        s.call("a", "file.grep", json!({"pattern": "NEEDLE", "caseInsensitive": true, "outputMode": "counts", "path": "src"}))
-            .await
-            .unwrap(),
+        s.call(
+            "a",
+            "file.grep",
+            json!({"pattern": "NEEDLE", "caseInsensitive": true, "outputMode": "counts", "path": "src"})
+        )
+        .await
+        .unwrap(),
         "/workspace/src/app.txt:1"
     );
 
@@ -88,11 +92,14 @@ async fn search_and_edit_tools_work_on_a_fixture_tree_in_the_minimal_image() {
 
     write(&ws, "edit.txt", "same\nsame\nonce\n");
     hand_over(&ws.join("edit.txt"));
-    let err = s.call("a", "file.edit", json!({"path": "edit.txt", "oldText": "absent", "newText": "x"})).await.unwrap_err();
+    let err =
+        s.call("a", "file.edit", json!({"path": "edit.txt", "oldText": "absent", "newText": "x"})).await.unwrap_err();
     assert!(err.starts_with("oldText not found in /workspace/edit.txt"), "{err}");
-    let err = s.call("a", "file.edit", json!({"path": "edit.txt", "oldText": "same", "newText": "x"})).await.unwrap_err();
+    let err =
+        s.call("a", "file.edit", json!({"path": "edit.txt", "oldText": "same", "newText": "x"})).await.unwrap_err();
     assert!(err.starts_with("oldText matches 2 times in /workspace/edit.txt"), "{err}");
-    let diff = s.call("a", "file.edit", json!({"path": "edit.txt", "oldText": "once", "newText": "twice"})).await.unwrap();
+    let diff =
+        s.call("a", "file.edit", json!({"path": "edit.txt", "oldText": "once", "newText": "twice"})).await.unwrap();
     assert!(diff.contains("\n-once\n+twice"), "{diff}");
     s.call("a", "file.edit", json!({"path": "edit.txt", "oldText": "same", "newText": "x", "replaceAll": true}))
         .await
@@ -111,9 +118,11 @@ async fn search_and_edit_tools_work_on_a_fixture_tree_in_the_minimal_image() {
     assert!(Path::new("/etc/passwd").exists());
 }
 
+/// The `git` CLI as the test's user (root) in a workspace the runner's uid owns.
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
-        .args(["-c", "user.name=Test Author", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false"])
+        .args(["-c", "safe.directory=*", "-c", "user.name=Test Author", "-c", "user.email=test@example.com"])
+        .args(["-c", "commit.gpgsign=false"])
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
@@ -153,7 +162,10 @@ async fn git_tools_read_a_repository_mounted_at_the_workspace() {
         "diff --git a/main.py b/main.py\n--- a/main.py\n+++ b/main.py\n@@ -1 +1 @@\n-print('one')\n+print('two')"
     );
     let staged = s.call("a", "git.diff", json!({"staged": true})).await.unwrap();
-    assert!(staged.starts_with("diff --git a/staged.txt b/staged.txt\nnew file\n--- /dev/null\n+++ b/staged.txt\n"), "{staged}");
+    assert!(
+        staged.starts_with("diff --git a/staged.txt b/staged.txt\nnew file\n--- /dev/null\n+++ b/staged.txt\n"),
+        "{staged}"
+    );
     let log = s.call("a", "git.log", json!({})).await.unwrap();
     let subjects: Vec<&str> = log.lines().map(|l| l.rsplit(": ").next().unwrap()).collect();
     assert_eq!(subjects, ["Extend the guide", "Initial import"]);
