@@ -360,9 +360,9 @@ pub(super) fn log(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
     let mut lines = Vec::new();
     let mut more = false;
     let mut stopped = false;
-    let walk = head.ancestors().all().map_err(|e| failed(e.into()))?;
+    let walk = head.ancestors().all().map_err(failed)?;
     for (walked, info) in walk.enumerate() {
-        let info = info.map_err(|e| failed(e.into()))?;
+        let info = info.map_err(failed)?;
         if lines.len() >= limit {
             more = true;
             break;

@@ -290,10 +290,9 @@ fn read_gitignore(dir: BorrowedFd<'_>, path: &Path) -> Option<Gitignore> {
 }
 
 fn parse_gitignore(file: std::fs::File, path: &Path) -> Option<Gitignore> {
-    let mut text = String::new();
     let mut bytes = Vec::new();
     file.take(MAX_GITIGNORE_BYTES).read_to_end(&mut bytes).ok()?;
-    text.push_str(&String::from_utf8_lossy(&bytes));
+    let text = String::from_utf8_lossy(&bytes);
     let mut builder = GitignoreBuilder::new(path);
     for line in text.lines() {
         // A line git would not understand is skipped, as git skips it.
