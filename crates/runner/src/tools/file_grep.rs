@@ -26,6 +26,8 @@ const MAX_MAX_MATCHES: u64 = 2000;
 const MAX_CONTEXT: u64 = 10;
 const MAX_OUTPUT_BYTES: usize = 50_000;
 const MAX_LINE_CHARS: usize = 500;
+/// A line longer than this (a minified file, a huge log line) ends that file's search.
+const MAX_LINE_BUFFER: usize = 16 << 20;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -62,6 +64,7 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
         .before_context(before as usize)
         .after_context(after as usize)
         .stop_on_nonmatch(false)
+        .heap_limit(Some(MAX_LINE_BUFFER))
         .build();
     let limits = Limits::search();
     let mut search = Search {
@@ -108,6 +111,11 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
     };
     if search.truncated {
         output.push_str(&format!("\n[stopped at {} results; raise maxMatches or narrow the search]", search.records));
+    }
+    let timed_out = Instant::now() >= search.deadline;
+    if timed_out {
+        search.truncated = true;
+        output.push_str(&format!("\n[stopped after {} s; narrow the search]", walk::SEARCH_TIME.as_secs()));
     }
     if search.binary > 0 {
         let plural = if search.binary == 1 { "" } else { "s" };
@@ -163,9 +171,11 @@ impl Search {
         }
         let matcher = self.matcher.clone();
         let (records, truncated) = (self.records, self.truncated);
+        let reader = UntilDeadline { file, deadline: self.deadline };
         let mut sink = FileSink { search: self, shown, lines: Vec::new(), matched: 0, binary: false, broke: false };
-        // A read error ends this file's search; what was found before it stays.
-        let _ = searcher.search_file(&matcher, file, &mut sink);
+        // A read error (or the deadline, or a line past the buffer limit) ends this file's
+        // search; what was found before it stays.
+        let _ = searcher.search_reader(&matcher, reader, &mut sink);
         let FileSink { lines, matched, binary, .. } = sink;
         if binary {
             // What it matched before the NUL byte was found does not count.
@@ -204,6 +214,21 @@ impl Search {
         }
         self.out_bytes += line.len() + 1;
         self.out.push(line);
+    }
+}
+
+/// A file that stops reading at the deadline, so a huge file without matches ends in time too.
+struct UntilDeadline<'a> {
+    file: &'a std::fs::File,
+    deadline: Instant,
+}
+
+impl std::io::Read for UntilDeadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if Instant::now() >= self.deadline {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "search deadline"));
+        }
+        self.file.read(buf)
     }
 }
 
