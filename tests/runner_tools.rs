@@ -103,7 +103,8 @@ async fn read_resolves_relative_paths_under_the_workspace() {
 async fn read_pages_with_offset_and_limit() {
     let s = Sandbox::new();
     s.write("/workspace/a.txt", &file_of_lines(10));
-    s.check("file.read", json!({"path": "a.txt", "offset": 4, "limit": 3}), Ok(&numbered(4..=6))).await;
+    let page = format!("{}\n[lines 4-6 of 10; continue with offset 7]", numbered(4..=6));
+    s.check("file.read", json!({"path": "a.txt", "offset": 4, "limit": 3}), Ok(&page)).await;
     s.check("file.read", json!({"path": "a.txt", "offset": 9}), Ok(&numbered(9..=10))).await;
     s.check("file.read", json!({"path": "a.txt", "offset": 11}), Ok("(no lines at offset 11; the file has 10 lines)"))
         .await;
@@ -140,7 +141,8 @@ async fn read_caps_the_limit_at_2000_lines() {
     let out = s.run("file.read", json!({"path": "a.txt", "limit": 5000, "maxBytes": 100000})).await.unwrap();
     let meta = out.metadata.unwrap();
     assert_eq!((meta["lines"].clone(), meta["limit"].clone()), (json!(2000), json!(2000)));
-    assert!(out.output.ends_with("\n2000: line 2000"), "{}", &out.output[out.output.len() - 40..]);
+    let end = "\n2000: line 2000\n[lines 1-2000 of 2500; continue with offset 2001]";
+    assert!(out.output.ends_with(end), "{}", &out.output[out.output.len() - 80..]);
 }
 
 #[tokio::test]

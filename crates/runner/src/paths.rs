@@ -140,6 +140,15 @@ impl Location {
         }
     }
 
+    /// The directory this location names, when it exists: opened `O_PATH`, not through a link.
+    pub fn open_dir(&self) -> std::io::Result<OwnedFd> {
+        match self.rest.as_slice() {
+            [] => Ok(self.dir.try_clone()?),
+            [name] => Ok(rustix::fs::openat(&self.dir, name.as_str(), STEP_FLAGS | OFlags::DIRECTORY, Mode::empty())?),
+            _ => Err(self.stopped.into()),
+        }
+    }
+
     /// The error for a path whose parent does not exist (or is not a directory).
     pub fn missing_error(&self) -> std::io::Error {
         self.stopped.into()
@@ -322,6 +331,11 @@ impl Roots {
 /// Open a subdirectory `name` of `dir` for listing, never through a link.
 pub fn open_child_dir(dir: impl AsFd, name: impl rustix::path::Arg) -> std::io::Result<OwnedFd> {
     Ok(rustix::fs::openat(dir, name, READ_FLAGS | OFlags::DIRECTORY | OFlags::NOFOLLOW, Mode::empty())?)
+}
+
+/// Open the entry `name` of `dir` for reading, never through a link (`ELOOP` if it is one).
+pub fn open_child_file(dir: impl AsFd, name: impl rustix::path::Arg) -> std::io::Result<std::fs::File> {
+    Ok(rustix::fs::openat(dir, name, READ_FLAGS | OFlags::NOFOLLOW, Mode::empty())?.into())
 }
 
 fn opened(shown: String, fd: OwnedFd) -> Result<Opened, PathRefusal> {

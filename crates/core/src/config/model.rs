@@ -189,6 +189,7 @@ pub enum BuiltinPack {
     Core,
     Shell,
     Web,
+    Git,
 }
 
 impl BuiltinPack {

@@ -1,4 +1,4 @@
-//! The built-in `core`, `shell` and `web` packs, declared as manifests embedded in the binary and
+//! The built-in `core`, `shell`, `web` and `git` packs, declared as manifests embedded in the binary and
 //! read by the same parser as local packs (so their schemas are compiled and checked the same
 //! way). Their handlers are Rust code elsewhere; these files only declare names and schemas.
 
@@ -15,6 +15,7 @@ fn source(pack: BuiltinPack) -> &'static str {
         BuiltinPack::Core => include_str!("builtin/core.json"),
         BuiltinPack::Shell => include_str!("builtin/shell.json"),
         BuiltinPack::Web => include_str!("builtin/web.json"),
+        BuiltinPack::Git => include_str!("builtin/git.json"),
     }
 }
 
@@ -51,10 +52,16 @@ mod tests {
                     "file.write",
                     "file.patch",
                     "file.list",
+                    "file.glob",
+                    "file.grep",
+                    "file.edit",
+                    "file.delete",
+                    "file.move",
                 ],
             ),
             (BuiltinPack::Shell, vec!["shell.exec"]),
             (BuiltinPack::Web, vec!["web.fetch"]),
+            (BuiltinPack::Git, vec!["git.status", "git.diff", "git.log"]),
         ];
         for (pack, tools) in expect {
             let m = manifest(pack).unwrap_or_else(|d| panic!("{}: {:?}", pack.id(), d.errors));

@@ -1,8 +1,10 @@
 //! `file.read`: a text file as numbered lines (`N: text`), or a directory's sorted entries with
 //! `/` after subdirectories, paged by `offset`/`limit` and capped at `maxBytes`.
 //!
-//! Beyond the reference: the file is streamed (a huge file never sits in memory), and an empty
-//! file, an empty directory or an offset past the end say so instead of returning nothing.
+//! Beyond the reference: the file is streamed (a huge file never sits in memory); an empty
+//! file, an empty directory or an offset past the end say so instead of returning nothing; and
+//! a page of a file with more lines after it ends with the lines shown, the file's total line
+//! count and the offset to continue from.
 
 use std::io::{BufRead, BufReader};
 
@@ -37,6 +39,10 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
     let cut = cut_to_bytes(&mut output, max_bytes);
     if cut > 0 {
         output.push_str(&format!("\n[truncated {cut} bytes]"));
+    }
+    if !page.directory && page.more && page.shown > 0 && cut == 0 {
+        let last = offset + page.shown - 1;
+        output.push_str(&format!("\n[lines {offset}-{last} of {}; continue with offset {}]", page.total, last + 1));
     }
     let (count_key, total_key) = if page.directory { ("entries", "totalEntries") } else { ("lines", "totalLines") };
     let mut metadata = Map::new();

@@ -1,7 +1,8 @@
 //! The built-in runner tools, in Rust, each registered once in [`IMPLEMENTATIONS`] next to its
-//! module: `file.read`, `file.write`, `file.patch`, `file.list` (core pack) and `shell.exec`
-//! (shell pack), with the reference's inputs, defaults, caps, output formats and error texts
-//! (reference §4.5–§4.8). Which built-ins run here is declared in their manifests
+//! module: `file.read`, `file.write`, `file.patch`, `file.list` and the search and edit tools
+//! `file.glob`, `file.grep`, `file.edit`, `file.delete`, `file.move` (core pack), `shell.exec`
+//! (shell pack) and the read-only `git.status`, `git.diff`, `git.log` (git pack), with the
+//! reference's inputs, defaults, caps, output formats and error texts (reference §4.5–§4.8). Which built-ins run here is declared in their manifests
 //! (`runsIn: runner`); a unit test checks that every one of them has an implementation here and
 //! nothing here lacks a manifest entry. Beyond the reference: every path is opened beneath its
 //! root from a directory fd, each link checked as it is followed, so no link or concurrent
@@ -11,11 +12,18 @@
 //! Errors are plain strings on purpose: each is the exact text the model sees, and it crosses
 //! the wire unchanged as a `-32000` message.
 
+mod file_delete;
+mod file_edit;
+mod file_glob;
+mod file_grep;
 mod file_list;
+mod file_move;
 mod file_patch;
 mod file_read;
 mod file_write;
+mod git;
 mod shell_exec;
+mod walk;
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -42,6 +50,14 @@ pub const IMPLEMENTATIONS: &[(&str, Implementation)] = &[
     ("file.write", Implementation::Blocking(file_write::run)),
     ("file.patch", Implementation::Blocking(file_patch::run)),
     ("file.list", Implementation::Blocking(file_list::run)),
+    ("file.glob", Implementation::Blocking(file_glob::run)),
+    ("file.grep", Implementation::Blocking(file_grep::run)),
+    ("file.edit", Implementation::Blocking(file_edit::run)),
+    ("file.delete", Implementation::Blocking(file_delete::run)),
+    ("file.move", Implementation::Blocking(file_move::run)),
+    ("git.status", Implementation::Blocking(git::status)),
+    ("git.diff", Implementation::Blocking(git::diff)),
+    ("git.log", Implementation::Blocking(git::log)),
     ("shell.exec", Implementation::Shell),
 ];
 
@@ -140,6 +156,32 @@ impl ToolContext {
         self.roots.locate(input, &self.write_roots()).map_err(|refusal| self.write_refusal(input, "write", refusal))
     }
 
+    /// The entry `input` names under the write roots, for deleting or renaming it: its parent
+    /// directory opened (every link on the way followed and checked) and its final name, which
+    /// is not followed when it is a link. A root itself is refused.
+    fn locate_entry(&self, input: &str, action: &str) -> Result<NamedEntry, String> {
+        let shown = Roots::normalize(input);
+        if self.write_roots().contains(&shown.as_str()) {
+            return Err(format!("Cannot {action} {shown}: it is a root directory"));
+        }
+        let Some((parent, name)) = shown.rsplit_once('/') else { return Err(format!("Cannot {action} {shown}")) };
+        if !self.write_roots().iter().any(|root| shown.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'))) {
+            return Err(self.write_refusal(input, action, PathRefusal::OutsideRoots(shown)));
+        }
+        let location = self.locate_write(if parent.is_empty() { "/" } else { parent })?;
+        let dir = location.open_dir().map_err(|e| io_error(action, &shown, &e))?;
+        let name = name.to_string();
+        Ok(NamedEntry { shown, dir, name })
+    }
+
+    /// The three roots' directories on disk, links resolved (for what is opened by path).
+    fn disk_roots(&self) -> Vec<std::path::PathBuf> {
+        [&self.roots.workspace, &self.roots.artifacts, &self.roots.mnt]
+            .into_iter()
+            .filter_map(|dir| std::fs::canonicalize(dir).ok())
+            .collect()
+    }
+
     fn write_roots(&self) -> [&str; 2] {
         [WORKSPACE, &self.own_artifacts]
     }
@@ -165,11 +207,50 @@ impl ToolContext {
     }
 }
 
+/// An entry to delete or rename: its parent directory and its name there.
+struct NamedEntry {
+    /// The path as the caller gave it, normalized.
+    shown: String,
+    /// An `O_PATH` fd of the parent directory.
+    dir: OwnedFd,
+    name: String,
+}
+
+impl NamedEntry {
+    /// What the entry is (a link is a link), if it exists.
+    fn kind(&self) -> Option<rustix::fs::FileType> {
+        rustix::fs::statat(&self.dir, self.name.as_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            .ok()
+            .map(|s| rustix::fs::FileType::from_raw_mode(s.st_mode))
+    }
+}
+
 /// A required string field (`<key> must be a string`).
 fn string_field<'a>(input: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
     match input.get(key) {
         Some(Value::String(s)) => Ok(s),
         _ => Err(format!("{key} must be a string")),
+    }
+}
+
+/// An optional string field (`<key> must be a string`).
+fn optional_string<'a>(input: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
+    match input.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(format!("{key} must be a string")),
+    }
+}
+
+/// An optional whole number of at least zero, capped (`<key> must be a number of at least 0`).
+fn count(input: &Map<String, Value>, key: &str, default: u64, cap: u64) -> Result<u64, String> {
+    match input.get(key) {
+        None | Some(Value::Null) => Ok(default.min(cap)),
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(f) if f.is_finite() && f >= 0.0 => Ok((f.floor() as u64).min(cap)),
+            _ => Err(format!("{key} must be a number of at least 0")),
+        },
+        Some(_) => Err(format!("{key} must be a number of at least 0")),
     }
 }
 
