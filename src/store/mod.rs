@@ -17,6 +17,7 @@
 //! callers' business.
 
 mod activations;
+mod commands;
 mod error;
 mod events;
 mod history;
@@ -42,6 +43,7 @@ use tokio::sync::broadcast;
 use crate::clock::{Clock, iso};
 use crate::config::ProjectConfig;
 
+pub use commands::COMMAND_FINISHED_KIND;
 pub use error::StoreError;
 pub use events::{ActivationEnded, Event, EventRecord, MonitorSent};
 pub use history::{HistoryEntry, HistoryRecord, RecordedCall, RecordedUsage};

@@ -166,6 +166,16 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE signals ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0;
     UPDATE signals SET deliveries = 1 WHERE status = 'delivered';
     "#,
+    // 6: the signal each finished background command sent its agent, so that a runner
+    // reporting the same end twice (a lost answer, a controller restart) records one signal.
+    r#"
+    CREATE TABLE command_signals (
+        command_id  TEXT PRIMARY KEY,
+        agent_id    TEXT NOT NULL REFERENCES agents(id),
+        signal_id   TEXT NOT NULL REFERENCES signals(id),
+        recorded_at TEXT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -45,6 +45,7 @@ static ASSETS: &[Asset] = embed![
     "views/activations.js",
     "views/events.js",
     "views/history.js",
+    "views/commands.js",
     "views/tools.js",
     "views/tools/catalog.js",
     "views/tools/tool-index.js",

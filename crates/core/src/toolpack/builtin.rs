@@ -52,7 +52,7 @@ mod tests {
                     "file.list",
                 ],
             ),
-            (BuiltinPack::Shell, vec!["shell.exec"]),
+            (BuiltinPack::Shell, vec!["shell.exec", "shell.start", "shell.check", "shell.stop", "shell.list"]),
             (BuiltinPack::Web, vec!["web.fetch"]),
         ];
         for (pack, tools) in expect {

@@ -2,6 +2,7 @@
 // signals), 80 rows a page, oldest first, with "Load older" above. Route `#/history/<agent>`.
 
 import { clip, debounce, errorBox, h, pretty, replace, selectField, timeAgo } from "../dom.js";
+import { commandsPanel } from "./commands.js";
 
 export const title = "Agent history";
 
@@ -70,6 +71,7 @@ export function render(root, ctx, key) {
     replace(status, h("p", { class: "muted", text: "This project has no agents." }));
     return;
   }
+  root.insertBefore(commandsPanel(ctx, agent), status);
 
   const rows = new Map();
   const rowEls = new Map();
