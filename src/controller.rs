@@ -182,8 +182,13 @@ fn is_idle(tools: &ToolHost, activations: &Activations, scheduler: &Scheduler) -
 
 /// Resolves once the project is idle: looked at after every scheduler tick, and confirmed when
 /// a short settle time passes with no new store event (an ending activation may still record
-/// a nudge right after its end).
-async fn became_idle(tools: Arc<ToolHost>, activations: Arc<Activations>, scheduler: Arc<Scheduler>) {
+/// a nudge right after its end) and no runner has a background command running.
+async fn became_idle(
+    tools: Arc<ToolHost>,
+    activations: Arc<Activations>,
+    scheduler: Arc<Scheduler>,
+    runners: Arc<AgentRunners>,
+) {
     const SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
     let mut ticks = scheduler.ticks();
     let mut events = tools.store.subscribe();
@@ -204,7 +209,8 @@ async fn became_idle(tools: Arc<ToolHost>, activations: Arc<Activations>, schedu
         if tokio::time::timeout(SETTLE, events.recv()).await.is_ok() {
             continue;
         }
-        if is_idle(&tools, &activations, &scheduler).unwrap_or(false) {
+        // A background command still running will end with a signal: not idle yet.
+        if is_idle(&tools, &activations, &scheduler).unwrap_or(false) && !runners.background_commands_running().await {
             return;
         }
     }
@@ -258,7 +264,7 @@ pub async fn run(
     tasks.spawn(scheduler.clone().run(stopping.clone()));
     let mut served = tasks.spawn(listener.serve(tools.clone(), stopping.clone().cancelled_owned()));
     on_listening(&tools, address);
-    let idle = became_idle(tools.clone(), activations.clone(), scheduler.clone());
+    let idle = became_idle(tools.clone(), activations.clone(), scheduler.clone(), runners.clone());
     let mut failure = None;
     tokio::select! {
         _ = shutdown => {}

@@ -292,6 +292,37 @@ fn a_finished_command_wakes_the_idle_agent_with_exactly_one_signal_and_the_api_l
     assert!(listed["items"][1]["recentOutput"].as_str().unwrap().contains("finished-marker"));
 }
 
+/// `--until-idle` waits for a background command: its end is work to come.
+#[test]
+fn until_idle_waits_for_a_running_background_command_and_the_agent_it_wakes() {
+    let project = project("bg-idle", ONE_JOB_SCRIPT);
+    let _cleanup = Containers(&project.dir);
+    let runner = static_runner();
+    let out = Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["run", project.dir.to_str().unwrap(), "--port", "0", "--backend", "docker", "--until-idle"])
+        .env("SUZUMIO_RUNNER_BIN", runner.to_str().unwrap())
+        .env_remove("SUZUMIO_API_TOKEN")
+        .output()
+        .expect("suzumio run");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let signals = finish_signals_in_store(&project.dir);
+    assert_eq!(signals.len(), 1, "{signals:?}");
+    assert_eq!(signals[0].status, SignalStatus::Delivered, "the worker was woken before the run ended");
+}
+
+/// One 3 s job, and a wait; woken by its end.
+const ONE_JOB_SCRIPT: &str = r#"
+activations:
+  - agent: worker
+    when: finished-marker
+    steps:
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "the job is done"}}]
+  - agent: worker
+    steps:
+      - call: [{tool: shell.start, input: {command: "sleep 3; echo finished-marker", name: job}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "waiting for the job"}}]
+"#;
+
 /// The worker starts a job that outlives the first controller.
 const RESTART_SCRIPT: &str = r#"
 activations:

@@ -320,9 +320,14 @@ impl AgentRunners {
         *slot.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(SessionState::Loading(conn.clone()));
         tracing::info!(agent = %slot.agent, ?pid, "runner said hello");
         if self.load_session(slot, conn.clone()).await && resumed {
-            // No `ensure_running` started this runner: watch it as if it had.
+            // No `ensure_running` started this runner: watch it as if it had, when the backend
+            // knows it (a kept container; a local runner of an earlier controller is no child of
+            // this one, and its socket alone tells when it goes).
             match self.spec(&slot.agent) {
-                Ok(spec) => self.watch_runner(slot, spec, conn),
+                Ok(spec) if matches!(self.backend.is_running(&spec).await, Ok(true)) => {
+                    self.watch_runner(slot, spec, conn)
+                }
+                Ok(_) => {}
                 Err(e) => tracing::warn!(agent = %slot.agent, "cannot watch the resumed runner: {e}"),
             }
         }
@@ -698,6 +703,19 @@ impl AgentRunners {
             Err(e) if e.is_connection_closed() => Ok(None),
             Err(e) => Err(ToolError::Failed(e.message)),
         }
+    }
+
+    /// Whether any connected runner has a background command running (`--until-idle` waits
+    /// for them: their ends are work to come).
+    pub async fn background_commands_running(&self) -> bool {
+        for agent in self.slots.keys() {
+            if let Ok(Some(commands)) = self.list_commands(agent, 0).await
+                && commands.iter().any(|c| c.status == rpc::CommandStatus::Running)
+            {
+                return true;
+            }
+        }
+        false
     }
 
     /// Stop one of the agent's background commands (for the user; no signal follows).
