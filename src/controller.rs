@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::activation::Activations;
-use crate::backend::{BackendError, DockerBackend, ProcessBackend, RunnerBackend};
+use crate::backend::{BackendError, ContainerSpec, DockerBackend, ProcessBackend, RunnerBackend};
 use crate::clock::SystemClock;
 use crate::config::load::ProcessEnv;
 use crate::config::{BackendKind, InvalidInput};
@@ -74,8 +74,8 @@ pub fn open_read_only(dir: &Path) -> Result<Arc<ToolHost>, RunError> {
 }
 
 /// The runner backend of a project, ready to start runners: Docker (engine reachable, image
-/// present — the minimal one is built offline when missing — and leftovers of this project
-/// removed) or local processes. The one place that names a backend kind: everything else asks
+/// present — the minimal one is built offline when missing) or local processes. Leftovers of
+/// an earlier run are swept when the runners are set up ([`runners`]). The one place that names a backend kind: everything else asks
 /// the [`RunnerBackend`].
 pub async fn backend(tools: &ToolHost, kind: BackendKind) -> Result<Arc<dyn RunnerBackend>, RunError> {
     let config = &tools.project.config;
@@ -83,10 +83,6 @@ pub async fn backend(tools: &ToolHost, kind: BackendKind) -> Result<Arc<dyn Runn
         BackendKind::Docker => {
             let docker = DockerBackend::connect().await?;
             docker.ensure_image(&config.backend.docker.image).await?;
-            let stale = docker.remove_stale(&config.name, &config.root).await?;
-            if !stale.is_empty() {
-                tracing::info!("removed {} stale container(s) of this project: {}", stale.len(), stale.join(", "));
-            }
             Ok(Arc::new(docker))
         }
         BackendKind::Process => {
@@ -103,7 +99,7 @@ pub async fn backend(tools: &ToolHost, kind: BackendKind) -> Result<Arc<dyn Runn
 pub async fn runners(tools: &Arc<ToolHost>, kind: BackendKind) -> Result<Arc<AgentRunners>, RunError> {
     let backend = backend(tools, kind).await?;
     let binary = backend.runner_binary()?;
-    listening(tools, kind, backend, binary)
+    listening(tools, kind, backend, binary).await
 }
 
 /// [`runners`] with a given runner binary.
@@ -112,15 +108,27 @@ pub async fn runners_with(
     kind: BackendKind,
     binary: std::path::PathBuf,
 ) -> Result<Arc<AgentRunners>, RunError> {
-    listening(tools, kind, backend(tools, kind).await?, binary)
+    listening(tools, kind, backend(tools, kind).await?, binary).await
 }
 
-fn listening(
+/// Sweep what an earlier run left (keeping runners that outlived it unchanged: they resume
+/// their sessions with their background commands), then create the agents' sockets.
+async fn listening(
     tools: &Arc<ToolHost>,
     kind: BackendKind,
     backend: Arc<dyn RunnerBackend>,
     binary: std::path::PathBuf,
 ) -> Result<Arc<AgentRunners>, RunError> {
+    let config = &tools.project.config;
+    let specs: Vec<ContainerSpec> = config
+        .agents
+        .iter()
+        .filter_map(|a| ContainerSpec::for_agent(config, &tools.project.registry, &a.id, &binary).ok())
+        .collect();
+    let stale = backend.sweep(&config.name, &config.root, &specs).await?;
+    if !stale.is_empty() {
+        tracing::info!("removed {} stale container(s) of this project: {}", stale.len(), stale.join(", "));
+    }
     let runners = AgentRunners::new(tools.clone(), backend, binary);
     // `diskQuota` is the Docker section's; local processes are not confined to begin with.
     if kind == BackendKind::Docker {
@@ -174,8 +182,13 @@ fn is_idle(tools: &ToolHost, activations: &Activations, scheduler: &Scheduler) -
 
 /// Resolves once the project is idle: looked at after every scheduler tick, and confirmed when
 /// a short settle time passes with no new store event (an ending activation may still record
-/// a nudge right after its end).
-async fn became_idle(tools: Arc<ToolHost>, activations: Arc<Activations>, scheduler: Arc<Scheduler>) {
+/// a nudge right after its end) and no runner has a background command running.
+async fn became_idle(
+    tools: Arc<ToolHost>,
+    activations: Arc<Activations>,
+    scheduler: Arc<Scheduler>,
+    runners: Arc<AgentRunners>,
+) {
     const SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
     let mut ticks = scheduler.ticks();
     let mut events = tools.store.subscribe();
@@ -196,7 +209,8 @@ async fn became_idle(tools: Arc<ToolHost>, activations: Arc<Activations>, schedu
         if tokio::time::timeout(SETTLE, events.recv()).await.is_ok() {
             continue;
         }
-        if is_idle(&tools, &activations, &scheduler).unwrap_or(false) {
+        // A background command still running will end with a signal: not idle yet.
+        if is_idle(&tools, &activations, &scheduler).unwrap_or(false) && !runners.background_commands_running().await {
             return;
         }
     }
@@ -255,7 +269,7 @@ pub async fn run(
     tasks.spawn(scheduler.clone().run(stopping.clone()));
     let mut served = tasks.spawn(listener.serve(tools.clone(), stopping.clone().cancelled_owned()));
     on_listening(&tools, address);
-    let idle = became_idle(tools.clone(), activations.clone(), scheduler.clone());
+    let idle = became_idle(tools.clone(), activations.clone(), scheduler.clone(), runners.clone());
     let mut failure = None;
     tokio::select! {
         _ = shutdown => {}

@@ -333,6 +333,7 @@ impl RequestHandler for HelloController {
                 project: "demo".into(),
                 agent_id: "pm".into(),
                 protocol: PROTOCOL_VERSION,
+                resume: None,
             })
             .map_err(|e| RpcError::internal(e.to_string()))
         })
@@ -348,7 +349,7 @@ async fn hello_with(token: &str) -> (Result<HelloResult, RpcError>, Connection) 
     let (controller, driver) = Connection::spawn(accepted.unwrap().0, handler.clone());
     handler.me.set(controller).ok();
     let runner = Connection::spawn(connected.unwrap(), TestHandler::new("runner")).0;
-    let hello = HelloParams { version: "0.1.0".into(), protocol: PROTOCOL_VERSION, token: token.into() };
+    let hello = HelloParams { version: "0.1.0".into(), protocol: PROTOCOL_VERSION, token: token.into(), resume: None };
     let answer = within("hello", runner.call::<_, HelloResult>(method::HELLO, &hello)).await;
     if answer.is_err() {
         within("controller driver ends", driver).await.unwrap();
@@ -360,7 +361,10 @@ async fn hello_with(token: &str) -> (Result<HelloResult, RpcError>, Connection) 
 #[tokio::test]
 async fn hello_with_the_right_token_names_the_project_and_agent() {
     let (answer, runner) = hello_with("secret").await;
-    assert_eq!(answer.unwrap(), HelloResult { project: "demo".into(), agent_id: "pm".into(), protocol: 1 });
+    assert_eq!(
+        answer.unwrap(),
+        HelloResult { project: "demo".into(), agent_id: "pm".into(), protocol: 1, resume: None }
+    );
     assert!(!runner.is_closed());
 }
 
@@ -373,7 +377,7 @@ async fn hello_with_a_wrong_token_is_refused_and_the_controller_closes() {
 
 #[test]
 fn wire_types_are_camel_case() {
-    let hello = HelloResult { project: "p".into(), agent_id: "pm".into(), protocol: 1 };
+    let hello = HelloResult { project: "p".into(), agent_id: "pm".into(), protocol: 1, resume: None };
     assert_eq!(serde_json::to_value(&hello).unwrap(), json!({"project": "p", "agentId": "pm", "protocol": 1}));
     let invoke: suzumio::rpc::InvokeParams =
         serde_json::from_value(json!({"activationId": "act_1", "tool": "file.read", "callId": "c1"})).unwrap();

@@ -1112,3 +1112,43 @@ fn submitting_records_report_status_event_and_useful_signal() {
     );
     assert_eq!(fx.store.count_activation_useful_effects(&act.id).expect("count"), 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// background commands
+
+/// A runner may report a command's end more than once (a lost answer, a reconnect to a new
+/// controller, a reopened store): one signal, the same one each time.
+#[test]
+fn a_command_finish_is_recorded_once_per_command_id_even_across_reopening() {
+    let f = Fixture::team();
+    let payload = json!({"commandId": "cmd_1", "exitCode": 0, "output": "done"});
+    let (first, new) = f.store.record_command_finished("pm", "cmd_1", payload.clone()).expect("recorded");
+    assert!(new);
+    assert_eq!((first.kind.as_str(), first.priority.as_str()), ("shell.command_finished", "P2"));
+    assert_eq!((first.target_agent.as_deref(), first.status), (Some("pm"), SignalStatus::Pending));
+    let (again, new) = f.store.record_command_finished("pm", "cmd_1", payload.clone()).expect("answered");
+    assert!(!new);
+    assert_eq!(again.id, first.id);
+    let (after_reopen, new) = f.reopen().record_command_finished("pm", "cmd_1", payload).expect("answered");
+    assert_eq!((after_reopen.id.as_str(), new), (first.id.as_str(), false));
+    let (other, new) = f.store.record_command_finished("pm", "cmd_2", json!({})).expect("recorded");
+    assert!(new && other.id != first.id);
+    let query = SignalQuery { kind: Some("shell.command_finished".into()), ..Default::default() };
+    assert_eq!(f.store.list_signals(&query).unwrap().len(), 2);
+    assert!(err_text(f.store.record_command_finished("nobody", "cmd_3", json!({}))).contains("nobody"));
+}
+
+/// Reading the end (shell.check) withdraws the signal while it is pending, and only then.
+#[test]
+fn a_command_finish_signal_is_withdrawn_only_while_pending() {
+    let f = Fixture::team();
+    let (signal, _) = f.store.record_command_finished("pm", "cmd_1", json!({})).unwrap();
+    assert_eq!(f.store.withdraw_command_signal("worker-1", "cmd_1").unwrap(), None, "not another agent's");
+    assert_eq!(f.store.withdraw_command_signal("pm", "cmd_1").unwrap(), Some(signal.id.clone()));
+    assert_eq!(f.store.signal(&signal.id).unwrap().unwrap().status, SignalStatus::Closed);
+    assert_eq!(f.store.withdraw_command_signal("pm", "cmd_1").unwrap(), None);
+    let (delivered, _) = f.store.record_command_finished("pm", "cmd_2", json!({})).unwrap();
+    f.run_activation("pm", std::slice::from_ref(&delivered));
+    assert_eq!(f.store.withdraw_command_signal("pm", "cmd_2").unwrap(), None, "a delivered signal stays");
+    assert_eq!(f.store.signal(&delivered.id).unwrap().unwrap().status, SignalStatus::Delivered);
+}

@@ -5,7 +5,9 @@
 //! whose fingerprint differs (changed config, rebuilt image, rebuilt runner) or that is not
 //! running is removed and created again, so `ensure_running` is also the restart path after a
 //! crash. Containers are never auto-removed or auto-restarted by the engine: the supervisor owns
-//! their life, and `remove_stale` sweeps what a previous controller left behind.
+//! their life, and `sweep` removes what a previous controller left behind — except containers
+//! still running from the spec this controller would use, whose runners resume their sessions
+//! (and keep their background commands) across a controller restart.
 //!
 //! Hardening (DESIGN.md "Container shape"): no network unless configured, read-only root, a
 //! tmpfs `/tmp`, every capability dropped, `no-new-privileges`, uid/gid 65534, `--init` (so the
@@ -217,6 +219,43 @@ impl DockerBackend {
             tracing::info!(project, removed = ?names, "removed stale containers");
         }
         Ok(names)
+    }
+
+    /// [`RunnerBackend::sweep`]: remove the project's containers except those of `current` that
+    /// run from the same fingerprint.
+    pub async fn sweep(
+        &self,
+        project: &str,
+        root: &Path,
+        current: &[ContainerSpec],
+    ) -> Result<Vec<String>, BackendError> {
+        let mut removed = Vec::new();
+        for name in self.project_containers(project, root).await? {
+            if let Some(spec) = current.iter().find(|s| s.name == name)
+                && self.runs_as(spec).await?
+            {
+                tracing::info!(container = %name, "keeping a runner the previous controller left running");
+                continue;
+            }
+            self.remove(&name).await?;
+            removed.push(name);
+        }
+        if !removed.is_empty() {
+            tracing::info!(project, ?removed, "removed stale containers");
+        }
+        Ok(removed)
+    }
+
+    /// Whether the container of `spec` runs, created from `spec` as it is now.
+    async fn runs_as(&self, spec: &ContainerSpec) -> Result<bool, BackendError> {
+        let Some(existing) = self.inspect(&spec.name).await? else { return Ok(false) };
+        let Some(image) = image::inspect(self, &spec.image).await? else { return Ok(false) };
+        let fingerprint = spec.fingerprint(&format!("{}|{}", image.id, runner_stamp(spec)));
+        let labels = existing.config.as_ref().and_then(|c| c.labels.clone()).unwrap_or_default();
+        let running = existing.state.as_ref().and_then(|s| s.running).unwrap_or(false);
+        Ok(running
+            && labels.get(ROOT_LABEL).map(String::as_str) == Some(&*spec.root.to_string_lossy())
+            && labels.get(SPEC_LABEL) == Some(&fingerprint))
     }
 
     /// Resolves when the container `name` is not running, with its exit code and whether the
@@ -487,6 +526,15 @@ impl RunnerBackend for DockerBackend {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Vec<String>, BackendError>> {
         Box::pin(DockerBackend::stop_all(self, project, root, timeout))
+    }
+
+    fn sweep<'a>(
+        &'a self,
+        project: &'a str,
+        root: &'a Path,
+        current: &'a [ContainerSpec],
+    ) -> BoxFuture<'a, Result<Vec<String>, BackendError>> {
+        Box::pin(DockerBackend::sweep(self, project, root, current))
     }
 
     fn wait_exit<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<ExitInfo, BackendError>> {

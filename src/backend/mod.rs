@@ -103,6 +103,17 @@ pub trait RunnerBackend: Send + Sync {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Vec<String>, BackendError>>;
 
+    /// Remove what a previous controller of the project at `root` left behind, except the
+    /// runners of `current` that still run exactly as this controller would start them: a runner
+    /// that outlived its controller keeps its background commands and resumes its session.
+    /// Returns the names removed.
+    fn sweep<'a>(
+        &'a self,
+        project: &'a str,
+        root: &'a Path,
+        current: &'a [ContainerSpec],
+    ) -> BoxFuture<'a, Result<Vec<String>, BackendError>>;
+
     /// Resolves when the runner exits, with how it ended.
     fn wait_exit<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Result<ExitInfo, BackendError>>;
 

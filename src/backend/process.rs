@@ -132,6 +132,17 @@ impl RunnerBackend for ProcessBackend {
         })
     }
 
+    /// Local runners are this process's children: none of an earlier controller is known here
+    /// (one that outlived it reconnects by itself, or stops).
+    fn sweep<'a>(
+        &'a self,
+        _project: &'a str,
+        _root: &'a Path,
+        _current: &'a [ContainerSpec],
+    ) -> BoxFuture<'a, Result<Vec<String>, BackendError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
     fn stop_all<'a>(
         &'a self,
         _project: &'a str,

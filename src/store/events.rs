@@ -75,6 +75,10 @@ pub enum Event {
         status: String,
         not_before: Option<String>,
     },
+    /// A pending signal taken back before it was delivered: what it said was read otherwise
+    /// (a `shell.command_finished` whose end `shell.check` returned).
+    #[serde(rename = "signal.withdrawn", rename_all = "camelCase")]
+    SignalWithdrawn { signal_id: String, kind: String, agent_id: String, reason: String },
     /// P1 signals handed to a running activation at a tool boundary.
     #[serde(rename = "signals.delivered", rename_all = "camelCase")]
     SignalsDelivered { agent_id: String, activation_id: String, signal_ids: Vec<String>, at: String },
@@ -210,6 +214,7 @@ impl Event {
             | Event::ToolCallStarted { agent_id, .. }
             | Event::ToolCallFinished { agent_id, .. }
             | Event::SignalsDelivered { agent_id, .. }
+            | Event::SignalWithdrawn { agent_id, .. }
             | Event::HistoryAppended { agent_id, .. }
             | Event::AgentQuotaExceeded { agent_id, .. }
             | Event::AgentQuotaOk { agent_id, .. }

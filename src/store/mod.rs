@@ -18,6 +18,7 @@
 
 mod activations;
 mod approvals;
+mod commands;
 mod error;
 mod events;
 mod history;
@@ -48,6 +49,7 @@ use crate::config::ProjectConfig;
 pub use approvals::{
     ApprovalRecord, ApprovalStatus, NewApproval, RememberScope, RememberedRule, Resolution, RuleDecision,
 };
+pub use commands::COMMAND_FINISHED_KIND;
 pub use error::StoreError;
 pub use events::{ActivationEnded, Event, EventRecord, MonitorSent};
 pub use history::{HistoryEntry, HistoryRecord, RecordedCall, RecordedUsage, ToolImage};

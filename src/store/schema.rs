@@ -213,6 +213,16 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (agent_id, tool)
     );
     "#,
+    // 8: the signal each finished background command sent its agent, so that a runner
+    // reporting the same end twice (a lost answer, a controller restart) records one signal.
+    r#"
+    CREATE TABLE command_signals (
+        command_id  TEXT PRIMARY KEY,
+        agent_id    TEXT NOT NULL REFERENCES agents(id),
+        signal_id   TEXT NOT NULL REFERENCES signals(id),
+        recorded_at TEXT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -111,13 +111,32 @@ pub struct ToolHost {
     /// The permission audit every decision is recorded in.
     pub audit: crate::permissions::audit::Audit,
     packs: packs::PackRuntimes,
+    /// The agents' runners, once they exist (the API asks them for background commands).
+    runners: std::sync::OnceLock<std::sync::Weak<runners::AgentRunners>>,
 }
 
 impl ToolHost {
     pub fn new(project: Arc<Project>, store: Store, state: StateFiles) -> Arc<ToolHost> {
         let ops = Arc::new(ops::ControllerOps::new(project.clone(), store.clone(), state.clone()));
         let audit = crate::permissions::audit::Audit::for_project(&project.config);
-        Arc::new(ToolHost { project, store, state, audit, packs: packs::PackRuntimes::new(ops) })
+        Arc::new(ToolHost {
+            project,
+            store,
+            state,
+            audit,
+            packs: packs::PackRuntimes::new(ops),
+            runners: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Called by [`runners::AgentRunners::new`]: the runners serving this project.
+    pub(crate) fn link_runners(&self, runners: std::sync::Weak<runners::AgentRunners>) {
+        let _ = self.runners.set(runners);
+    }
+
+    /// The agents' runners, when this process runs them (`suzumio run`, not `suzumio tool`).
+    pub fn runners(&self) -> Option<Arc<runners::AgentRunners>> {
+        self.runners.get().and_then(std::sync::Weak::upgrade)
     }
 
     pub fn name(&self) -> &str {

@@ -22,6 +22,16 @@
 //!   "Delivery semantics"): when the runner dies during it, it fails at once as `RunnerLost`
 //!   with how the runner ended (the backend's `runner_loss`), and is not sent again.
 //!   `callSupport`/`recordSignal` from the runner go through the broker's verification chain.
+//! - Background commands (`shell.start`): the runner reports each unread end with
+//!   `commandFinished`, recorded once per command id as a `shell.command_finished` signal
+//!   ([`crate::store::Store::record_command_finished`]); the API lists and stops them through
+//!   [`AgentRunners::list_commands`] and [`AgentRunners::stop_command`] on the live session.
+//! - Every accepted hello is answered with a fresh *resume token*, kept by the controller in
+//!   `.suzumio/run/<agent>.resume` (mode 0600, outside the directory mounted into the container)
+//!   and by the runner in its non-dumpable memory. A runner that lost its controller while its
+//!   background commands run reconnects with it (`hello {resume}`), so a restarted controller
+//!   takes over a runner the previous one left running (the backend's `sweep` keeps those
+//!   containers when they are what this controller would start).
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
@@ -42,8 +52,9 @@ use super::{ToolHost, ToolOutput, broker};
 use crate::activation::run::{RunnerFuture, RunnerTools};
 use crate::backend::{ContainerSpec, RunnerBackend, RunnerEnd, RunnerLoss, TOKEN_FILE};
 use crate::rpc::{
-    self, CallSupportParams, Connection, HandlerFuture, HelloParams, HelloResult, IncomingRequest, InvokeParams,
-    LoadParams, LoadResult, PackSpec, RecordSignalParams, RequestHandler, RpcError,
+    self, CallSupportParams, CommandFinishedParams, CommandFinishedResult, CommandInfo, Connection, HandlerFuture,
+    HelloParams, HelloResult, IncomingRequest, InvokeParams, ListCommandsParams, ListCommandsResult, LoadParams,
+    LoadResult, PackSpec, RecordSignalParams, RequestHandler, RpcError, StopCommandParams,
 };
 use crate::store::Event;
 use crate::toolpack::{PackSource, RunsIn, ToolError};
@@ -55,6 +66,8 @@ const INVOKE_TIMEOUT: Duration = Duration::from_secs(330);
 /// How long the backend may take to report how a lost runner ended (it is usually stopped
 /// already when its socket closes).
 const LOSS_WAIT: Duration = Duration::from_secs(1);
+/// How long a `listCommands` or `stopCommand` for the API may take.
+const COMMANDS_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a call the runner cancelled by itself waits for the runner's socket to close.
 const STOPPING_GRACE: Duration = Duration::from_secs(1);
 /// How long a new connection has to complete its hello before it is closed.
@@ -114,6 +127,8 @@ struct Slot {
     agent: String,
     /// The agent's control directory on the host (socket and one-time token file).
     run_dir: PathBuf,
+    /// The resume token of the last accepted hello (controller-only; not in `run_dir`).
+    resume_file: PathBuf,
     /// The one session, from its hello on; a closed one counts as none.
     session: Mutex<Option<SessionState>>,
     /// One-time tokens handed to runners being started and not used yet; the first successful
@@ -147,6 +162,7 @@ impl AgentRunners {
                 let (ready, _) = watch::channel(0);
                 let slot = Slot {
                     agent: a.id.clone(),
+                    resume_file: root.join(".suzumio").join("run").join(format!("{}.resume", a.id)),
                     run_dir: root.join(".suzumio").join("run").join(&a.id),
                     session: Mutex::new(None),
                     admissions: Mutex::new(Vec::new()),
@@ -165,16 +181,19 @@ impl AgentRunners {
         // memory and files anyway, so refusing it would protect nothing.
         let me = nix::unistd::geteuid().as_raw();
         let peer_uids = backend.runner_uid().map(|uid| if uid == me { vec![uid] } else { vec![uid, me] });
-        Arc::new_cyclic(|me| AgentRunners {
-            me: me.clone(),
-            tools,
-            backend,
-            runner_binary,
-            slots,
-            tasks: TaskTracker::new(),
-            stopping: CancellationToken::new(),
-            quotas: OnceLock::new(),
-            peer_uids,
+        Arc::new_cyclic(|me: &Weak<AgentRunners>| {
+            tools.link_runners(me.clone());
+            AgentRunners {
+                me: me.clone(),
+                tools,
+                backend,
+                runner_binary,
+                slots,
+                tasks: TaskTracker::new(),
+                stopping: CancellationToken::new(),
+                quotas: OnceLock::new(),
+                peer_uids,
+            }
         })
     }
 
@@ -279,7 +298,7 @@ impl AgentRunners {
             Ok(Ok(request)) => request,
         };
         let id = request.id.clone().unwrap_or(Value::Null);
-        let answer = match self.check_hello(slot, request) {
+        let (answer, resumed) = match self.check_hello(slot, request) {
             Ok(answer) => answer,
             Err(refusal) => {
                 if let Some(reason) = refusal.security {
@@ -300,13 +319,24 @@ impl AgentRunners {
         let (conn, _driver) = Connection::spawn_halves(reader, write, handler);
         *slot.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(SessionState::Loading(conn.clone()));
         tracing::info!(agent = %slot.agent, ?pid, "runner said hello");
-        self.load_session(slot, conn).await;
+        if self.load_session(slot, conn.clone()).await && resumed {
+            // No `ensure_running` started this runner: watch it as if it had, when the backend
+            // knows it (a kept container; a local runner of an earlier controller is no child of
+            // this one, and its socket alone tells when it goes).
+            match self.spec(&slot.agent) {
+                Ok(spec) if matches!(self.backend.is_running(&spec).await, Ok(true)) => {
+                    self.watch_runner(slot, spec, conn)
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(agent = %slot.agent, "cannot watch the resumed runner: {e}"),
+            }
+        }
     }
 
     /// Whether `request` is a hello this agent's socket accepts now; on success the one-time
     /// token is used up (and its file deleted) and the session is claimed for this connection,
     /// so that a hello racing it is refused.
-    fn check_hello(&self, slot: &Slot, request: IncomingRequest) -> Result<Value, Refusal> {
+    fn check_hello(&self, slot: &Slot, request: IncomingRequest) -> Result<(Value, bool), Refusal> {
         if request.method != rpc::method::HELLO {
             return Err(Refusal::quiet(format!("the first request must be hello, not {}", request.method)));
         }
@@ -323,34 +353,62 @@ impl AgentRunners {
         if session.as_ref().is_some_and(SessionState::is_open) {
             return Err(Refusal::security(format!("a runner for {} is already connected", slot.agent)));
         }
-        let mut admissions = slot.admissions.lock().unwrap_or_else(|e| e.into_inner());
-        let known =
-            admissions.iter().fold(false, |found, t| found | bool::from(t.as_bytes().ct_eq(hello.token.as_bytes())));
-        if !known {
-            return Err(Refusal::security_as("Invalid agent token", "a hello with a token not (or no longer) valid"));
+        let resumed = hello.resume.is_some();
+        if let Some(resume) = &hello.resume {
+            let expected = std::fs::read_to_string(&slot.resume_file).unwrap_or_default();
+            let expected = expected.trim();
+            if expected.is_empty() || !bool::from(expected.as_bytes().ct_eq(resume.as_bytes())) {
+                return Err(Refusal::security_as(
+                    "Invalid resume token",
+                    "a hello resuming with a resume token not (or no longer) valid",
+                ));
+            }
+            *session = Some(SessionState::Claimed);
+            drop(session);
+            tracing::info!(agent = %slot.agent, "a runner resumes its session (it outlived the previous controller)");
+        } else {
+            let mut admissions = slot.admissions.lock().unwrap_or_else(|e| e.into_inner());
+            let known = admissions
+                .iter()
+                .fold(false, |found, t| found | bool::from(t.as_bytes().ct_eq(hello.token.as_bytes())));
+            if !known {
+                return Err(Refusal::security_as(
+                    "Invalid agent token",
+                    "a hello with a token not (or no longer) valid",
+                ));
+            }
+            admissions.clear();
+            // Claimed until the connection exists, so that no second hello gets in between.
+            *session = Some(SessionState::Claimed);
+            drop(admissions);
+            drop(session);
         }
-        admissions.clear();
-        // Claimed until the connection exists, so that no second hello gets in between.
-        *session = Some(SessionState::Claimed);
-        drop(admissions);
-        drop(session);
         let token_file = slot.run_dir.join(TOKEN_FILE);
         if let Err(e) = std::fs::remove_file(&token_file)
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!(agent = %slot.agent, "cannot delete the used token file {}: {e}", token_file.display());
         }
+        let resume = match write_resume_token(&slot.resume_file) {
+            Ok(token) => Some(token),
+            Err(e) => {
+                tracing::warn!(agent = %slot.agent, "cannot keep a resume token (the runner will not outlive this controller): {e}");
+                None
+            }
+        };
         let config = &self.tools.project.config;
-        Ok(serde_json::to_value(HelloResult {
+        let answer = serde_json::to_value(HelloResult {
             project: config.name.clone(),
             agent_id: slot.agent.clone(),
             protocol: rpc::PROTOCOL_VERSION,
+            resume,
         })
-        .unwrap_or(Value::Null))
+        .unwrap_or(Value::Null);
+        Ok((answer, resumed))
     }
 
-    /// Send `load`; the session is ready when it succeeds.
-    async fn load_session(&self, slot: &Slot, conn: Connection) {
+    /// Send `load`; the session is ready when it succeeds (then true).
+    async fn load_session(&self, slot: &Slot, conn: Connection) -> bool {
         let agent = &slot.agent;
         let outcome = match self.load_params(agent) {
             Ok(load) => conn.call::<_, LoadResult>(rpc::method::LOAD, &load).await.map_err(|e| e.message),
@@ -365,12 +423,14 @@ impl AgentRunners {
                 drop(session);
                 slot.ready.send_modify(|n| *n += 1);
                 tracing::info!(agent = %agent, "runner connected and loaded");
+                true
             }
             Err(message) => {
                 tracing::warn!(agent = %agent, "runner failed to load its toolpacks: {message}");
                 *slot.load_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
                 slot.ready.send_modify(|n| *n += 1);
                 conn.close().await;
+                false
             }
         }
     }
@@ -526,7 +586,10 @@ impl AgentRunners {
             let cancelled_by_us = slot.cancelling.lock().unwrap_or_else(|e| e.into_inner()).remove(&call_id);
             // Past this match the runner went away during the call.
             match result {
-                Ok(Ok(out)) => return super::tool_results::adapt(&self.tools, agent, tool, out),
+                Ok(Ok(out)) => {
+                    self.withdraw_read_command(agent, tool, out.metadata.as_ref());
+                    return super::tool_results::adapt(&self.tools, agent, tool, out);
+                }
                 Ok(Err(e)) if e.is_connection_closed() => {}
                 // A runner stopping on SIGTERM (`docker stop`) cancels its calls before it
                 // closes the socket: a cancel the controller did not ask for is the runner going.
@@ -561,6 +624,26 @@ impl AgentRunners {
             }
             tracing::warn!(%agent, %tool, "runner lost: {loss}");
             return Err(ToolError::RunnerLost(format!("runner lost during {tool}: {loss}")));
+        }
+    }
+
+    /// A `shell.check` or `shell.stop` that returned a background command's end: its
+    /// `shell.command_finished` signal, if it was recorded and is still pending, is withdrawn
+    /// (the agent has read what it says).
+    fn withdraw_read_command(&self, agent: &str, tool: &str, metadata: Option<&serde_json::Map<String, Value>>) {
+        if tool != "shell.check" && tool != "shell.stop" {
+            return;
+        }
+        let Some(metadata) = metadata else { return };
+        let (Some(Value::Bool(true)), Some(Value::String(id))) = (metadata.get("endRead"), metadata.get("id")) else {
+            return;
+        };
+        match self.tools.store.withdraw_command_signal(agent, id) {
+            Ok(Some(signal)) => {
+                tracing::info!(%agent, command = %id, %signal, "withdrew the finish signal of a command whose end was read")
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(%agent, command = %id, "cannot withdraw the finish signal of a read command: {e}"),
         }
     }
 
@@ -608,6 +691,56 @@ impl AgentRunners {
                 let _ = conn.request(rpc::method::CANCEL, json!({ "callId": call_id })).await;
             }
         }
+    }
+
+    /// The agent's background commands, with up to `tail_chars` of recent output each; `None`
+    /// when its runner is not connected (nothing is started for this).
+    pub async fn list_commands(&self, agent: &str, tail_chars: usize) -> Result<Option<Vec<CommandInfo>>, ToolError> {
+        let slot = self.slot(agent)?;
+        let Some(conn) = live(slot) else { return Ok(None) };
+        let params = ListCommandsParams { tail_chars };
+        let listed = tokio::time::timeout(
+            COMMANDS_TIMEOUT,
+            conn.call::<_, ListCommandsResult>(rpc::method::LIST_COMMANDS, &params),
+        )
+        .await
+        .map_err(|_| ToolError::RunnerLost(format!("the runner of {agent} did not answer listCommands")))?;
+        match listed {
+            Ok(listed) => Ok(Some(listed.commands)),
+            Err(e) if e.is_connection_closed() => Ok(None),
+            Err(e) => Err(ToolError::Failed(e.message)),
+        }
+    }
+
+    /// Whether any connected runner has a background command running (`--until-idle` waits
+    /// for them: their ends are work to come).
+    pub async fn background_commands_running(&self) -> bool {
+        for agent in self.slots.keys() {
+            if let Ok(Some(commands)) = self.list_commands(agent, 0).await
+                && commands.iter().any(|c| c.status == rpc::CommandStatus::Running)
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Stop one of the agent's background commands (for the user; no signal follows).
+    pub async fn stop_command(&self, agent: &str, command_id: &str) -> Result<CommandInfo, ToolError> {
+        let slot = self.slot(agent)?;
+        let conn = live(slot).ok_or_else(|| ToolError::RunnerLost(format!("the runner of {agent} is not running")))?;
+        let params = StopCommandParams { command_id: command_id.to_string() };
+        let stopped =
+            tokio::time::timeout(COMMANDS_TIMEOUT, conn.call::<_, CommandInfo>(rpc::method::STOP_COMMAND, &params))
+                .await
+                .map_err(|_| ToolError::RunnerLost(format!("the runner of {agent} did not answer stopCommand")))?;
+        stopped.map_err(|e| {
+            if e.is_connection_closed() {
+                ToolError::RunnerLost(format!("the runner of {agent} went away"))
+            } else {
+                ToolError::Rejected(e.message)
+            }
+        })
     }
 
     /// Stop accepting, tell every runner to stop, then stop them all.
@@ -748,6 +881,11 @@ impl RequestHandler for SessionHandler {
                     let out = broker::call_support(&runners.tools, &slot.agent, p).await.map_err(tool_error_reply)?;
                     Ok(serde_json::to_value(out).unwrap_or(Value::Null))
                 }
+                rpc::method::COMMAND_FINISHED => {
+                    let p: CommandFinishedParams = rpc::parse_params(&method, params)?;
+                    let finished = command_finished(&runners.tools, &slot.agent, p).map_err(tool_error_reply)?;
+                    Ok(serde_json::to_value(finished).unwrap_or(Value::Null))
+                }
                 rpc::method::RECORD_SIGNAL => {
                     let p: RecordSignalParams = rpc::parse_params(&method, params)?;
                     let signals = broker::record_signal(&runners.tools, &slot.agent, p).map_err(tool_error_reply)?;
@@ -757,6 +895,57 @@ impl RequestHandler for SessionHandler {
             }
         })
     }
+}
+
+/// Record the end of one of `agent`'s background commands as its `shell.command_finished`
+/// signal, once per command id.
+fn command_finished(
+    tools: &ToolHost,
+    agent: &str,
+    p: CommandFinishedParams,
+) -> Result<CommandFinishedResult, ToolError> {
+    let tail: String = {
+        let count = p.output_tail.chars().count();
+        p.output_tail.chars().skip(count.saturating_sub(COMMAND_TAIL_CHARS)).collect()
+    };
+    let payload = json!({
+        "commandId": p.command_id,
+        "name": p.name,
+        "command": p.command,
+        "status": p.status,
+        "exitCode": p.exit_code,
+        "signal": p.signal,
+        "output": tail,
+        "truncated": p.truncated || p.output_tail.chars().count() > COMMAND_TAIL_CHARS,
+        "startedAt": p.started_at,
+        "endedAt": p.ended_at,
+    });
+    let (signal, recorded) = tools.store.record_command_finished(agent, &p.command_id, payload)?;
+    if recorded {
+        tracing::info!(%agent, command = %p.command_id, signal = %signal.id, "a background command finished");
+    }
+    Ok(CommandFinishedResult { signal_id: signal.id, recorded })
+}
+
+/// Characters of output a `shell.command_finished` signal carries at most.
+const COMMAND_TAIL_CHARS: usize = 8_000;
+
+/// A fresh resume token, written to `path` (mode 0600, replacing the previous one atomically).
+fn write_resume_token(path: &Path) -> std::io::Result<String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let token = crate::store::new_token();
+    let temp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp)?;
+        file.write_all(token.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written.map(|()| token)
 }
 
 /// A broker refusal as the runner sees it: the message (what the pack's code and the model see)

@@ -31,6 +31,8 @@ pub fn routes() -> Router<AppState> {
         .route("/api/projects/{project}/messages/{id}", get(one_message))
         .route("/api/projects/{project}/agents/{agent}/history", get(history))
         .route("/api/projects/{project}/agents/{agent}/resume", post(resume_agent))
+        .route("/api/projects/{project}/agents/{agent}/commands", get(background_commands))
+        .route("/api/projects/{project}/agents/{agent}/commands/{id}/stop", post(stop_background_command))
         .route("/api/projects/{project}/events", get(events))
         .route("/api/projects/{project}/stream", get(stream))
         .route("/api/projects/{project}/activations", get(activations))
@@ -200,6 +202,49 @@ async fn resume_agent(
     }
     let pause = host.store.resume_agent(&agent, "resumed by the user")?;
     Ok(Json(serde_json::json!({"agentId": agent, "resumed": pause.is_some(), "pause": pause})).into_response())
+}
+
+/// Characters of recent output the commands list carries per command.
+const COMMAND_TAIL_CHARS: usize = 4_000;
+
+/// The agent's background commands, as its runner knows them (none when it is not running).
+async fn background_commands(
+    State(state): State<AppState>,
+    Path((name, agent)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    if host.project.config.agent(&agent).is_none() {
+        return Err(ApiError::NotFound(format!("Unknown agent: {agent}")));
+    }
+    let listed = match host.runners() {
+        Some(runners) => runners.list_commands(&agent, COMMAND_TAIL_CHARS).await.map_err(tool_error)?,
+        None => None,
+    };
+    Ok(Json(views::BackgroundCommands::new(&agent, listed)).into_response())
+}
+
+async fn stop_background_command(
+    State(state): State<AppState>,
+    Path((name, agent, id)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let host = project(&state, &name)?;
+    if host.project.config.agent(&agent).is_none() {
+        return Err(ApiError::NotFound(format!("Unknown agent: {agent}")));
+    }
+    let runners =
+        host.runners().ok_or_else(|| ApiError::Unprocessable(format!("the runner of {agent} is not running here")))?;
+    let stopped = runners.stop_command(&agent, &id).await.map_err(tool_error)?;
+    Ok(Json(views::BackgroundCommand::from(stopped)).into_response())
+}
+
+/// A runner's answer as an API error: an unknown command is a 404, an absent runner a 422.
+fn tool_error(e: crate::toolpack::ToolError) -> ApiError {
+    use crate::toolpack::ToolError;
+    match e {
+        ToolError::Rejected(m) if m.starts_with("No background command") => ApiError::NotFound(m),
+        ToolError::Internal(m) => ApiError::Internal(m),
+        other => ApiError::Unprocessable(other.to_string()),
+    }
 }
 
 async fn task(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {

@@ -49,6 +49,7 @@ static ASSETS: &[Asset] = embed![
     "views/events.js",
     "views/history.js",
     "views/tool-content.js",
+    "views/commands.js",
     "views/tools.js",
     "views/tools/catalog.js",
     "views/tools/tool-index.js",

@@ -20,6 +20,67 @@ pub struct Health {
     pub version: &'static str,
 }
 
+/// `GET …/agents/:a/commands`: the agent's background commands; `runner` is `connected`, or
+/// `not running` (then there are none to show).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundCommands {
+    pub agent_id: String,
+    pub runner: &'static str,
+    pub items: Vec<BackgroundCommand>,
+}
+
+impl BackgroundCommands {
+    pub fn new(agent: &str, listed: Option<Vec<crate::rpc::CommandInfo>>) -> Self {
+        BackgroundCommands {
+            agent_id: agent.to_string(),
+            runner: if listed.is_some() { "connected" } else { "not running" },
+            items: listed.unwrap_or_default().into_iter().rev().map(BackgroundCommand::from).collect(),
+        }
+    }
+}
+
+/// One background command, newest first in lists.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundCommand {
+    pub id: String,
+    pub name: Option<String>,
+    pub command: String,
+    pub cwd: String,
+    /// `running`, `exited`, `failed` or `stopped`.
+    pub status: &'static str,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub error: Option<String>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub output_bytes: u64,
+    /// Bytes of output no longer kept (the runner keeps the last 1 MiB).
+    pub dropped_bytes: u64,
+    pub recent_output: String,
+}
+
+impl From<crate::rpc::CommandInfo> for BackgroundCommand {
+    fn from(c: crate::rpc::CommandInfo) -> Self {
+        BackgroundCommand {
+            id: c.id,
+            name: c.name,
+            command: c.command,
+            cwd: c.cwd,
+            status: c.status.as_str(),
+            exit_code: c.exit_code,
+            signal: c.signal,
+            error: c.error,
+            started_at: c.started_at,
+            ended_at: c.ended_at,
+            output_bytes: c.output_bytes,
+            dropped_bytes: c.dropped_bytes,
+            recent_output: c.recent_output.unwrap_or_default(),
+        }
+    }
+}
+
 /// One page of a list route; `next` is the cursor for the following page.
 #[derive(Serialize)]
 pub struct Page<T> {

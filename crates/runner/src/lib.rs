@@ -8,6 +8,10 @@
 //! processes its tools start, which run as the same user, cannot read its memory, environment or
 //! descriptors through `/proc`, nor ptrace it.
 //!
+//! A runner with background commands survives losing its controller: it reconnects and resumes
+//! its session with the resume token the controller gave it at the last hello (see
+//! [`run_until`] and "Losing the controller" in [`crate::rpc`]).
+//!
 //! It must not reach the controller's modules (store, web, support, scheduler): this crate
 //! depends only on `suzumio-core` (`rpc`, `js`, the toolpack output types), so the build keeps
 //! them out. Everything it knows about the project comes from the hello and `load`.
@@ -40,6 +44,9 @@ pub const TOKEN_FILE: &str = "token";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the controller has to answer the hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a runner that lost its controller while background commands run waits for the next
+/// one (then it stops, and its commands with it).
+pub const RECONNECT_WINDOW: Duration = Duration::from_secs(600);
 
 #[derive(Clone, Debug)]
 pub struct RunnerConfig {
@@ -135,16 +142,103 @@ pub async fn run(config: RunnerConfig) -> Result<(), RunnerError> {
 
 /// [`run`], also stopping (cleanly: running commands are killed) when `stop` resolves, e.g. on
 /// SIGTERM.
+///
+/// A connection that closes without a `shutdown` ends the runner, unless it has background
+/// commands running or ends not yet acknowledged: then it keeps them, connects again to the same
+/// socket (a restarted controller binds it anew) for up to [`RECONNECT_WINDOW`], and says hello
+/// with the resume token the last hello was answered with.
 pub async fn run_until(config: RunnerConfig, stop: impl Future<Output = ()>) -> Result<(), RunnerError> {
-    let stream = connect(&config).await?;
+    let mut stream = connect(&config.socket, config.connect_timeout).await?;
     let (session_tx, session_rx) = watch::channel(None);
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
     let service = Arc::new(RunnerService::new(config.roots.clone(), session_rx, shutdown_tx));
-    let (connection, driver) = Connection::spawn(stream, service.clone().handler());
+    let reporter = tokio::spawn(service.clone().report_ended_commands());
+    let mut stop = std::pin::pin!(stop);
+    let mut resume: Option<String> = None;
+    // Set while reconnecting after a lost connection: until when to keep trying.
+    let mut reconnect_until: Option<Instant> = None;
+    let result = loop {
+        let (connection, driver) = Connection::spawn(stream, service.clone().handler());
+        let hello = HelloParams {
+            version: crate::VERSION.to_string(),
+            protocol: PROTOCOL_VERSION,
+            token: if resume.is_some() { String::new() } else { config.token.clone() },
+            resume: resume.clone(),
+        };
+        let hello = say_hello(&connection, &hello).await;
+        let hello = match hello {
+            Ok(hello) => hello,
+            Err(e) => {
+                connection.abort();
+                let _ = driver.await;
+                // Reconnecting, a controller that goes away during the hello (the dying one's
+                // socket may still take a connection) is waited out like one not there yet.
+                let retry = matches!(e, RunnerError::HelloClosed | RunnerError::HelloTimeout(_));
+                match reconnect_until {
+                    Some(deadline) if retry && Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        stream = tokio::select! {
+                            stream = connect(&config.socket, deadline.saturating_duration_since(Instant::now())) => match stream {
+                                Ok(stream) => stream,
+                                Err(e) => break Err(e),
+                            },
+                            _ = &mut stop => break Ok(()),
+                        };
+                        continue;
+                    }
+                    _ => break Err(e),
+                }
+            }
+        };
+        tracing::info!(project = %hello.project, agent = %hello.agent_id, resumed = resume.is_some(), "connected to the controller");
+        resume = hello.resume.clone();
+        session_tx.send_replace(Some(Session {
+            connection: connection.clone(),
+            project: hello.project,
+            agent_id: hello.agent_id,
+        }));
 
-    let hello = HelloParams { version: crate::VERSION.to_string(), protocol: PROTOCOL_VERSION, token: config.token };
-    let answer = tokio::time::timeout(HELLO_TIMEOUT, connection.call::<_, HelloResult>(method::HELLO, &hello)).await;
-    let hello = match answer {
+        let stopped = tokio::select! {
+            _ = connection.closed() => false,
+            _ = shutdown_rx.wait_for(|s| *s) => true,
+            _ = &mut stop => true,
+        };
+        service.cancel_all();
+        session_tx.send_replace(None);
+        connection.close().await;
+        let _ = driver.await;
+        if stopped {
+            tracing::info!("runner stopped");
+            break Ok(());
+        }
+        if resume.is_none() || !service.commands().need_controller() {
+            break Err(RunnerError::Disconnected);
+        }
+        tracing::warn!(
+            "lost the controller: keeping the background commands and connecting again for up to {} s",
+            RECONNECT_WINDOW.as_secs()
+        );
+        reconnect_until = Some(Instant::now() + RECONNECT_WINDOW);
+        stream = tokio::select! {
+            stream = connect(&config.socket, RECONNECT_WINDOW) => match stream {
+                Ok(stream) => stream,
+                Err(e) => break Err(e),
+            },
+            _ = &mut stop => {
+                tracing::info!("runner stopped");
+                break Ok(());
+            }
+        };
+    };
+    service.commands().kill_all();
+    reporter.abort();
+    result
+}
+
+/// The hello, answered within [`HELLO_TIMEOUT`] and in our protocol.
+async fn say_hello(connection: &Connection, hello: &HelloParams) -> Result<HelloResult, RunnerError> {
+    let answer = tokio::time::timeout(HELLO_TIMEOUT, connection.call::<_, HelloResult>(method::HELLO, hello)).await;
+    match answer {
         Err(_) => Err(RunnerError::HelloTimeout(HELLO_TIMEOUT)),
         Ok(Err(e)) if e.is_connection_closed() => Err(RunnerError::HelloClosed),
         Ok(Err(e)) => Err(RunnerError::HelloRefused(e.message)),
@@ -152,51 +246,25 @@ pub async fn run_until(config: RunnerConfig, stop: impl Future<Output = ()>) -> 
             Err(RunnerError::ProtocolMismatch { ours: PROTOCOL_VERSION, theirs: hello.protocol })
         }
         Ok(Ok(hello)) => Ok(hello),
-    };
-    let hello = match hello {
-        Ok(hello) => hello,
-        Err(e) => {
-            connection.abort();
-            let _ = driver.await;
-            return Err(e);
-        }
-    };
-    tracing::info!(project = %hello.project, agent = %hello.agent_id, "connected to the controller");
-    session_tx.send_replace(Some(Session {
-        connection: connection.clone(),
-        project: hello.project,
-        agent_id: hello.agent_id,
-    }));
-
-    let stopped = tokio::select! {
-        _ = connection.closed() => false,
-        _ = shutdown_rx.wait_for(|s| *s) => true,
-        _ = stop => true,
-    };
-    service.cancel_all();
-    connection.close().await;
-    let _ = driver.await;
-    if stopped {
-        tracing::info!("runner stopped");
-        Ok(())
-    } else {
-        Err(RunnerError::Disconnected)
     }
 }
 
-async fn connect(config: &RunnerConfig) -> Result<UnixStream, RunnerError> {
+/// Connect to `socket`, trying for `timeout` (every 100 ms, then less often).
+async fn connect(socket: &std::path::Path, timeout: Duration) -> Result<UnixStream, RunnerError> {
     let started = Instant::now();
+    let mut pause = Duration::from_millis(100);
     loop {
-        match UnixStream::connect(&config.socket).await {
+        match UnixStream::connect(socket).await {
             Ok(stream) => return Ok(stream),
-            Err(source) if started.elapsed() >= config.connect_timeout => {
-                return Err(RunnerError::Connect {
-                    socket: config.socket.display().to_string(),
-                    waited: config.connect_timeout,
-                    source,
-                });
+            Err(source) if started.elapsed() >= timeout => {
+                return Err(RunnerError::Connect { socket: socket.display().to_string(), waited: timeout, source });
             }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(_) => {
+                tokio::time::sleep(pause).await;
+                if started.elapsed() > Duration::from_secs(10) {
+                    pause = Duration::from_secs(1);
+                }
+            }
         }
     }
 }

@@ -1,7 +1,9 @@
 //! What the runner answers to the controller: `load` builds the agent's tool table (built-ins
 //! and runner packs; a pack that does not load leaves only its own tools answering with its
 //! error), `invoke` runs one tool, `cancel` stops a running command,
-//! `ping` and `shutdown`.
+//! `listCommands`/`stopCommand` for the agent's background commands, `ping` and `shutdown`; and
+//! [`RunnerService::report_ended_commands`], which sends `commandFinished` for each background
+//! command whose end is unread until the controller (this one or the next) acknowledges it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -13,14 +15,19 @@ use tokio::sync::{Notify, watch};
 use super::pack_context::ContainerAccess;
 use super::packs::{Identity, RunnerPack};
 use super::paths::{ARTIFACTS, Roots};
-use super::tools::{BuiltinTool, BuiltinTools};
+use super::tools::{BackgroundCommands, BuiltinTool, BuiltinTools};
 use crate::rpc::{
-    CancelParams, CancelResult, Connection, HandlerFuture, InvokeParams, LoadParams, LoadResult, RequestHandler,
-    RpcError, ToolOutput, method, parse_params,
+    CancelParams, CancelResult, CommandFinishedResult, Connection, HandlerFuture, InvokeParams, ListCommandsParams,
+    ListCommandsResult, LoadParams, LoadResult, RequestHandler, RpcError, StopCommandParams, ToolOutput, method,
+    parse_params,
 };
 
 /// How long a request waits for the hello to finish before it is refused.
 const SESSION_WAIT: Duration = Duration::from_secs(10);
+/// How often unacknowledged command ends are sent again while a session is up.
+const REPORT_RETRY: Duration = Duration::from_secs(5);
+/// How long one `commandFinished` may wait for its answer.
+const REPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Who the runner speaks for, known once the hello is answered.
 #[derive(Clone)]
@@ -53,6 +60,8 @@ pub(crate) struct RunnerService {
     loading: tokio::sync::Mutex<()>,
     /// Running calls by call id, for `cancel`.
     running: Mutex<HashMap<String, Arc<Notify>>>,
+    /// The agent's background commands: they outlive loads and controller connections.
+    commands: Arc<BackgroundCommands>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -73,6 +82,7 @@ impl RunnerService {
             table: RwLock::new(Arc::new(ToolTable::default())),
             loading: tokio::sync::Mutex::new(()),
             running: Mutex::new(HashMap::new()),
+            commands: Arc::new(BackgroundCommands::new()),
             shutdown,
         }
     }
@@ -85,6 +95,47 @@ impl RunnerService {
     pub fn cancel_all(&self) {
         for cancel in self.running().values() {
             cancel.notify_one();
+        }
+    }
+
+    /// The background commands (the runner stays for them when the controller goes).
+    pub fn commands(&self) -> &BackgroundCommands {
+        &self.commands
+    }
+
+    /// Forever: whenever a background command's end is unread and unacknowledged, send
+    /// `commandFinished` over the current session; a failed send is tried again on the next
+    /// session or after [`REPORT_RETRY`].
+    pub async fn report_ended_commands(self: Arc<Self>) {
+        let mut session = self.session.clone();
+        loop {
+            let current = session.borrow_and_update().clone();
+            if let Some(current) = current {
+                for report in self.commands.take_reports() {
+                    let id = report.command_id.clone();
+                    let answer = tokio::time::timeout(
+                        REPORT_TIMEOUT,
+                        current.connection.call::<_, CommandFinishedResult>(method::COMMAND_FINISHED, &report),
+                    )
+                    .await;
+                    let delivered = matches!(answer, Ok(Ok(_)));
+                    match answer {
+                        Ok(Ok(done)) => {
+                            tracing::info!(%id, signal = %done.signal_id, "reported the end of a background command")
+                        }
+                        Ok(Err(e)) => tracing::warn!(%id, "cannot report the end of a background command: {e}"),
+                        Err(_) => {
+                            tracing::warn!(%id, "the controller did not acknowledge the end of a background command")
+                        }
+                    }
+                    self.commands.reported(&id, delivered);
+                }
+            }
+            tokio::select! {
+                _ = self.commands.ended() => {}
+                changed = session.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep(REPORT_RETRY) => {}
+            }
         }
     }
 
@@ -110,8 +161,18 @@ impl RunnerService {
                 }
                 to_value(&CancelResult { cancelled: cancel.is_some() })
             }
+            method::LIST_COMMANDS => {
+                let params: ListCommandsParams = parse_params(name, params)?;
+                to_value(&ListCommandsResult { commands: self.commands.infos(params.tail_chars.min(64_000)) })
+            }
+            method::STOP_COMMAND => {
+                let params: StopCommandParams = parse_params(name, params)?;
+                let info = self.commands.stop(&params.command_id).await.map_err(RpcError::application)?;
+                to_value(&info)
+            }
             method::SHUTDOWN => {
                 self.cancel_all();
+                self.commands.kill_all();
                 self.shutdown.send_replace(true);
                 Ok(json!({}))
             }
@@ -165,7 +226,8 @@ impl RunnerService {
             register(name, Tool::Builtin(tool), &mut table)?;
         }
         if !params.builtin_tools.is_empty() {
-            table.builtins = Some(BuiltinTools::with_artifacts_dir(self.roots.clone(), normalized.clone()));
+            table.builtins =
+                Some(BuiltinTools::with_commands(self.roots.clone(), normalized.clone(), self.commands.clone()));
         }
         let identity = Identity { project: params.project.clone(), agent_id: params.agent_id.clone() };
         let access = Arc::new(ContainerAccess::new(self.roots.clone(), &normalized));

@@ -139,7 +139,12 @@ impl RequestHandler for ControllerEnd {
     fn handle(&self, name: String, params: Value) -> HandlerFuture {
         let answer = match name.as_str() {
             method::HELLO => parse_params::<HelloParams>(&name, params).map(|_| {
-                json!(HelloResult { project: "demo".into(), agent_id: "pm".into(), protocol: PROTOCOL_VERSION })
+                json!(HelloResult {
+                    project: "demo".into(),
+                    agent_id: "pm".into(),
+                    protocol: PROTOCOL_VERSION,
+                    resume: None
+                })
             }),
             other => Err(RpcError::method_not_found(other)),
         };

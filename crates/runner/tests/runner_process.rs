@@ -98,7 +98,12 @@ impl ControllerEnd {
                     }
                     return Err(RpcError::application("Invalid agent token"));
                 }
-                Ok(json!(HelloResult { project: "demo".into(), agent_id: "pm".into(), protocol: PROTOCOL_VERSION }))
+                Ok(json!(HelloResult {
+                    project: "demo".into(),
+                    agent_id: "pm".into(),
+                    protocol: PROTOCOL_VERSION,
+                    resume: None
+                }))
             }
             method::CALL_SUPPORT => {
                 let call: CallSupportParams = parse_params(name, params)?;

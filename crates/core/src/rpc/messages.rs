@@ -9,11 +9,14 @@ pub mod method {
     pub const HELLO: &str = "hello";
     pub const CALL_SUPPORT: &str = "callSupport";
     pub const RECORD_SIGNAL: &str = "recordSignal";
+    pub const COMMAND_FINISHED: &str = "commandFinished";
     pub const LOAD: &str = "load";
     pub const INVOKE: &str = "invoke";
     pub const CANCEL: &str = "cancel";
     pub const PING: &str = "ping";
     pub const SHUTDOWN: &str = "shutdown";
+    pub const LIST_COMMANDS: &str = "listCommands";
+    pub const STOP_COMMAND: &str = "stopCommand";
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -22,7 +25,12 @@ pub struct HelloParams {
     /// The runner's build (`suzumio::VERSION`), for logs.
     pub version: String,
     pub protocol: u32,
+    /// The one-time token of a runner just started; empty when `resume` is given.
     pub token: String,
+    /// A runner that lost its controller and reconnects: the resume token the last hello it
+    /// made was answered with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -31,6 +39,10 @@ pub struct HelloResult {
     pub project: String,
     pub agent_id: String,
     pub protocol: u32,
+    /// What this runner presents (as `resume`) to reconnect after losing the connection; each
+    /// hello replaces it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -163,6 +175,110 @@ pub enum ContentBlock {
         uri: String,
         name: String,
     },
+}
+
+/// How a background command stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommandStatus {
+    Running,
+    /// It ended by itself (any exit code, or a signal it did not get from `shell.stop`).
+    Exited,
+    /// It could not be started or watched.
+    Failed,
+    /// `shell.stop` (or the user) ended it.
+    Stopped,
+}
+
+impl CommandStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandStatus::Running => "running",
+            CommandStatus::Exited => "exited",
+            CommandStatus::Failed => "failed",
+            CommandStatus::Stopped => "stopped",
+        }
+    }
+}
+
+/// `commandFinished`: a background command of the runner's agent ended and its result was
+/// not read; the controller records one `shell.command_finished` signal per `commandId`, so a
+/// runner resending it (after a lost answer, or after reconnecting) changes nothing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandFinishedParams {
+    pub command_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub command: String,
+    pub status: CommandStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// The last characters of its output (stdout and stderr interleaved).
+    pub output_tail: String,
+    /// Whether output before the tail was dropped.
+    pub truncated: bool,
+    pub started_at: String,
+    pub ended_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandFinishedResult {
+    /// The signal recorded for this command (the same one when it was already recorded).
+    pub signal_id: String,
+    /// False when an earlier `commandFinished` for it had already recorded the signal.
+    pub recorded: bool,
+}
+
+/// One background command as `shell.list` and `listCommands` show it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandInfo {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub command: String,
+    pub cwd: String,
+    pub status: CommandStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// Bytes of output it wrote in all.
+    pub output_bytes: u64,
+    /// Bytes dropped from the front of the ring buffer.
+    pub dropped_bytes: u64,
+    /// The end of its output (for `listCommands` with `tailChars`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recent_output: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListCommandsParams {
+    /// Characters of recent output to include with each command (0: none).
+    #[serde(default)]
+    pub tail_chars: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListCommandsResult {
+    pub commands: Vec<CommandInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StopCommandParams {
+    pub command_id: String,
 }
 
 /// `{}`: the result of `ping` and `shutdown`.

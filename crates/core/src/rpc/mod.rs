@@ -48,6 +48,7 @@
 //! | `hello` | [`HelloParams`] `{version, protocol, token}` | [`HelloResult`] `{project, agentId, protocol}` |
 //! | `callSupport` | [`CallSupportParams`] `{activationId, toolpackId, tool, input}` | [`ToolOutput`] `{output, title?, metadata?}`; `-32000` with the verification or handler message |
 //! | `recordSignal` | [`RecordSignalParams`] `{activationId, signal: {kind, targetAgent?, targetChannel?, priority?, payload?, usefulEffect?}}` | array of the recorded signals; `-32000` with the store's message |
+//! | `commandFinished` | [`CommandFinishedParams`] `{commandId, name?, command, status, exitCode?, signal?, outputTail, truncated, startedAt, endedAt}` | [`CommandFinishedResult`] `{signalId, recorded}`: one `shell.command_finished` signal per command id, however often it is sent |
 //!
 //! Controller → runner:
 //!
@@ -58,6 +59,17 @@
 //! | `cancel` | [`CancelParams`] `{callId}` | [`CancelResult`] `{cancelled}`: best effort; a running `shell.exec` is killed (its `invoke` then fails with `shell.exec was cancelled ...`), other tools run to their end |
 //! | `ping` | none | `{}` |
 //! | `shutdown` | none | `{}`, then running commands are killed, the runner closes the connection and exits 0 |
+//! | `listCommands` | [`ListCommandsParams`] `{tailChars}` | [`ListCommandsResult`] `{commands: [CommandInfo]}`: the agent's background commands |
+//! | `stopCommand` | [`StopCommandParams`] `{commandId}` | [`CommandInfo`] after the stop (no `commandFinished` follows); `-32000` for an unknown id |
+//!
+//! # Losing the controller
+//!
+//! A runner whose connection closes without a `shutdown` keeps its background commands and
+//! reconnects to the same socket (a restarted controller binds it again) for a while, saying
+//! `hello` with `resume`: the token the last hello was answered with, which only this runner's
+//! (non-dumpable) memory and a controller-only file hold. A resumed session is loaded again,
+//! and the runner then resends `commandFinished` for every command whose end was not yet
+//! acknowledged.
 //!
 //! Paths in `load.packs[].root`/`module` are as the runner sees them (`/toolpacks/<id>/...` in a
 //! container). Tool inputs and outputs use the container's paths (`/workspace`, `/artifacts`,

@@ -59,7 +59,7 @@ mod tests {
                     "file.move",
                 ],
             ),
-            (BuiltinPack::Shell, vec!["shell.exec"]),
+            (BuiltinPack::Shell, vec!["shell.exec", "shell.start", "shell.check", "shell.stop", "shell.list"]),
             (BuiltinPack::Web, vec!["web.fetch"]),
             (BuiltinPack::Git, vec!["git.status", "git.diff", "git.log"]),
         ];

@@ -1,8 +1,9 @@
 //! The built-in runner tools, in Rust, each registered once in [`IMPLEMENTATIONS`] next to its
 //! module: `file.read`, `file.write`, `file.patch`, `file.list` and the search and edit tools
 //! `file.glob`, `file.grep`, `file.edit`, `file.delete`, `file.move` (core pack), `shell.exec`
-//! (shell pack) and the read-only `git.status`, `git.diff`, `git.log` (git pack), with the
-//! reference's inputs, defaults, caps, output formats and error texts (reference §4.5–§4.8). Which built-ins run here is declared in their manifests
+//! and the background commands `shell.start`/`check`/`stop`/`list` (shell pack) and the
+//! read-only `git.status`, `git.diff`, `git.log` (git pack), with the reference's inputs,
+//! defaults, caps, output formats and error texts (reference §4.5–§4.8). Which built-ins run here is declared in their manifests
 //! (`runsIn: runner`); a unit test checks that every one of them has an implementation here and
 //! nothing here lacks a manifest entry. Beyond the reference: every path is opened beneath its
 //! root from a directory fd, each link checked as it is followed, so no link or concurrent
@@ -22,6 +23,7 @@ mod file_patch;
 mod file_read;
 mod file_write;
 mod git;
+pub mod shell_background;
 mod shell_exec;
 mod walk;
 
@@ -33,15 +35,18 @@ use tokio::sync::Notify;
 
 use super::paths::{ARTIFACTS, Location, MNT, Opened, PathRefusal, Roots, WORKSPACE};
 use crate::rpc::ToolOutput;
+pub use shell_background::BackgroundCommands;
 /// How `shell.exec` runs a process, shared with packs' `context.exec`.
 pub(crate) use shell_exec::{ProcessRequest, execute};
 
 /// How a built-in runs: filesystem tools block (they run on the blocking pool, off the threads
-/// that serve the socket); `shell.exec` is async and can be cancelled.
+/// that serve the socket); `shell.exec` is async and can be cancelled; the background-command
+/// tools share the runner's [`BackgroundCommands`].
 #[derive(Clone, Copy)]
 pub enum Implementation {
     Blocking(fn(&ToolContext, &Map<String, Value>) -> Result<ToolOutput, String>),
     Shell,
+    Background(shell_background::Op),
 }
 
 /// Every built-in runner tool, by name.
@@ -59,6 +64,10 @@ pub const IMPLEMENTATIONS: &[(&str, Implementation)] = &[
     ("git.diff", Implementation::Blocking(git::diff)),
     ("git.log", Implementation::Blocking(git::log)),
     ("shell.exec", Implementation::Shell),
+    ("shell.start", Implementation::Background(shell_background::Op::Start)),
+    ("shell.check", Implementation::Background(shell_background::Op::Check)),
+    ("shell.stop", Implementation::Background(shell_background::Op::Stop)),
+    ("shell.list", Implementation::Background(shell_background::Op::List)),
 ];
 
 /// One built-in runner tool: its name and how it runs.
@@ -96,6 +105,8 @@ pub struct ToolContext {
     roots: Roots,
     /// The writable artifacts directory as tools see it, `/artifacts/<agent>`.
     own_artifacts: String,
+    /// The agent's background commands (they outlive a `load`).
+    commands: Arc<BackgroundCommands>,
 }
 
 impl BuiltinTools {
@@ -106,7 +117,13 @@ impl BuiltinTools {
 
     /// Tools whose writable artifacts directory (as tools see it) is `artifacts_dir`.
     pub fn with_artifacts_dir(roots: Roots, artifacts_dir: String) -> BuiltinTools {
-        BuiltinTools { ctx: Arc::new(ToolContext { roots, own_artifacts: Roots::normalize(&artifacts_dir) }) }
+        BuiltinTools::with_commands(roots, artifacts_dir, Arc::new(BackgroundCommands::new()))
+    }
+
+    /// [`BuiltinTools::with_artifacts_dir`] whose background commands go to `commands`.
+    pub fn with_commands(roots: Roots, artifacts_dir: String, commands: Arc<BackgroundCommands>) -> BuiltinTools {
+        let own_artifacts = Roots::normalize(&artifacts_dir);
+        BuiltinTools { ctx: Arc::new(ToolContext { roots, own_artifacts, commands }) }
     }
 
     /// The writable artifacts directory as tools see it.
@@ -130,6 +147,7 @@ impl BuiltinTools {
         let Value::Object(input) = input else { return Err("Tool input must be an object".into()) };
         let run = match tool.implementation {
             Implementation::Shell => return shell_exec::run(&self.ctx, &input, cancel).await,
+            Implementation::Background(op) => return shell_background::run(op, &self.ctx, &input).await,
             Implementation::Blocking(run) => run,
         };
         // Filesystem calls block; keep them off the threads that serve the socket.

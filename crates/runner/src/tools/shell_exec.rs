@@ -2,7 +2,8 @@
 //! process group, capture stdout and stderr up to a shared byte cap, and stop the whole group on
 //! timeout or cancel: SIGTERM, then SIGKILL 2 s later. A non-zero exit is reported, not an error.
 //! When the command returns, whatever it left running in its group (`sleep 20 &`) is killed:
-//! nothing outlives the call (long-running commands are a separate tool's business).
+//! nothing outlives the call (long-running commands are `shell.start`'s business, see
+//! [`super::shell_background`]).
 //!
 //! The agent token (`SUZUMIO_TOKEN`) is removed from the command's environment.
 //!
@@ -32,10 +33,10 @@ const MAX_TIMEOUT_MS: u64 = 300_000;
 const DEFAULT_MAX_OUTPUT: u64 = 40_000;
 const MAX_MAX_OUTPUT: u64 = 200_000;
 /// Between SIGTERM and SIGKILL.
-const KILL_GRACE: Duration = Duration::from_secs(2);
+pub(super) const KILL_GRACE: Duration = Duration::from_secs(2);
 /// After the command exits, how long to keep reading output that processes it left running in
 /// the background may still be writing to the same pipes.
-const DRAIN_GRACE: Duration = Duration::from_millis(250);
+pub(super) const DRAIN_GRACE: Duration = Duration::from_millis(250);
 
 pub(super) async fn run(
     ctx: &ToolContext,
@@ -243,7 +244,7 @@ impl Drop for KillOnDrop {
 
 /// Whether a process other than the group's leader, and not a zombie, is in process group
 /// `group` (read from `/proc/<pid>/stat`: the state is field 3, the group field 5).
-fn group_has_live_members(group: Pid) -> bool {
+pub(super) fn group_has_live_members(group: Pid) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else { return killpg(group, None).is_ok() };
     entries.filter_map(Result::ok).any(|entry| {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { return false };
@@ -260,7 +261,7 @@ fn group_has_live_members(group: Pid) -> bool {
 
 /// The working directory as shown and on disk. Relative paths resolve under `/workspace`; any
 /// absolute path is allowed (the roots map to their directories on disk).
-fn working_directory(ctx: &ToolContext, cwd: Option<&Value>) -> Result<(String, PathBuf), String> {
+pub(super) fn working_directory(ctx: &ToolContext, cwd: Option<&Value>) -> Result<(String, PathBuf), String> {
     let shown = match cwd {
         None | Some(Value::Null) => WORKSPACE.to_string(),
         Some(Value::String(cwd)) if cwd.is_empty() => WORKSPACE.to_string(),
@@ -272,7 +273,7 @@ fn working_directory(ctx: &ToolContext, cwd: Option<&Value>) -> Result<(String, 
 }
 
 /// `bash -lc` when bash is installed, else `sh -c`.
-fn shell() -> (&'static str, &'static str) {
+pub(super) fn shell() -> (&'static str, &'static str) {
     static HAS_BASH: OnceLock<bool> = OnceLock::new();
     let has_bash = *HAS_BASH.get_or_init(|| {
         let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
@@ -338,7 +339,7 @@ async fn read_stream(mut pipe: impl AsyncRead + Unpin, capture: Arc<Mutex<Captur
 }
 
 /// Bytes as text; a character cut by the cap is dropped rather than shown as garbage.
-fn text_of(mut bytes: Vec<u8>) -> String {
+pub(super) fn text_of(mut bytes: Vec<u8>) -> String {
     if let Err(e) = std::str::from_utf8(&bytes)
         && e.error_len().is_none()
     {
@@ -347,6 +348,6 @@ fn text_of(mut bytes: Vec<u8>) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-fn signal_name(number: i32) -> String {
+pub(super) fn signal_name(number: i32) -> String {
     Signal::try_from(number).map(|s| s.as_str().to_string()).unwrap_or_else(|_| format!("signal {number}"))
 }

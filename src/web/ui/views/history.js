@@ -3,6 +3,7 @@
 
 import { clip, debounce, errorBox, h, pretty, replace, selectField, timeAgo } from "../dom.js";
 import { toolImages } from "./tool-content.js";
+import { commandsPanel } from "./commands.js";
 
 export const title = "Agent history";
 
@@ -75,6 +76,7 @@ export function render(root, ctx, key) {
     replace(status, h("p", { class: "muted", text: "This project has no agents." }));
     return;
   }
+  root.insertBefore(commandsPanel(ctx, agent), status);
 
   const rows = new Map();
   const rowEls = new Map();

@@ -1,0 +1,376 @@
+//! Background commands (`shell.start`/`check`/`stop`/`list`) on the real Docker engine: a
+//! command that ends by itself sends its agent exactly one `shell.command_finished` signal (and
+//! wakes it), one whose end `shell.check` read sends none that is delivered, a stopped one sends
+//! none and leaves no process behind, its output is kept as a bounded tail, the API lists and
+//! stops them, and a command outlives a `kill -9` of the controller: the next controller takes
+//! the runner over and the finish still arrives once. Needs a Docker engine
+//! (scripts/setup.sh) and the static runner (scripts/test.sh builds it).
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{Controller, TempProject, static_runner, text};
+use suzumio::config::BackendKind;
+use suzumio::store::{COMMAND_FINISHED_KIND, SignalQuery, SignalRecord, SignalStatus};
+
+type Setup = support::containers::ContainerProject;
+
+async fn setup(prefix: &str) -> Setup {
+    support::containers::start(prefix, None, BackendKind::Docker).await
+}
+
+impl Setup {
+    async fn bg(&self, tool: &str, input: Value) -> String {
+        self.call("b", tool, input).await.unwrap_or_else(|e| panic!("{tool}: {e}"))
+    }
+
+    fn finish_signals(&self) -> Vec<SignalRecord> {
+        let query = SignalQuery {
+            target_agent: Some("b".into()),
+            kind: Some(COMMAND_FINISHED_KIND.into()),
+            ..Default::default()
+        };
+        self.tools.store.list_signals(&query).unwrap()
+    }
+
+    /// Poll `shell.list` until the command named `name` no longer runs.
+    async fn wait_ended(&self, name: &str) {
+        let started = Instant::now();
+        loop {
+            let list = self.bg("shell.list", json!({})).await;
+            let line = list.lines().find(|l| l.contains(&format!("({name})"))).unwrap_or_default().to_string();
+            if !line.is_empty() && !line.contains(" running ") {
+                return;
+            }
+            assert!(started.elapsed() < Duration::from_secs(60), "{name} did not end: {list}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_command_that_ends_unread_signals_its_agent_once_with_its_exit_code_and_output() {
+    let s = setup("bgend").await;
+    let started =
+        s.bg("shell.start", json!({"command": "echo hello-from-bg; echo oops >&2; exit 3", "name": "three"})).await;
+    assert!(started.contains("Started background command cmd_"), "{started}");
+    let waited = Instant::now();
+    while s.finish_signals().is_empty() {
+        assert!(waited.elapsed() < Duration::from_secs(30), "no signal came");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Given time to send it again, the runner does not.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let signals = s.finish_signals();
+    assert_eq!(signals.len(), 1, "{signals:?}");
+    let signal = &signals[0];
+    assert_eq!(signal.status, SignalStatus::Pending);
+    assert_eq!(signal.priority.as_str(), "P2");
+    assert_eq!(signal.payload["exitCode"], 3);
+    assert_eq!(signal.payload["status"], "exited");
+    assert_eq!(signal.payload["name"], "three");
+    let output = signal.payload["output"].as_str().unwrap();
+    assert!(output.contains("hello-from-bg") && output.contains("oops"), "{output}");
+}
+
+#[tokio::test]
+async fn a_command_whose_end_was_read_by_check_sends_no_signal() {
+    let s = setup("bgcheck").await;
+    // Checked while it runs, waiting for the end: no signal is ever recorded.
+    s.bg("shell.start", json!({"command": "sleep 2; echo checked-end", "name": "waited"})).await;
+    let checked = s.bg("shell.check", json!({"id": "waited", "waitMs": 20000})).await;
+    assert!(checked.contains("exited with code 0") && checked.contains("checked-end"), "{checked}");
+    // Read after its end was already reported: the pending signal is withdrawn.
+    s.bg("shell.start", json!({"command": "echo quick", "name": "quick"})).await;
+    s.wait_ended("quick").await;
+    let reported = Instant::now();
+    while s.finish_signals().is_empty() && reported.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let late = s.bg("shell.check", json!({"id": "quick"})).await;
+    assert!(late.contains("exited with code 0") && late.contains("quick"), "{late}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let signals = s.finish_signals();
+    assert!(signals.len() <= 1, "at most the quick one was recorded: {signals:?}");
+    assert!(signals.iter().all(|s| s.status == SignalStatus::Closed), "nothing is left to deliver: {signals:?}");
+    // A later check shows nothing new.
+    let again = s.bg("shell.check", json!({"id": "waited"})).await;
+    assert!(again.contains("(no new output)"), "{again}");
+}
+
+#[tokio::test]
+async fn a_stopped_command_sends_no_signal_and_its_process_tree_is_gone() {
+    let s = setup("bgstop").await;
+    let started = s
+        .bg(
+            "shell.start",
+            json!({"command": "sleep 300 & echo $! > /workspace/child.pid; echo started; sleep 300", "name": "tree"}),
+        )
+        .await;
+    assert!(started.contains("pid"), "{started}");
+    let workspace = s.tools.project.config.root.join("workspaces").join("b");
+    let waited = Instant::now();
+    while !workspace.join("child.pid").exists() {
+        assert!(waited.elapsed() < Duration::from_secs(20), "the command did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stopped = s.bg("shell.stop", json!({"id": "tree"})).await;
+    assert!(stopped.contains("stopped") && stopped.contains("started"), "{stopped}");
+    let child = std::fs::read_to_string(workspace.join("child.pid")).unwrap().trim().to_string();
+    let alive = s.sh("b", &format!("kill -0 {child} 2>/dev/null && echo alive || echo gone")).await;
+    assert!(alive.contains("gone"), "the background child of the stopped command still runs: {alive}");
+    let sleeps = s.sh("b", "ps -o comm | grep -c '^sleep' || true").await;
+    assert!(sleeps.contains("\n0"), "no sleep is left: {sleeps}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(s.finish_signals().is_empty(), "{:?}", s.finish_signals());
+    let list = s.bg("shell.list", json!({})).await;
+    assert!(list.contains("(tree) stopped"), "{list}");
+}
+
+#[tokio::test]
+async fn a_command_printing_10_mb_keeps_only_the_last_mebibyte_and_check_says_so() {
+    let s = setup("bgring").await;
+    s.bg(
+        "shell.start",
+        json!({"command": "head -c 10485760 /dev/zero | tr '\\0' x; echo; echo tail-marker", "name": "big"}),
+    )
+    .await;
+    let checked = s.bg("shell.check", json!({"id": "big", "waitMs": 60000})).await;
+    let written: u64 = 10_485_760 + 1 + "tail-marker\n".len() as u64;
+    let kept: u64 = 1 << 20;
+    assert!(checked.contains("exited with code 0"), "{}", &checked[..checked.len().min(400)]);
+    assert!(
+        checked.contains(&format!("[{} bytes of output were dropped before they were read", written - kept)),
+        "{}",
+        &checked[..400]
+    );
+    assert!(
+        checked.contains(&format!("[{} bytes skipped: only the last 40000 bytes", kept - 40_000)),
+        "{}",
+        &checked[..400]
+    );
+    assert!(checked.trim_end().ends_with("tail-marker"), "the tail is kept");
+    let list = s.bg("shell.list", json!({})).await;
+    assert!(list.contains(&format!("{written} bytes of output")), "{list}");
+}
+
+// --- the controller: waking the agent, the API, and a restart ------------------------------
+
+/// A `review` project named `name` (container names follow it, so tests running at once need
+/// their own) with a `worker` that may use the background tools, playing `script`.
+fn project(name: &str, script: &str) -> TempProject {
+    let project = TempProject::copy_of("review");
+    std::fs::write(project.dir.join("script.yaml"), script).unwrap();
+    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
+    let yaml = yaml
+        .replace("name: review-demo", &format!("name: {name}"))
+        .replace(
+            "reviewer:\n    tools:",
+            "worker:\n    tools: [shell.start, shell.check, shell.stop, shell.list, coordination.wait_for_signal]\n  reviewer:\n    tools:",
+        )
+        .replace("local: { type: scripted }", "local: { type: scripted, script: ./script.yaml }");
+    std::fs::write(project.dir.join("suzumio.yaml"), yaml).unwrap();
+    let dir = project.dir.to_str().unwrap().to_string();
+    assert_eq!(support::suzumio(&project.dir, &["start", &dir]).status.code(), Some(0));
+    let sent = support::suzumio(&project.dir, &["send", &dir, "worker", "start the jobs"]);
+    assert_eq!(sent.status.code(), Some(0), "{}", text(&sent.stderr));
+    project
+}
+
+fn controller(dir: &Path) -> Controller {
+    let runner = static_runner();
+    Controller::start_with_env(dir, &["--backend", "docker"], &[("SUZUMIO_RUNNER_BIN", runner.to_str().unwrap())])
+}
+
+/// The URL of `path` under the one project `c` serves.
+fn api(c: &Controller, path: &str) -> String {
+    let projects = support::http("GET", &c.url("/api/projects"), &[], None).json();
+    let name = projects[0]["name"].as_str().unwrap_or_else(|| panic!("no project: {projects}")).to_string();
+    c.url(&format!("/api/projects/{name}{path}"))
+}
+
+fn get(c: &Controller, path: &str) -> Value {
+    let response = support::http("GET", &api(c, path), &[], None);
+    assert_eq!(response.status, 200, "{path}: {}", response.body);
+    response.json()
+}
+
+fn finish_signals(c: &Controller) -> Vec<Value> {
+    let signals = get(c, "/signals?agent=worker&limit=200");
+    signals["items"].as_array().unwrap().iter().filter(|s| s["kind"] == COMMAND_FINISHED_KIND).cloned().collect()
+}
+
+fn worker_activations(c: &Controller) -> Vec<Value> {
+    get(c, "/activations?agent=worker&limit=50")["items"].as_array().unwrap().clone()
+}
+
+/// Wait (at most `limit`) until `done` holds, failing with the controller's log.
+fn wait_for(c: &Controller, what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what} did not happen within {limit:?}; stderr:\n{}", c.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Removes the project's containers, whatever the test left.
+struct Containers<'a>(&'a Path);
+
+impl Drop for Containers<'_> {
+    fn drop(&mut self) {
+        let out = Command::new("docker")
+            .args(["ps", "-aq", "--filter"])
+            .arg(format!("label=io.suzumio.root={}", self.0.display()))
+            .output();
+        if let Ok(out) = out {
+            for id in text(&out.stdout).split_whitespace() {
+                let _ = Command::new("docker").args(["rm", "-f", id]).output();
+            }
+        }
+    }
+}
+
+/// The worker starts a 3 s job and one that would run for 5 minutes, then waits; it is woken by
+/// the job's signal alone.
+const WAKE_SCRIPT: &str = r#"
+activations:
+  - agent: worker
+    when: finished-marker
+    steps:
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "the job is done"}}]
+  - agent: worker
+    steps:
+      - call:
+          - {tool: shell.start, input: {command: "sleep 3; echo finished-marker", name: job}}
+          - {tool: shell.start, input: {command: "sleep 300", name: forever}}
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "waiting for the job"}}]
+"#;
+
+#[test]
+fn a_finished_command_wakes_the_idle_agent_with_exactly_one_signal_and_the_api_lists_and_stops_them() {
+    let project = project("bg-wake", WAKE_SCRIPT);
+    let _cleanup = Containers(&project.dir);
+    let c = controller(&project.dir);
+
+    // The API lists both while they run.
+    let mut listed = Value::Null;
+    wait_for(&c, "two running commands", Duration::from_secs(60), || {
+        listed = get(&c, "/agents/worker/commands");
+        listed["items"].as_array().is_some_and(|i| i.len() == 2 && i.iter().all(|c| c["status"] == "running"))
+    });
+    assert_eq!(listed["runner"], "connected");
+    let forever = listed["items"].as_array().unwrap().iter().find(|c| c["name"] == "forever").unwrap().clone();
+    assert_eq!(forever["command"], "sleep 300");
+    assert_eq!(forever["cwd"], "/workspace");
+    let id = forever["id"].as_str().unwrap();
+    let stopped = support::http("POST", &api(&c, &format!("/agents/worker/commands/{id}/stop")), &[], Some("{}"));
+    assert_eq!(stopped.status, 200, "{}", stopped.body);
+    assert_eq!(stopped.json()["status"], "stopped");
+    let unknown = support::http("POST", &api(&c, "/agents/worker/commands/cmd_nope/stop"), &[], Some("{}"));
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    assert_eq!(support::http("GET", &api(&c, "/agents/nobody/commands"), &[], None).status, 404);
+
+    // The job ends: one signal, delivered to a second activation of the (idle) worker.
+    wait_for(&c, "the worker woken by the job's end", Duration::from_secs(60), || {
+        worker_activations(&c).len() >= 2 && finish_signals(&c).iter().any(|s| s["status"] == "delivered")
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let signals = finish_signals(&c);
+    assert_eq!(signals.len(), 1, "exactly one signal, none for the stopped command: {signals:?}");
+    assert_eq!(signals[0]["payload"]["name"], "job");
+    assert_eq!(signals[0]["payload"]["exitCode"], 0);
+    assert!(signals[0]["payload"]["output"].as_str().unwrap().contains("finished-marker"));
+    assert_eq!(worker_activations(&c).len(), 2, "woken once");
+    let listed = get(&c, "/agents/worker/commands");
+    let statuses: Vec<&str> =
+        listed["items"].as_array().unwrap().iter().map(|c| c["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["stopped", "exited"], "newest first: {listed}");
+    assert!(listed["items"][1]["recentOutput"].as_str().unwrap().contains("finished-marker"));
+}
+
+/// `--until-idle` waits for a background command: its end is work to come.
+#[test]
+fn until_idle_waits_for_a_running_background_command_and_the_agent_it_wakes() {
+    let project = project("bg-idle", ONE_JOB_SCRIPT);
+    let _cleanup = Containers(&project.dir);
+    let runner = static_runner();
+    let out = Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["run", project.dir.to_str().unwrap(), "--port", "0", "--backend", "docker", "--until-idle"])
+        .env("SUZUMIO_RUNNER_BIN", runner.to_str().unwrap())
+        .env_remove("SUZUMIO_API_TOKEN")
+        .output()
+        .expect("suzumio run");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let signals = finish_signals_in_store(&project.dir);
+    assert_eq!(signals.len(), 1, "{signals:?}");
+    assert_eq!(signals[0].status, SignalStatus::Delivered, "the worker was woken before the run ended");
+}
+
+/// One 3 s job, and a wait; woken by its end.
+const ONE_JOB_SCRIPT: &str = r#"
+activations:
+  - agent: worker
+    when: finished-marker
+    steps:
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "the job is done"}}]
+  - agent: worker
+    steps:
+      - call: [{tool: shell.start, input: {command: "sleep 3; echo finished-marker", name: job}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "waiting for the job"}}]
+"#;
+
+/// The worker starts a job that outlives the first controller.
+const RESTART_SCRIPT: &str = r#"
+activations:
+  - agent: worker
+    when: after-restart
+    steps:
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "the job is done"}}]
+  - agent: worker
+    steps:
+      - call: [{tool: shell.start, input: {command: "sleep 10; echo after-restart", name: long}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "waiting for the job"}}]
+"#;
+
+#[test]
+fn a_command_outlives_a_killed_controller_and_its_finish_arrives_once_after_the_restart() {
+    let project = project("bg-restart", RESTART_SCRIPT);
+    let _cleanup = Containers(&project.dir);
+    let mut first = controller(&project.dir);
+    wait_for(&first, "the command running and the worker idle", Duration::from_secs(60), || {
+        let listed = get(&first, "/agents/worker/commands");
+        let running = listed["items"].as_array().is_some_and(|i| i.len() == 1 && i[0]["status"] == "running");
+        let activations = worker_activations(&first);
+        running && !activations.is_empty() && activations.iter().all(|a| a["status"] == "completed")
+    });
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    assert!(finish_signals_in_store(&project.dir).is_empty());
+
+    let second = controller(&project.dir);
+    // The runner resumed its session with the new controller and still has the command.
+    wait_for(&second, "the resumed runner listing the command", Duration::from_secs(30), || {
+        let listed = get(&second, "/agents/worker/commands");
+        listed["items"].as_array().is_some_and(|i| i.len() == 1 && i[0]["name"] == "long")
+    });
+    wait_for(&second, "the finish signal", Duration::from_secs(60), || {
+        finish_signals(&second).iter().any(|s| s["status"] == "delivered")
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let signals = finish_signals(&second);
+    assert_eq!(signals.len(), 1, "{signals:?}");
+    assert!(signals[0]["payload"]["output"].as_str().unwrap().contains("after-restart"));
+    assert!(second.stderr().contains("resumes its session"), "{}", second.stderr());
+    drop(second);
+}
+
+/// The store of the stopped controller, read directly.
+fn finish_signals_in_store(dir: &Path) -> Vec<SignalRecord> {
+    let tools = suzumio::controller::open_read_only(dir).unwrap_or_else(|e| panic!("{e}"));
+    let query = SignalQuery { kind: Some(COMMAND_FINISHED_KIND.into()), ..Default::default() };
+    tools.store.list_signals(&query).unwrap()
+}

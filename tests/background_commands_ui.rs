@@ -1,0 +1,64 @@
+//! The WebUI's background-commands section in a real browser (headless Chromium through
+//! chromedriver, `scripts/setup.sh` installs them) against `suzumio run` on Docker: the agent's
+//! History page lists its running command with its output, and the Stop button stops it.
+
+mod support;
+#[path = "support/webdriver.rs"]
+mod webdriver;
+
+use std::time::Duration;
+
+use support::{Controller, TempProject, static_runner, text};
+use webdriver::Browser;
+
+const SCRIPT: &str = r#"
+activations:
+  - agent: worker
+    steps:
+      - call: [{tool: shell.start, input: {command: "echo ui-visible-output; sleep 300", name: forever}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "waiting"}}]
+"#;
+
+#[tokio::test]
+async fn the_history_page_lists_a_running_command_and_its_stop_button_stops_it() {
+    let project = TempProject::copy_of("review");
+    std::fs::write(project.dir.join("script.yaml"), SCRIPT).unwrap();
+    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
+    let yaml = yaml
+        .replace("name: review-demo", "name: bg-ui")
+        .replace(
+            "reviewer:\n    tools:",
+            "worker:\n    tools: [shell.start, shell.check, shell.stop, shell.list, coordination.wait_for_signal]\n  reviewer:\n    tools:",
+        )
+        .replace("local: { type: scripted }", "local: { type: scripted, script: ./script.yaml }");
+    std::fs::write(project.dir.join("suzumio.yaml"), yaml).unwrap();
+    let dir = project.dir.to_str().unwrap().to_string();
+    assert_eq!(support::suzumio(&project.dir, &["start", &dir]).status.code(), Some(0));
+    let sent = support::suzumio(&project.dir, &["send", &dir, "worker", "start it"]);
+    assert_eq!(sent.status.code(), Some(0), "{}", text(&sent.stderr));
+    let runner = static_runner();
+    let mut c = Controller::start_with_env(
+        &project.dir,
+        &["--backend", "docker"],
+        &[("SUZUMIO_RUNNER_BIN", runner.to_str().unwrap())],
+    );
+
+    let mut b = Browser::start().await.unwrap_or_else(|e| panic!("the browser tests need Chromium: {e}"));
+    b.patience = Duration::from_secs(60);
+    let outcome = async {
+        b.goto(&c.url("/#/history/worker")).await?;
+        let row = b.wait_for_text("section.background-commands li[data-command]", "ui-visible-output").await?;
+        let shown = row.text().await?;
+        assert!(shown.contains("echo ui-visible-output; sleep 300") && shown.contains("running"), "{shown}");
+        b.click(&b.find("section.background-commands li[data-command] button").await?).await?;
+        b.wait_for_text("section.background-commands li[data-command] .pill", "stopped").await?;
+        webdriver::Result::Ok(())
+    }
+    .await;
+    if let Err(e) = outcome {
+        let html = b.source().await.unwrap_or_default();
+        let tail = html.char_indices().rev().nth(3000).map_or(0, |(i, _)| i);
+        panic!("{e}\npage:\n{}\ncontroller log:\n{}", &html[tail..], c.stderr());
+    }
+    assert_eq!(c.terminate(), Some(0), "{}", c.stderr());
+}
