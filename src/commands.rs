@@ -1,6 +1,14 @@
 //! What each CLI command does. Commands load the project, compute, and return their output as
 //! text (or JSON text) plus warnings, or a [`CliError`] that knows its exit code; `main.rs`
-//! prints and exits.
+//! prints and exits. `--json` shapes are the structs of [`views`]; the commands that follow
+//! activations and events are in [`activity`].
+
+mod activity;
+pub mod views;
+
+pub use activity::{
+    CANCELLED_BY_USER, LogFilter, WAKE_BODY, activations, cancel, follow_logs, history, logs, show, wake,
+};
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -9,7 +17,7 @@ use serde_json::json;
 
 use crate::backend::BackendError;
 use crate::config::load::ProcessEnv;
-use crate::config::{BackendKind, Diagnostic, Diagnostics, InvalidInput, Priority};
+use crate::config::{BackendKind, Diagnostic, InvalidInput, Priority};
 use crate::controller::RunError;
 use crate::project::Project;
 use crate::store::{ProjectStatus, SignalStatus, StoreError};
@@ -60,6 +68,39 @@ impl From<StoreError> for CliError {
 }
 
 impl CliError {
+    /// What kind of failure, as `--json` error objects name it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CliError::Invalid(_) | CliError::Run(RunError::Invalid(_)) => "invalid_config",
+            CliError::Tool(e) => e.kind(),
+            _ if self.exit_code() == 2 => "invalid_input",
+            _ => "failed",
+        }
+    }
+
+    /// A line that helps fix the input, printed under the error: the allowed values of an enum
+    /// that arrived in JSON (where clap could not check it).
+    pub fn hint(&self) -> Option<String> {
+        let message = self.to_string();
+        message.contains("Invalid priority: ").then(|| {
+            let all: Vec<&str> = Priority::ALL.iter().map(|p| p.as_str()).collect();
+            format!("hint: a priority is one of {}", all.join(", "))
+        })
+    }
+
+    /// The `--json` error object.
+    pub fn to_json(&self) -> String {
+        let message = match self {
+            CliError::Invalid(i) | CliError::Run(RunError::Invalid(i)) => {
+                crate::config::diag::sorted(&i.0.errors).iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")
+            }
+            other => other.to_string(),
+        };
+        to_json(&views::JsonError {
+            error: views::ErrorBody { message, kind: self.kind(), exit_code: self.exit_code() },
+        })
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Invalid(_) | CliError::Input(_) => 2,
@@ -77,10 +118,25 @@ impl CliError {
     }
 }
 
-fn invalid(message: String) -> InvalidInput {
-    let mut d = Diagnostics::default();
-    d.error(None, "", message);
-    InvalidInput(d)
+/// Pretty JSON and a newline: how every `--json` prints.
+fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
+}
+
+/// `Unknown agent: wirter (did you mean `writer`? agents: pm, writer)`: exit 2.
+pub(crate) fn unknown_agent(config: &crate::config::ProjectConfig, id: &str) -> CliError {
+    let known: Vec<&str> = config.agents.iter().map(|a| a.id.as_str()).collect();
+    let hint =
+        crate::config::diag::did_you_mean(id, known.iter().copied()).map(|h| format!("{h} ")).unwrap_or_default();
+    CliError::Input(format!("Unknown agent: {id} ({hint}agents: {})", known.join(", ")))
+}
+
+/// `Unknown tool: file.raed (did you mean `file.read`?)`: exit 2.
+fn unknown_tool(project: &Project, name: &str) -> CliError {
+    let hint = crate::config::diag::did_you_mean(name, project.registry.tools().map(|(_, t)| t.name.as_str()))
+        .map(|h| format!(" ({h})"))
+        .unwrap_or_default();
+    CliError::Input(format!("Unknown tool: {name}{hint} (suzumio tools lists them)"))
 }
 
 /// The input argument of `ui` and `tool call`: a JSON object, `{}` when left out.
@@ -93,11 +149,44 @@ fn json_input(input: Option<&str>) -> Result<serde_json::Value, CliError> {
     }
 }
 
-/// `suzumio check <dir>`.
-pub fn check(dir: &Path) -> Result<Output, CliError> {
+/// `suzumio check <dir> [--json]`.
+pub fn check(dir: &Path, as_json: bool) -> Result<Output, CliError> {
     let project = Project::load(dir, &ProcessEnv)?;
     let c = &project.config;
     let r = &project.registry;
+    if as_json {
+        let toolsets = project.toolsets();
+        let view = views::CheckView {
+            project: &c.name,
+            task: &c.task,
+            toolpacks: r
+                .packs()
+                .iter()
+                .map(|p| views::ToolpackView {
+                    id: &p.id,
+                    kind: p.kind_name(),
+                    tools: p.tools.len(),
+                    webui_entries: p.webui.len(),
+                })
+                .collect(),
+            agents: c
+                .agents
+                .iter()
+                .zip(&toolsets)
+                .map(|(a, set)| views::CheckedAgent {
+                    id: &a.id,
+                    display_name: &a.display_name,
+                    role: &a.role,
+                    model: &a.model,
+                    tools: &set.tools,
+                    mounted_toolpacks: &set.mounted_packs,
+                })
+                .collect(),
+            warnings: crate::config::diag::sorted(&project.warnings.warnings).iter().map(|w| w.to_string()).collect(),
+        };
+        // The warnings are in the object; stderr stays quiet.
+        return Ok(to_json(&view).into());
+    }
     let mut out = String::new();
     let _ = writeln!(out, "project {}: {}", c.name, first_line(&c.task, 100));
     let _ = writeln!(out, "toolpacks:");
@@ -142,8 +231,7 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
     if let Some(id) = agent
         && c.agent(id).is_none()
     {
-        let known: Vec<&str> = c.agents.iter().map(|a| a.id.as_str()).collect();
-        return Err(invalid(format!("Unknown agent: {id} (agents: {})", known.join(", "))).into());
+        return Err(unknown_agent(c, id));
     }
     let rows: Vec<_> = project
         .registry
@@ -156,31 +244,28 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
         .filter(|(_, _, allowed)| agent.is_none_or(|id| allowed.contains(&id)))
         .collect();
     let stdout = if as_json {
-        let items: Vec<_> = rows
+        let items: Vec<views::ToolView<'_>> = rows
             .iter()
             .map(|(pack, tool, allowed)| {
                 let a = &tool.annotations;
-                let hints = [
-                    ("readOnlyHint", a.read_only_hint),
-                    ("destructiveHint", a.destructive_hint),
-                    ("idempotentHint", a.idempotent_hint),
-                    ("openWorldHint", a.open_world_hint),
-                ];
-                let annotations: serde_json::Map<String, serde_json::Value> =
-                    hints.into_iter().filter_map(|(k, v)| Some((k.to_string(), json!(v?)))).collect();
-                json!({
-                    "name": tool.name,
-                    "toolpack": pack.id,
-                    "toolpackKind": pack.kind_name(),
-                    "description": tool.description,
-                    "requiresApproval": tool.requires_approval,
-                    "annotations": annotations,
-                    "allowedAgents": allowed,
-                    "inputSchema": tool.input_schema,
-                })
+                views::ToolView {
+                    name: &tool.name,
+                    toolpack: &pack.id,
+                    toolpack_kind: pack.kind_name(),
+                    description: &tool.description,
+                    requires_approval: tool.requires_approval,
+                    annotations: views::Annotations {
+                        read_only_hint: a.read_only_hint,
+                        destructive_hint: a.destructive_hint,
+                        idempotent_hint: a.idempotent_hint,
+                        open_world_hint: a.open_world_hint,
+                    },
+                    allowed_agents: allowed.clone(),
+                    input_schema: &tool.input_schema,
+                }
             })
             .collect();
-        serde_json::to_string_pretty(&items).unwrap_or_default() + "\n"
+        to_json(&items)
     } else {
         let table: Vec<[String; 5]> = rows
             .iter()
@@ -255,7 +340,7 @@ pub async fn ui(dir: &Path, target: &str, input: Option<&str>, as_json: bool) ->
     let tools = crate::controller::open(dir)?;
     let output = tools.invoke_webui(pack, entry, input).await?;
     if as_json {
-        return Ok((serde_json::to_string_pretty(&output).unwrap_or_default() + "\n").into());
+        return Ok(to_json(&output).into());
     }
     let mut out = String::new();
     if let Some(title) = &output.title {
@@ -339,7 +424,7 @@ pub fn signals(
     if let Some(a) = agent
         && tools.project.config.agent(a).is_none()
     {
-        return Err(CliError::Input(format!("Unknown agent: {a}")));
+        return Err(unknown_agent(&tools.project.config, a));
     }
     let query = crate::store::SignalQuery {
         target_agent: agent.map(str::to_string),
@@ -350,7 +435,7 @@ pub fn signals(
     };
     let signals = tools.store.list_signals(&query)?;
     if as_json {
-        return Ok((serde_json::to_string_pretty(&signals).unwrap_or_default() + "\n").into());
+        return Ok(to_json(&signals).into());
     }
     let rows: Vec<[String; 7]> = signals
         .iter()
@@ -383,7 +468,10 @@ pub async fn tool_call(
     let input = json_input(input)?;
     let tools = crate::controller::open(dir)?;
     if tools.project.config.agent(agent).is_none() {
-        return Err(CliError::Input(format!("Unknown agent: {agent}")));
+        return Err(unknown_agent(&tools.project.config, agent));
+    }
+    if tools.project.registry.tool(tool).is_none() {
+        return Err(unknown_tool(&tools.project, tool));
     }
     let kind = backend.unwrap_or(tools.project.config.backend.kind);
     let needs_runner =
@@ -409,7 +497,7 @@ pub async fn tool_call(
     framed.map_err(|e| CliError::Failed(format!("recording the end of the call's activation: {e}")))?;
     let output = result?;
     if as_json {
-        return Ok((serde_json::to_string_pretty(&output).unwrap_or_default() + "\n").into());
+        return Ok(to_json(&output).into());
     }
     let mut out = String::new();
     if let Some(title) = &output.title {
@@ -419,9 +507,12 @@ pub async fn tool_call(
     Ok(out.into())
 }
 
-/// `suzumio send <dir> <recipient> [--priority P] <body…>`: a message from the user.
-pub fn send(dir: &Path, recipient: &str, priority: Priority, body: &str) -> Result<Output, CliError> {
+/// `suzumio send <dir> <recipient> [--priority P] <body…> [--json]`: a message from the user.
+pub fn send(dir: &Path, recipient: &str, priority: Priority, body: &str, as_json: bool) -> Result<Output, CliError> {
     let tools = crate::controller::open(dir)?;
+    if !recipient.starts_with('#') && recipient != "user" && tools.project.config.agent(recipient).is_none() {
+        return Err(unknown_agent(&tools.project.config, recipient));
+    }
     let (recipient, channel) = if recipient.starts_with('#') {
         (None, Some(recipient.to_string()))
     } else {
@@ -436,15 +527,48 @@ pub fn send(dir: &Path, recipient: &str, priority: Priority, body: &str) -> Resu
         source_agent: None,
         source_activation: None,
     })?;
+    if as_json {
+        return Ok(to_json(&sent).into());
+    }
     Ok(format!("sent {} ({} signal(s))\n", sent.message_id, sent.signal_ids.len()).into())
 }
 
-/// `suzumio status <dir>`.
-pub fn status(dir: &Path) -> Result<Output, CliError> {
+/// `suzumio status <dir> [--json]`.
+pub fn status(dir: &Path, as_json: bool) -> Result<Output, CliError> {
     let tools = crate::controller::open_read_only(dir)?;
     let project = tools.store.project()?;
     let stats = tools.store.project_stats()?;
     let counts = tools.store.signal_counts()?;
+    if as_json {
+        use crate::activation::budget::spent;
+        let mut agents = Vec::new();
+        for a in tools.store.agents()? {
+            if tools.project.config.agent(&a.id).is_none() {
+                continue;
+            }
+            let s = spent(&tools.store, Some(&a.id), a.resumed_at.as_deref())?;
+            agents.push(views::AgentStatusView {
+                id: a.id,
+                status: a.status,
+                active_activation_id: a.active_activation_id,
+                paused: a.paused,
+                usage_today: s.today,
+                activations_this_hour: s.activations_this_hour,
+            });
+        }
+        let view = views::StatusView {
+            project: project.name,
+            status: project.status,
+            submitted_report: project.submitted_report,
+            agents,
+            usage_today: spent(&tools.store, None, None)?.today,
+            messages: stats.messages,
+            activations: stats.activations,
+            tool_calls: stats.tool_calls,
+            pending_signals: counts.by_status.get("pending").copied().unwrap_or(0),
+        };
+        return Ok(to_json(&view).into());
+    }
     let mut out = String::new();
     let _ = writeln!(out, "project {}: {}", project.name, project.status.as_str());
     for a in tools.store.agents()? {
@@ -517,7 +641,7 @@ fn usage_lines(tools: &crate::support::ToolHost, out: &mut String) -> Result<(),
 pub fn resume(dir: &Path, agents: &[String]) -> Result<Output, CliError> {
     let tools = crate::controller::open(dir)?;
     if let Some(unknown) = agents.iter().find(|a| tools.project.config.agent(a).is_none()) {
-        return Err(CliError::Input(format!("Unknown agent: {unknown}")));
+        return Err(unknown_agent(&tools.project.config, unknown));
     }
     let mut out = String::new();
     for agent in agents {

@@ -106,12 +106,35 @@ pub struct ToolHost {
     pub store: Store,
     pub state: StateFiles,
     packs: packs::PackRuntimes,
+    /// How many runners this process started, per agent (`/metrics`: a count above one is a
+    /// restart).
+    pub runner_starts: RunnerStarts,
+}
+
+/// Runner starts per agent, counted by `runners` when a backend really started one.
+#[derive(Debug, Default)]
+pub struct RunnerStarts(std::sync::Mutex<std::collections::BTreeMap<String, u64>>);
+
+impl RunnerStarts {
+    pub fn count(&self, agent: &str) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()).entry(agent.to_string()).or_default() += 1;
+    }
+
+    pub fn snapshot(&self) -> std::collections::BTreeMap<String, u64> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 impl ToolHost {
     pub fn new(project: Arc<Project>, store: Store, state: StateFiles) -> Arc<ToolHost> {
         let ops = Arc::new(ops::ControllerOps::new(project.clone(), store.clone(), state.clone()));
-        Arc::new(ToolHost { project, store, state, packs: packs::PackRuntimes::new(ops) })
+        Arc::new(ToolHost {
+            project,
+            store,
+            state,
+            packs: packs::PackRuntimes::new(ops),
+            runner_starts: RunnerStarts::default(),
+        })
     }
 
     pub fn name(&self) -> &str {

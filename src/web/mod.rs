@@ -12,6 +12,7 @@ mod api;
 mod assets;
 pub mod body;
 mod host;
+mod metrics;
 mod stream;
 pub mod views;
 
@@ -101,6 +102,7 @@ fn app(
     };
     api::routes()
         .merge(assets::routes())
+        .merge(metrics::routes())
         .route("/login/{code}", axum::routing::get(login))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
