@@ -82,7 +82,9 @@ impl CliError {
     /// that arrived in JSON (where clap could not check it).
     pub fn hint(&self) -> Option<String> {
         let message = self.to_string();
-        message.contains("Invalid priority: ").then(|| {
+        // The store's and the policy's text, and a schema's enum failure on a `priority` field.
+        let priority = message.contains("Invalid priority: ") || message.contains("/priority: ");
+        priority.then(|| {
             let all: Vec<&str> = Priority::ALL.iter().map(|p| p.as_str()).collect();
             format!("hint: a priority is one of {}", all.join(", "))
         })
