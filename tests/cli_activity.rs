@@ -34,6 +34,11 @@ activations:
       - say: "Starting the long job."
         call: [{tool: shell.exec, input: {command: "sleep 30; echo late"}}]
       - say: "never reached"
+  - agent: reviewer
+    when: "boundary"
+    steps:
+      - call: [{tool: shell.exec, input: {command: "sleep 3"}}]
+      - say: "Seen the news."
 "#;
 
 /// The review fixture with the script above.
@@ -381,4 +386,35 @@ fn logs_follow_shows_events_another_process_writes() {
     let _ = std::process::Command::new("kill").args(["-INT", &follow.id().to_string()]).status();
     let status = follow.wait().unwrap();
     assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn a_p1_sent_during_a_tool_call_shows_in_the_timeline_after_that_call() {
+    let project = project();
+    let dir = project.dir.to_str().unwrap();
+    let controller = Controller::start_with_env(
+        &project.dir,
+        &[],
+        &[("SUZUMIO_RUNNER_BIN", support::runner_binary().to_str().unwrap())],
+    );
+    let (job, _) = run(dir, &["send", "reviewer", "the boundary job", "--json"], 0);
+    let job = serde_json::from_str::<Value>(&job).unwrap()["signalIds"][0].clone();
+    wait_for("the shell call", || {
+        run(dir, &["logs", "--agent", "reviewer", "--type", "tool_call.started"], 0).0.contains("shell.exec")
+    });
+    let (sent, _) = run(dir, &["send", "reviewer", "--priority", "P1", "news", "--json"], 0);
+    let signal = serde_json::from_str::<Value>(&sent).unwrap()["signalIds"][0].as_str().unwrap().to_string();
+    let of_job = || activations(dir).into_iter().find(|a| a["signalIds"][0] == job).unwrap();
+    wait_for("the activation to end", || of_job()["status"] == "completed");
+    let id = of_job()["id"].clone();
+    let timeline: Value = serde_json::from_str(&run(dir, &["show", id.as_str().unwrap(), "--json"], 0).0).unwrap();
+    let items = timeline["items"].as_array().unwrap();
+    let order: Vec<&str> = items.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(order, ["modelTurn", "toolCall", "signals", "modelTurn"], "{timeline}");
+    assert_eq!(items[2]["delivery"], "tool_boundary");
+    assert_eq!(items[2]["signals"][0]["id"], signal.as_str());
+    assert_eq!(items[2]["signals"][0]["summary"], "news");
+    let (shown, _) = run(dir, &["show", id.as_str().unwrap()], 0);
+    assert!(shown.contains("(tool_boundary):\n") && shown.contains("P1 message.created from user: news"), "{shown}");
+    assert_eq!(controller.stop(), Some(0));
 }
