@@ -81,6 +81,10 @@ impl CliError {
     /// A line that helps fix the input, printed under the error: the allowed values of an enum
     /// that arrived in JSON (where clap could not check it).
     pub fn hint(&self) -> Option<String> {
+        // Config diagnostics carry their own hints.
+        if self.is_rendered() {
+            return None;
+        }
         let message = self.to_string();
         // The store's and the policy's text, and a schema's enum failure on a `priority` field.
         let priority = message.contains("Invalid priority: ") || message.contains("/priority: ");
@@ -369,12 +373,40 @@ pub fn set_status(dir: &Path, status: ProjectStatus) -> Result<Output, CliError>
     Ok(format!("project {}: {} -> {}\n", after.name, before.status.as_str(), after.status.as_str()).into())
 }
 
-/// `suzumio tick <dir>`: one scheduler tick, and what it did.
-pub async fn tick(dir: &Path) -> Result<Output, CliError> {
+/// `suzumio tick <dir> [--json]`: one scheduler tick, and what it did.
+pub async fn tick(dir: &Path, as_json: bool) -> Result<Output, CliError> {
     use crate::scheduler::{RecordingLauncher, Scheduler};
     let tools = crate::controller::open(dir)?;
     let scheduler = Scheduler::new(tools.clone(), std::sync::Arc::new(RecordingLauncher));
     let report = scheduler.tick().await;
+    if as_json {
+        let activation = |a: &crate::store::ActivationRecord| views::TickActivation {
+            activation_id: a.id.clone(),
+            agent_id: a.agent_id.clone(),
+            signal_ids: a.signal_ids.clone(),
+            error: a.error.clone(),
+        };
+        let view = views::TickView {
+            ran: report.ran,
+            started: report.started.iter().map(activation).collect(),
+            cancelled: report.cancelled.iter().map(activation).collect(),
+            hooks: report
+                .hooks
+                .iter()
+                .map(|h| views::TickHook {
+                    toolpack: h.pack.clone(),
+                    signals: h.recorded.clone(),
+                    wake_at: h.wake_at.map(crate::clock::iso),
+                    errors: h.errors.clone(),
+                })
+                .collect(),
+            nudges: report.nudges.iter().map(|n| n.id.clone()).collect(),
+            monitor_messages: report.monitor_messages.clone(),
+            errors: report.errors.clone(),
+            next_due: report.next_due.map(crate::clock::iso),
+        };
+        return Ok(to_json(&view).into());
+    }
     let mut out = String::new();
     if !report.ran {
         let status = tools.store.project()?.status;

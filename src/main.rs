@@ -225,6 +225,9 @@ enum Command {
     Tick {
         /// Project directory (holding suzumio.yaml) or the config file itself.
         dir: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// List signals, newest first.
     Signals {
@@ -500,7 +503,7 @@ fn main() -> ExitCode {
         Command::Resume { dir, agents } => finish(commands::resume(&dir, &agents)),
         Command::Start { dir } => finish(commands::set_status(&dir, ProjectStatus::Running)),
         Command::Stop { dir } => finish(commands::set_status(&dir, ProjectStatus::Stopped)),
-        Command::Tick { dir } => block_on(async move { finish(commands::tick(&dir).await) }),
+        Command::Tick { dir, json } => block_on(async move { finish_json(commands::tick(&dir, json).await, json) }),
         Command::Signals { dir, agent, status, limit, json } => {
             finish_json(commands::signals(&dir, agent.as_deref(), status.map(SignalStatus::from), limit, json), json)
         }

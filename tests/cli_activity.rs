@@ -418,3 +418,17 @@ fn a_p1_sent_during_a_tool_call_shows_in_the_timeline_after_that_call() {
     assert!(shown.contains("(tool_boundary):\n") && shown.contains("P1 message.created from user: news"), "{shown}");
     assert_eq!(controller.stop(), Some(0));
 }
+
+#[test]
+fn tick_json_says_what_a_tick_did() {
+    let project = project();
+    let dir = project.dir.to_str().unwrap();
+    let (idle, _) = run(dir, &["tick", "--json"], 0);
+    golden("review.tick.initialized.json").assert_eq(&idle);
+    run(dir, &["start"], 0);
+    run(dir, &["send", "pm", "hello"], 0);
+    let (ticked, _) = run(dir, &["tick", "--json"], 0);
+    let ticked: Value = serde_json::from_str(&ticked).unwrap();
+    assert_eq!(ticked["ran"], true);
+    assert_eq!(ticked["started"][0]["agentId"], "pm", "{ticked}");
+}

@@ -111,6 +111,44 @@ pub struct CancelView {
     pub cancelled: bool,
 }
 
+/// `tick --json`: what one scheduler tick did.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TickView {
+    /// False when the project is not running (nothing was scheduled).
+    pub ran: bool,
+    /// `{activationId, agentId, signalIds}` of each activation started.
+    pub started: Vec<TickActivation>,
+    /// `{activationId, agentId, error}` of each activation a P0 cancelled.
+    pub cancelled: Vec<TickActivation>,
+    pub hooks: Vec<TickHook>,
+    /// Ids of the nudge signals created.
+    pub nudges: Vec<String>,
+    /// Ids of the monitor messages sent.
+    pub monitor_messages: Vec<String>,
+    pub errors: Vec<String>,
+    pub next_due: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TickActivation {
+    pub activation_id: String,
+    pub agent_id: String,
+    pub signal_ids: Vec<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TickHook {
+    pub toolpack: String,
+    /// Ids of the signals recorded from what the hook returned.
+    pub signals: Vec<String>,
+    pub wake_at: Option<String>,
+    pub errors: Vec<String>,
+}
+
 /// What a command given `--json` prints on stdout when it fails (and exits 1 or 2).
 #[derive(Serialize)]
 pub struct JsonError {
