@@ -507,6 +507,11 @@ pub async fn tool_call(
     if tools.project.registry.tool(tool).is_none() {
         return Err(unknown_tool(&tools.project, tool));
     }
+    // Refused input is refused before a runner (or a Docker engine) is asked for; the path
+    // below says the same for calls that get that far.
+    if tools.project.config.agent(agent).is_some_and(|a| !a.tools.allows(tool)) {
+        return Err(crate::toolpack::ToolError::Rejected(format!("Tool not allowed for {agent}: {tool}")).into());
+    }
     let kind = backend.unwrap_or(tools.project.config.backend.kind);
     let needs_runner =
         tools.project.registry.tool(tool).is_some_and(|(_, def)| def.runs_in == crate::toolpack::RunsIn::Runner);
