@@ -337,6 +337,13 @@ fn cancel_and_wake_reach_a_running_controller_in_another_process() {
     assert!(asked.elapsed() < Duration::from_secs(3), "took {:?}", asked.elapsed());
     let a = activations(dir).into_iter().find(|a| a["id"] == id.as_str()).unwrap();
     assert_eq!((a["status"].as_str(), a["error"].as_str()), (Some("cancelled"), Some("cancelled by the user")));
+    let timeline: Value = serde_json::from_str(&run(dir, &["show", &id, "--json"], 0).0).unwrap();
+    let call = timeline["items"].as_array().unwrap().iter().find(|i| i["tool"] == "shell.exec").unwrap().clone();
+    assert_eq!(
+        (call["status"].as_str(), call["error"].as_str()),
+        (Some("failed"), Some("its activation was cancelled: cancelled by the user")),
+        "{timeline}"
+    );
     wait_for("the sleep to be killed", || {
         let ps = std::process::Command::new("pgrep").args(["-f", "sleep 30; echo late"]).output().unwrap();
         ps.stdout.is_empty()
