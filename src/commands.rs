@@ -344,6 +344,27 @@ pub async fn ui(dir: &Path, target: &str, input: Option<&str>, as_json: bool) ->
     };
     let input = json_input(input)?;
     let tools = crate::controller::open(dir)?;
+    let registry = &tools.project.registry;
+    let suggest = |name: &str, known: Vec<&str>| {
+        crate::config::diag::did_you_mean(name, known).map(|h| format!(" ({h})")).unwrap_or_default()
+    };
+    match registry.pack(pack) {
+        None => {
+            let known = registry.packs().iter().map(|p| p.id.as_str()).collect();
+            return Err(CliError::Invoke(InvokeError::Rejected(format!(
+                "Unknown toolpack: {pack}{}",
+                suggest(pack, known)
+            ))));
+        }
+        Some(p) if !p.webui.iter().any(|e| e.id == entry) => {
+            let known = p.webui.iter().map(|e| e.id.as_str()).collect();
+            return Err(CliError::Invoke(InvokeError::Rejected(format!(
+                "Unknown WebUI tool entry {entry} in {pack}{}",
+                suggest(entry, known)
+            ))));
+        }
+        Some(_) => {}
+    }
     let output = tools.invoke_webui(pack, entry, input).await?;
     if as_json {
         return Ok(to_json(&output).into());

@@ -60,13 +60,15 @@ fn run(dir: &str, args: &[&str], code: i32) -> (String, String) {
     (text(&out.stdout), text(&out.stderr))
 }
 
-fn run_until_idle(dir: &str) {
+/// `suzumio run --until-idle`; its stdout (one line per event: stdout is not a terminal).
+fn run_until_idle(dir: &str) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
         .args(["run", dir, "--port", "0", "--backend", "process", "--until-idle"])
         .env("SUZUMIO_RUNNER_BIN", support::runner_binary())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    text(&out.stdout)
 }
 
 /// Output with what changes from run to run replaced: ids (`act_<1>`, numbered in order of
@@ -169,7 +171,15 @@ fn a_scripted_run_shown_by_activations_show_logs_and_history() {
     let project = project();
     let dir = project.dir.to_str().unwrap();
     run(dir, &["send", "reviewer", "Review PR 7"], 0);
-    run_until_idle(dir);
+    let progress = run_until_idle(dir);
+    // Regression: a model's text replies showed only as "started/completed".
+    for line in [
+        "reviewer: \"Let me write my notes.\"",
+        "reviewer: file.read failed: No such file or directory: /workspace/missing.md",
+        "reviewer: \"All reviewed.\"",
+    ] {
+        assert!(progress.lines().any(|l| l == line), "{line} in:\n{progress}");
+    }
 
     let (list, _) = run(dir, &["activations"], 0);
     golden("review.activations.txt").assert_eq(&table(&normalize(&list, dir)));
@@ -249,6 +259,10 @@ fn wrong_input_exits_2_with_suggestions_and_allowed_values_everywhere() {
         text(&out.stderr),
         "error: Unknown tool: file.raed (did you mean `file.read`?) (suzumio tools lists them)\n"
     );
+    let (_, err) = run(dir, &["ui", "core/messages.snd"], 2);
+    assert_eq!(err, "error: Unknown WebUI tool entry messages.snd in core (did you mean `messages.send`?)\n");
+    let (_, err) = run(dir, &["ui", "review-tool/review.stats"], 2);
+    assert_eq!(err, "error: Unknown toolpack: review-tool (did you mean `review-tools`?)\n");
     let (_, err) = run(dir, &["show", "act_0000"], 2);
     assert_eq!(err, "error: Unknown activation: act_0000 (suzumio activations lists them)\n");
     let (_, err) = run(dir, &["ui", "core/messages.send", r#"{"recipient": "pm", "body": "x", "priority": "P9"}"#], 2);
