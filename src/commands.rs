@@ -1,6 +1,14 @@
 //! What each CLI command does. Commands load the project, compute, and return their output as
 //! text (or JSON text) plus warnings, or a [`CliError`] that knows its exit code; `main.rs`
-//! prints and exits.
+//! prints and exits. `--json` shapes are the structs of [`views`]; the commands that follow
+//! activations and events are in [`activity`].
+
+mod activity;
+pub mod views;
+
+pub use activity::{
+    CANCELLED_BY_USER, LogFilter, WAKE_BODY, activations, cancel, follow_logs, history, logs, show, wake,
+};
 
 pub mod approvals;
 
@@ -62,6 +70,45 @@ impl From<StoreError> for CliError {
 }
 
 impl CliError {
+    /// What kind of failure, as `--json` error objects name it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CliError::Invalid(_) | CliError::Run(RunError::Invalid(_)) => "invalid_config",
+            CliError::Tool(e) => e.kind(),
+            _ if self.exit_code() == 2 => "invalid_input",
+            _ => "failed",
+        }
+    }
+
+    /// A line that helps fix the input, printed under the error: the allowed values of an enum
+    /// that arrived in JSON (where clap could not check it).
+    pub fn hint(&self) -> Option<String> {
+        // Config diagnostics carry their own hints.
+        if self.is_rendered() {
+            return None;
+        }
+        let message = self.to_string();
+        // The store's and the policy's text, and a schema's enum failure on a `priority` field.
+        let priority = message.contains("Invalid priority: ") || message.contains("/priority: ");
+        priority.then(|| {
+            let all: Vec<&str> = Priority::ALL.iter().map(|p| p.as_str()).collect();
+            format!("hint: a priority is one of {}", all.join(", "))
+        })
+    }
+
+    /// The `--json` error object.
+    pub fn to_json(&self) -> String {
+        let message = match self {
+            CliError::Invalid(i) | CliError::Run(RunError::Invalid(i)) => {
+                crate::config::diag::sorted(&i.0.errors).iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")
+            }
+            other => other.to_string(),
+        };
+        to_json(&views::JsonError {
+            error: views::ErrorBody { message, kind: self.kind(), exit_code: self.exit_code() },
+        })
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Invalid(_) | CliError::Input(_) => 2,
@@ -79,10 +126,25 @@ impl CliError {
     }
 }
 
-fn invalid(message: String) -> InvalidInput {
-    let mut d = Diagnostics::default();
-    d.error(None, "", message);
-    InvalidInput(d)
+/// Pretty JSON and a newline: how every `--json` prints.
+fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
+}
+
+/// `Unknown agent: wirter (did you mean `writer`? agents: pm, writer)`: exit 2.
+pub(crate) fn unknown_agent(config: &crate::config::ProjectConfig, id: &str) -> CliError {
+    let known: Vec<&str> = config.agents.iter().map(|a| a.id.as_str()).collect();
+    let hint =
+        crate::config::diag::did_you_mean(id, known.iter().copied()).map(|h| format!("{h} ")).unwrap_or_default();
+    CliError::Input(format!("Unknown agent: {id} ({hint}agents: {})", known.join(", ")))
+}
+
+/// `Unknown tool: file.raed (did you mean `file.read`?)`: exit 2.
+fn unknown_tool(project: &Project, name: &str) -> CliError {
+    let hint = crate::config::diag::did_you_mean(name, project.registry.tools().map(|(_, t)| t.name.as_str()))
+        .map(|h| format!(" ({h})"))
+        .unwrap_or_default();
+    CliError::Input(format!("Unknown tool: {name}{hint} (suzumio tools lists them)"))
 }
 
 /// The input argument of `ui` and `tool call`: a JSON object, `{}` when left out.
@@ -95,8 +157,8 @@ fn json_input(input: Option<&str>) -> Result<serde_json::Value, CliError> {
     }
 }
 
-/// `suzumio check <dir>`.
-pub async fn check(dir: &Path) -> Result<Output, CliError> {
+/// `suzumio check <dir> [--json]`.
+pub async fn check(dir: &Path, as_json: bool) -> Result<Output, CliError> {
     let project = Project::load(dir, &ProcessEnv)?;
     let modules = check_modules(&project).await;
     if modules.has_errors() {
@@ -104,6 +166,39 @@ pub async fn check(dir: &Path) -> Result<Output, CliError> {
     }
     let c = &project.config;
     let r = &project.registry;
+    if as_json {
+        let toolsets = project.toolsets();
+        let view = views::CheckView {
+            project: &c.name,
+            task: &c.task,
+            toolpacks: r
+                .packs()
+                .iter()
+                .map(|p| views::ToolpackView {
+                    id: &p.id,
+                    kind: p.kind_name(),
+                    tools: p.tools.len(),
+                    webui_entries: p.webui.len(),
+                })
+                .collect(),
+            agents: c
+                .agents
+                .iter()
+                .zip(&toolsets)
+                .map(|(a, set)| views::CheckedAgent {
+                    id: &a.id,
+                    display_name: &a.display_name,
+                    role: &a.role,
+                    model: &a.model,
+                    tools: &set.tools,
+                    mounted_toolpacks: &set.mounted_packs,
+                })
+                .collect(),
+            warnings: crate::config::diag::sorted(&project.warnings.warnings).iter().map(|w| w.to_string()).collect(),
+        };
+        // The warnings are in the object; stderr stays quiet.
+        return Ok(to_json(&view).into());
+    }
     let mut out = String::new();
     let _ = writeln!(out, "project {}: {}", c.name, first_line(&c.task, 100));
     let _ = writeln!(out, "toolpacks:");
@@ -230,8 +325,7 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
     if let Some(id) = agent
         && c.agent(id).is_none()
     {
-        let known: Vec<&str> = c.agents.iter().map(|a| a.id.as_str()).collect();
-        return Err(invalid(format!("Unknown agent: {id} (agents: {})", known.join(", "))).into());
+        return Err(unknown_agent(c, id));
     }
     let rows: Vec<_> = project
         .registry
@@ -342,9 +436,30 @@ pub async fn ui(dir: &Path, target: &str, input: Option<&str>, as_json: bool) ->
     };
     let input = json_input(input)?;
     let tools = crate::controller::open(dir)?;
+    let registry = &tools.project.registry;
+    let suggest = |name: &str, known: Vec<&str>| {
+        crate::config::diag::did_you_mean(name, known).map(|h| format!(" ({h})")).unwrap_or_default()
+    };
+    match registry.pack(pack) {
+        None => {
+            let known = registry.packs().iter().map(|p| p.id.as_str()).collect();
+            return Err(CliError::Invoke(InvokeError::Rejected(format!(
+                "Unknown toolpack: {pack}{}",
+                suggest(pack, known)
+            ))));
+        }
+        Some(p) if !p.webui.iter().any(|e| e.id == entry) => {
+            let known = p.webui.iter().map(|e| e.id.as_str()).collect();
+            return Err(CliError::Invoke(InvokeError::Rejected(format!(
+                "Unknown WebUI tool entry {entry} in {pack}{}",
+                suggest(entry, known)
+            ))));
+        }
+        Some(_) => {}
+    }
     let output = tools.invoke_webui(pack, entry, input).await?;
     if as_json {
-        return Ok((serde_json::to_string_pretty(&output).unwrap_or_default() + "\n").into());
+        return Ok(to_json(&output).into());
     }
     let mut out = String::new();
     if let Some(title) = &output.title {
@@ -371,12 +486,40 @@ pub fn set_status(dir: &Path, status: ProjectStatus) -> Result<Output, CliError>
     Ok(format!("project {}: {} -> {}\n", after.name, before.status.as_str(), after.status.as_str()).into())
 }
 
-/// `suzumio tick <dir>`: one scheduler tick, and what it did.
-pub async fn tick(dir: &Path) -> Result<Output, CliError> {
+/// `suzumio tick <dir> [--json]`: one scheduler tick, and what it did.
+pub async fn tick(dir: &Path, as_json: bool) -> Result<Output, CliError> {
     use crate::scheduler::{RecordingLauncher, Scheduler};
     let tools = crate::controller::open(dir)?;
     let scheduler = Scheduler::new(tools.clone(), std::sync::Arc::new(RecordingLauncher));
     let report = scheduler.tick().await;
+    if as_json {
+        let activation = |a: &crate::store::ActivationRecord| views::TickActivation {
+            activation_id: a.id.clone(),
+            agent_id: a.agent_id.clone(),
+            signal_ids: a.signal_ids.clone(),
+            error: a.error.clone(),
+        };
+        let view = views::TickView {
+            ran: report.ran,
+            started: report.started.iter().map(activation).collect(),
+            cancelled: report.cancelled.iter().map(activation).collect(),
+            hooks: report
+                .hooks
+                .iter()
+                .map(|h| views::TickHook {
+                    toolpack: h.pack.clone(),
+                    signals: h.recorded.clone(),
+                    wake_at: h.wake_at.map(crate::clock::iso),
+                    errors: h.errors.clone(),
+                })
+                .collect(),
+            nudges: report.nudges.iter().map(|n| n.id.clone()).collect(),
+            monitor_messages: report.monitor_messages.clone(),
+            errors: report.errors.clone(),
+            next_due: report.next_due.map(crate::clock::iso),
+        };
+        return Ok(to_json(&view).into());
+    }
     let mut out = String::new();
     if !report.ran {
         let status = tools.store.project()?.status;
@@ -428,7 +571,7 @@ pub fn signals(
     if let Some(a) = agent
         && tools.project.config.agent(a).is_none()
     {
-        return Err(CliError::Input(format!("Unknown agent: {a}")));
+        return Err(unknown_agent(&tools.project.config, a));
     }
     let query = crate::store::SignalQuery {
         target_agent: agent.map(str::to_string),
@@ -439,7 +582,7 @@ pub fn signals(
     };
     let signals = tools.store.list_signals(&query)?;
     if as_json {
-        return Ok((serde_json::to_string_pretty(&signals).unwrap_or_default() + "\n").into());
+        return Ok(to_json(&signals).into());
     }
     let rows: Vec<[String; 7]> = signals
         .iter()
@@ -472,7 +615,15 @@ pub async fn tool_call(
     let input = json_input(input)?;
     let tools = crate::controller::open(dir)?;
     if tools.project.config.agent(agent).is_none() {
-        return Err(CliError::Input(format!("Unknown agent: {agent}")));
+        return Err(unknown_agent(&tools.project.config, agent));
+    }
+    if tools.project.registry.tool(tool).is_none() {
+        return Err(unknown_tool(&tools.project, tool));
+    }
+    // Refused input is refused before a runner (or a Docker engine) is asked for; the path
+    // below says the same for calls that get that far.
+    if tools.project.config.agent(agent).is_some_and(|a| !a.tools.allows(tool)) {
+        return Err(crate::toolpack::ToolError::Rejected(format!("Tool not allowed for {agent}: {tool}")).into());
     }
     let kind = backend.unwrap_or(tools.project.config.backend.kind);
     let needs_runner =
@@ -501,7 +652,7 @@ pub async fn tool_call(
     framed.map_err(|e| CliError::Failed(format!("recording the end of the call's activation: {e}")))?;
     let output = result?;
     if as_json {
-        return Ok((serde_json::to_string_pretty(&output).unwrap_or_default() + "\n").into());
+        return Ok(to_json(&output).into());
     }
     let mut out = String::new();
     if let Some(title) = &output.title {
@@ -511,9 +662,12 @@ pub async fn tool_call(
     Ok(out.into())
 }
 
-/// `suzumio send <dir> <recipient> [--priority P] <body…>`: a message from the user.
-pub fn send(dir: &Path, recipient: &str, priority: Priority, body: &str) -> Result<Output, CliError> {
+/// `suzumio send <dir> <recipient> [--priority P] <body…> [--json]`: a message from the user.
+pub fn send(dir: &Path, recipient: &str, priority: Priority, body: &str, as_json: bool) -> Result<Output, CliError> {
     let tools = crate::controller::open(dir)?;
+    if !recipient.starts_with('#') && recipient != "user" && tools.project.config.agent(recipient).is_none() {
+        return Err(unknown_agent(&tools.project.config, recipient));
+    }
     let (recipient, channel) = if recipient.starts_with('#') {
         (None, Some(recipient.to_string()))
     } else {
@@ -528,15 +682,48 @@ pub fn send(dir: &Path, recipient: &str, priority: Priority, body: &str) -> Resu
         source_agent: None,
         source_activation: None,
     })?;
+    if as_json {
+        return Ok(to_json(&sent).into());
+    }
     Ok(format!("sent {} ({} signal(s))\n", sent.message_id, sent.signal_ids.len()).into())
 }
 
-/// `suzumio status <dir>`.
-pub fn status(dir: &Path) -> Result<Output, CliError> {
+/// `suzumio status <dir> [--json]`.
+pub fn status(dir: &Path, as_json: bool) -> Result<Output, CliError> {
     let tools = crate::controller::open_read_only(dir)?;
     let project = tools.store.project()?;
     let stats = tools.store.project_stats()?;
     let counts = tools.store.signal_counts()?;
+    if as_json {
+        use crate::activation::budget::spent;
+        let mut agents = Vec::new();
+        for a in tools.store.agents()? {
+            if tools.project.config.agent(&a.id).is_none() {
+                continue;
+            }
+            let s = spent(&tools.store, Some(&a.id), a.resumed_at.as_deref())?;
+            agents.push(views::AgentStatusView {
+                id: a.id,
+                status: a.status,
+                active_activation_id: a.active_activation_id,
+                paused: a.paused,
+                usage_today: s.today,
+                activations_this_hour: s.activations_this_hour,
+            });
+        }
+        let view = views::StatusView {
+            project: project.name,
+            status: project.status,
+            submitted_report: project.submitted_report,
+            agents,
+            usage_today: spent(&tools.store, None, None)?.today,
+            messages: stats.messages,
+            activations: stats.activations,
+            tool_calls: stats.tool_calls,
+            pending_signals: counts.by_status.get("pending").copied().unwrap_or(0),
+        };
+        return Ok(to_json(&view).into());
+    }
     let mut out = String::new();
     let _ = writeln!(out, "project {}: {}", project.name, project.status.as_str());
     for a in tools.store.agents()? {
@@ -612,7 +799,7 @@ fn usage_lines(tools: &crate::support::ToolHost, out: &mut String) -> Result<(),
 pub fn resume(dir: &Path, agents: &[String]) -> Result<Output, CliError> {
     let tools = crate::controller::open(dir)?;
     if let Some(unknown) = agents.iter().find(|a| tools.project.config.agent(a).is_none()) {
-        return Err(CliError::Input(format!("Unknown agent: {unknown}")));
+        return Err(unknown_agent(&tools.project.config, unknown));
     }
     let mut out = String::new();
     for agent in agents {

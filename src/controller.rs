@@ -267,6 +267,13 @@ pub async fn run(
     let stopping = CancellationToken::new();
     let tasks = TaskTracker::new();
     tasks.spawn(scheduler.clone().run(stopping.clone()));
+    // What other processes write (`suzumio send`, `wake`, `cancel`) reaches this process's
+    // subscribers within FOLLOW_INTERVAL: the scheduler wakes on it, and an activation whose
+    // end was recorded elsewhere stops.
+    let store = tools.store.clone();
+    let following = stopping.clone();
+    tasks.spawn(async move { store.follow_other_writers(following).await });
+    tasks.spawn(activations.clone().stop_ended_elsewhere(stopping.clone()));
     let mut served = tasks.spawn(listener.serve(tools.clone(), stopping.clone().cancelled_owned()));
     on_listening(&tools, address);
     let idle = became_idle(tools.clone(), activations.clone(), scheduler.clone(), runners.clone());

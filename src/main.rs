@@ -11,7 +11,7 @@ use suzumio::commands::{self, CliError, Output};
 use suzumio::config::diag::sorted;
 use suzumio::config::{BackendKind, Priority};
 use suzumio::controller::{self, RunOptions};
-use suzumio::store::{ProjectStatus, SignalStatus};
+use suzumio::store::{ActivationStatus, ProjectStatus, SignalStatus};
 use suzumio::web::AllowedHost;
 
 #[derive(Parser)]
@@ -31,6 +31,9 @@ enum Command {
     Check {
         /// Project directory (holding suzumio.yaml) or the config file itself.
         dir: PathBuf,
+        /// Print JSON instead of text (warnings included in it).
+        #[arg(long)]
+        json: bool,
     },
     /// Print the resolved tool catalogue: name, pack, description, approval, allowed agents.
     Tools {
@@ -73,6 +76,10 @@ enum Command {
         /// stopped, submitted or completed one keeps its status.)
         #[arg(long)]
         paused: bool,
+        /// How log lines are written on stderr: `text` for people, `json` (one object per
+        /// line: timestamp, level, fields, target) for log collectors.
+        #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
     },
     /// Send a message (as the user) to an agent or a channel.
     Send {
@@ -86,11 +93,104 @@ enum Command {
         /// The message.
         #[arg(required = true, num_args = 1..)]
         body: Vec<String>,
+        /// Print the message and signal ids as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// The project's status, agents, pending work and report.
     Status {
         /// Project directory (holding suzumio.yaml) or the config file itself.
         dir: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List activations, newest first: agent, status, duration, tool calls, tokens, result.
+    Activations {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// Only this agent's activations.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only activations with this status.
+        #[arg(long, value_enum)]
+        status: Option<ActivationStatusArg>,
+        /// How many (at most 500).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one activation turn by turn: the model's text, each tool call with its input and
+    /// output or error, durations, tokens and cost, and signals that arrived at tool calls.
+    Show {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The activation's id, or any unique beginning of it (with or without `act_`).
+        activation: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the project's events (newest last); with -f, keep printing new ones as they
+    /// happen, whoever writes them (a running `suzumio run`, another command).
+    Logs {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// Follow: print new events as they are recorded, until Ctrl-C.
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// Only events about this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only events of this type, or under it (`tool_call` for tool_call.started and
+        /// tool_call.finished).
+        #[arg(long = "type", value_name = "TYPE")]
+        kind: Option<String>,
+        /// How many of the newest to print first (at most 1000).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// One JSON object per line (JSON Lines) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// An agent's history as its model replays it: prompts, replies, tool results, signals.
+    History {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The agent.
+        agent: String,
+        /// How many of the newest entries (oldest first).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel the agent's running activation. A `suzumio run` serving the project (in another
+    /// terminal) stops it within a second; its signals count as handled.
+    Cancel {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The agent.
+        agent: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wake an agent now: a P1 message from the user (an idle agent starts an activation at
+    /// once; a busy one gets it at its next tool call).
+    Wake {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The agent.
+        agent: String,
+        /// What to tell it (default: to check where its work stands and continue).
+        body: Vec<String>,
+        /// Print the message and signal ids as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Resume agents a budget or the wake-loop guard paused: their pending signals are
     /// delivered again (a running `suzumio run` picks this up at its next tick).
@@ -150,6 +250,9 @@ enum Command {
     Tick {
         /// Project directory (holding suzumio.yaml) or the config file itself.
         dir: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// List signals, newest first.
     Signals {
@@ -370,6 +473,33 @@ impl From<PriorityArg> for Priority {
     }
 }
 
+/// `run --log-format`.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `activations --status`.
+#[derive(Clone, Copy, ValueEnum)]
+enum ActivationStatusArg {
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl From<ActivationStatusArg> for ActivationStatus {
+    fn from(s: ActivationStatusArg) -> Self {
+        match s {
+            ActivationStatusArg::Running => ActivationStatus::Running,
+            ActivationStatusArg::Completed => ActivationStatus::Completed,
+            ActivationStatusArg::Failed => ActivationStatus::Failed,
+            ActivationStatusArg::Cancelled => ActivationStatus::Cancelled,
+        }
+    }
+}
+
 /// `signals --status`.
 #[derive(Clone, Copy, ValueEnum)]
 enum SignalStatusArg {
@@ -391,58 +521,72 @@ impl From<SignalStatusArg> for SignalStatus {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let verbose = matches!(cli.command, Command::Run { .. });
+    let format = match cli.command {
+        Command::Run { log_format, .. } => log_format,
+        _ => LogFormat::Text,
+    };
     // The live lines of `suzumio run` (stderr; hidden when it is not a terminal). Everything
     // written to stderr while they are up goes through it.
     let terminal = MultiProgress::new();
-    init_logging(verbose, &terminal);
+    init_logging(verbose, format, &terminal);
     match cli.command {
-        Command::Check { dir } => block_on(async move { finish(commands::check(&dir).await) }),
-        Command::Tools { dir, agent, json } => finish(commands::tools(&dir, agent.as_deref(), json)),
-        Command::Run { dir, host, port, token, allowed_hosts, backend, until_idle, paused } => block_on(async move {
-            let login_code = token.as_ref().map(|_| suzumio::store::new_token());
-            let link_code = login_code.clone();
-            let backend = backend.map(BackendKind::from);
-            let options =
-                RunOptions { host, port, token, backend, until_idle, login_code, allowed_hosts, start: !paused };
-            let live = terminal.clone();
-            let announce = move |tools: &suzumio::support::ToolHost, addr: std::net::SocketAddr| {
-                let status = tools.store.project().map(|p| p.status);
-                let note = match status {
-                    Ok(suzumio::store::ProjectStatus::Running) => String::new(),
-                    Ok(suzumio::store::ProjectStatus::Stopped) => {
-                        " (stopped: no agent runs until `suzumio start` or Start in the WebUI)".to_string()
+        Command::Check { dir, json } => block_on(async move { finish_json(commands::check(&dir, json).await, json) }),
+        Command::Tools { dir, agent, json } => finish_json(commands::tools(&dir, agent.as_deref(), json), json),
+        Command::Run { dir, host, port, token, allowed_hosts, backend, until_idle, paused, log_format } => {
+            block_on(async move {
+                let login_code = token.as_ref().map(|_| suzumio::store::new_token());
+                let link_code = login_code.clone();
+                let backend = backend.map(BackendKind::from);
+                let options =
+                    RunOptions { host, port, token, backend, until_idle, login_code, allowed_hosts, start: !paused };
+                let live = terminal.clone();
+                let announce = move |tools: &suzumio::support::ToolHost, addr: std::net::SocketAddr| {
+                    let status = tools.store.project().map(|p| p.status);
+                    let note = match status {
+                        Ok(suzumio::store::ProjectStatus::Running) => String::new(),
+                        Ok(suzumio::store::ProjectStatus::Stopped) => {
+                            " (stopped: no agent runs until `suzumio start` or Start in the WebUI)".to_string()
+                        }
+                        Ok(other) => format!(" ({}: no agent runs until it is started)", other.as_str()),
+                        Err(e) => format!(" (status unknown: {e})"),
+                    };
+                    println!("suzumio: project {}{note} is served at http://{addr} (Ctrl-C to stop)", tools.name());
+                    if let Some(code) = &link_code {
+                        println!("suzumio: WebUI login link (works once): http://{addr}/login/{code}");
                     }
-                    Ok(other) => format!(" ({}: no agent runs until it is started)", other.as_str()),
-                    Err(e) => format!(" (status unknown: {e})"),
+                    // Structured logs are for a collector, not a terminal: no live lines then.
+                    if log_format == LogFormat::Text {
+                        show_progress(tools, &live);
+                    }
                 };
-                println!("suzumio: project {}{note} is served at http://{addr} (Ctrl-C to stop)", tools.name());
-                if let Some(code) = &link_code {
-                    println!("suzumio: WebUI login link (works once): http://{addr}/login/{code}");
-                }
-                show_progress(tools, &live);
-            };
-            let stopping = terminal.clone();
-            let shutdown = async move {
-                let signal = stop_signal().await;
-                stopping.suspend(|| eprintln!("suzumio: {signal}: shutting down"));
-            };
-            match controller::run(&dir, options, announce, shutdown).await {
-                Ok(outcome) if !outcome.failed_activations.is_empty() => {
-                    terminal.suspend(|| {
-                        eprintln!(
-                            "suzumio: {} activation(s) failed: {}",
+                let stopping = terminal.clone();
+                let shutdown = async move {
+                    let signal = stop_signal().await;
+                    match log_format {
+                        LogFormat::Text => stopping.suspend(|| eprintln!("suzumio: {signal}: shutting down")),
+                        LogFormat::Json => tracing::info!("{signal}: shutting down"),
+                    }
+                };
+                match controller::run(&dir, options, announce, shutdown).await {
+                    Ok(outcome) if !outcome.failed_activations.is_empty() => {
+                        let failed = format!(
+                            "{} activation(s) failed: {}",
                             outcome.failed_activations.len(),
                             outcome.failed_activations.join(", ")
-                        )
-                    });
-                    ExitCode::from(1)
+                        );
+                        match log_format {
+                            LogFormat::Text => terminal.suspend(|| eprintln!("suzumio: {failed}")),
+                            LogFormat::Json => tracing::error!("{failed}"),
+                        }
+                        ExitCode::from(1)
+                    }
+                    Ok(_) => ExitCode::SUCCESS,
+                    Err(e) => terminal.suspend(|| finish(Err(e.into()))),
                 }
-                Ok(_) => ExitCode::SUCCESS,
-                Err(e) => terminal.suspend(|| finish(Err(e.into()))),
-            }
-        }),
+            })
+        }
         Command::Ui { dir, target, input, json } => {
-            block_on(async move { finish(commands::ui(&dir, &target, input.as_deref(), json).await) })
+            block_on(async move { finish_json(commands::ui(&dir, &target, input.as_deref(), json).await, json) })
         }
         Command::Image { command: ImageCommand::Build { base, packages, suite, tag, force } } => block_on(async move {
             let built = match base {
@@ -473,13 +617,44 @@ fn main() -> ExitCode {
         Command::Tool { command: ToolCommand::Call { dir, agent, tool, input, backend, json } } => {
             block_on(async move {
                 let kind = backend.map(BackendKind::from);
-                finish(commands::tool_call(&dir, &agent, &tool, input.as_deref(), kind, json).await)
+                finish_json(commands::tool_call(&dir, &agent, &tool, input.as_deref(), kind, json).await, json)
             })
         }
-        Command::Send { dir, recipient, priority, body } => {
-            finish(commands::send(&dir, &recipient, priority.into(), &body.join(" ")))
+        Command::Send { dir, recipient, priority, body, json } => {
+            finish_json(commands::send(&dir, &recipient, priority.into(), &body.join(" "), json), json)
         }
-        Command::Status { dir } => finish(commands::status(&dir)),
+        Command::Status { dir, json } => finish_json(commands::status(&dir, json), json),
+        Command::Activations { dir, agent, status, limit, json } => finish_json(
+            commands::activations(&dir, agent.as_deref(), status.map(ActivationStatus::from), limit, json),
+            json,
+        ),
+        Command::Show { dir, activation, json } => finish_json(commands::show(&dir, &activation, json), json),
+        Command::History { dir, agent, limit, json } => finish_json(commands::history(&dir, &agent, limit, json), json),
+        Command::Cancel { dir, agent, json } => finish_json(commands::cancel(&dir, &agent, json), json),
+        Command::Wake { dir, agent, body, json } => {
+            let body = body.join(" ");
+            finish_json(commands::wake(&dir, &agent, Some(&body), json), json)
+        }
+        Command::Logs { dir, follow, agent, kind, limit, json } => {
+            let filter = commands::LogFilter { agent, kind, limit, json };
+            if !follow {
+                return finish_json(commands::logs(&dir, &filter), json);
+            }
+            block_on(async move {
+                use std::io::Write;
+                let emit = |line: &str| {
+                    let mut out = std::io::stdout().lock();
+                    // A closed pipe (`| head`) ends the command like Ctrl-C would.
+                    if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+                        std::process::exit(0);
+                    }
+                };
+                let stop = async {
+                    let _ = stop_signal().await;
+                };
+                finish_json(commands::follow_logs(&dir, &filter, emit, stop).await.map(|()| String::new().into()), json)
+            })
+        }
         Command::Approve { dir } => finish(commands::approve(&dir)),
         Command::Approvals { command } => finish(match command {
             ApprovalsCommand::List { dir, all, json } => commands::approvals::list(&dir, all, json),
@@ -497,9 +672,9 @@ fn main() -> ExitCode {
         Command::Resume { dir, agents } => finish(commands::resume(&dir, &agents)),
         Command::Start { dir } => finish(commands::set_status(&dir, ProjectStatus::Running)),
         Command::Stop { dir } => finish(commands::set_status(&dir, ProjectStatus::Stopped)),
-        Command::Tick { dir } => block_on(async move { finish(commands::tick(&dir).await) }),
+        Command::Tick { dir, json } => block_on(async move { finish_json(commands::tick(&dir, json).await, json) }),
         Command::Signals { dir, agent, status, limit, json } => {
-            finish(commands::signals(&dir, agent.as_deref(), status.map(SignalStatus::from), limit, json))
+            finish_json(commands::signals(&dir, agent.as_deref(), status.map(SignalStatus::from), limit, json), json)
         }
     }
 }
@@ -529,6 +704,16 @@ fn show_progress(tools: &suzumio::support::ToolHost, terminal: &MultiProgress) {
     });
 }
 
+/// [`finish`] for a command given `--json`: a failure also prints its JSON error object on
+/// stdout (`{"error": {"message", "kind", "exitCode"}}`), so a script reading stdout always
+/// gets JSON.
+fn finish_json(result: Result<Output, CliError>, json: bool) -> ExitCode {
+    if json && let Err(e) = &result {
+        println!("{}", e.to_json().trim_end());
+    }
+    finish(result)
+}
+
 /// Print a command's warnings and output, or its error; exit with the error's code.
 fn resolve_approval(d: ApprovalDecisionArgs, allow: bool) -> Result<Output, CliError> {
     let remember = d.remember.map(Into::into);
@@ -555,22 +740,27 @@ fn finish(result: Result<Output, CliError>) -> ExitCode {
             } else {
                 eprintln!("error: {e}");
             }
+            if let Some(hint) = e.hint() {
+                eprintln!("{hint}");
+            }
             ExitCode::from(e.exit_code())
         }
     }
 }
 
-fn init_logging(verbose: bool, terminal: &MultiProgress) {
+fn init_logging(verbose: bool, format: LogFormat, terminal: &MultiProgress) {
     let default = if verbose { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SUZUMIO_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(suzumio::progress::LogWriter::new(terminal))
-        .with_ansi(ansi)
-        .with_target(false)
-        .init();
+    let logs =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(suzumio::progress::LogWriter::new(terminal));
+    match format {
+        LogFormat::Text => logs.with_ansi(ansi).with_target(false).init(),
+        // One object per line: `timestamp`, `level`, `fields` (`message` and the event's own
+        // fields, e.g. `agent`, `activation`), `target`.
+        LogFormat::Json => logs.json().with_ansi(false).init(),
+    }
 }
 
 /// Ctrl-C (SIGINT) or SIGTERM, whichever comes first: both stop `suzumio run` the same way.

@@ -2,6 +2,12 @@
 //! current tool, counts) drawn by indicatif on stderr when it is a terminal, and plain log lines
 //! for the caller to print otherwise; plus [`LogWriter`], through which tracing writes so that
 //! log lines land above the live lines instead of through them.
+//!
+//! Each event maps to at most one plain line ([`Progress::apply`]): activations, tool calls (a
+//! failed one with its reason), the model's text replies (first line), messages, budget pauses
+//! and resumes. An event that makes an agent wait for something (an approval) sets the
+//! agent's `waiting` note, shown on its live line until the activation goes on; approvals add
+//! their arms next to the pause's.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -15,6 +21,8 @@ use crate::store::{Event, EventRecord};
 struct AgentLine {
     status: String,
     tool: Option<String>,
+    /// What the agent waits for (a budget pause, an approval), shown after its status.
+    waiting: Option<String>,
     activations: u64,
     tool_calls: u64,
     failed: u64,
@@ -86,8 +94,21 @@ impl Progress {
                 Some(format!("message {sender} -> {to} ({priority})"))
             }
             Event::ProjectStatus { status, .. } => Some(format!("project is {status}")),
-            Event::AgentPaused { reason, .. } => Some(format!("{agent}: paused: {reason}")),
-            Event::AgentResumed { reason, .. } => Some(format!("{agent}: resumed: {reason}")),
+            Event::ActivationTurn { text, .. } => {
+                (!text.is_empty()).then(|| format!("{agent}: \"{}\"", cut(text, REPLY_CHARS)))
+            }
+            Event::AgentPaused { reason, .. } => {
+                if let Some(l) = line {
+                    l.waiting = Some("paused".into());
+                }
+                Some(format!("{agent}: paused: {reason}"))
+            }
+            Event::AgentResumed { reason, .. } => {
+                if let Some(l) = line {
+                    l.waiting = None;
+                }
+                Some(format!("{agent}: resumed: {reason}"))
+            }
             Event::ApprovalRequested { approval_id, tool, reason, .. } => {
                 if let Some(l) = line {
                     l.status = "waiting approval".into();
@@ -114,14 +135,29 @@ impl Progress {
     pub fn line(&self, id: &str) -> Option<String> {
         let l = self.agents.get(id)?;
         let tool = l.tool.as_deref().map(|t| format!(" · {t}")).unwrap_or_default();
+        let status = match &l.waiting {
+            Some(w) => format!("{} ({w})", l.status),
+            None => l.status.clone(),
+        };
         Some(format!(
-            "{id:<16} {:<8}{tool:<28} {} activation(s), {} tool call(s){}",
-            l.status,
+            "{id:<16} {status:<8}{tool:<28} {} activation(s), {} tool call(s){}",
             l.activations,
             l.tool_calls,
             if l.failed > 0 { format!(", {} failed", l.failed) } else { String::new() }
         ))
     }
+}
+
+/// How much of a model's reply a plain line shows.
+const REPLY_CHARS: usize = 120;
+
+/// `text` cut to `max` characters, with an ellipsis when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(max - 1).collect();
+    format!("{}…", kept.trim_end())
 }
 
 /// The live view of a run: [`Progress`] plus one indicatif line per agent on `terminal`.
@@ -269,6 +305,33 @@ mod tests {
             view.show(&failed).as_deref(),
             Some("dev: file.write failed: Write path must be under /workspace: /etc/x")
         );
+    }
+
+    /// Regression: a text-only model reply showed only "started/completed".
+    #[test]
+    fn a_model_reply_shows_its_first_line_and_a_pause_stays_on_the_live_line() {
+        let terminal = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let mut view = LiveView::new(&terminal, &["dev".into()], true);
+        let long = "x".repeat(300);
+        let turn = |text: &str| {
+            event(
+                "activation.turn",
+                json!({"activationId": "act_1", "agentId": "dev", "model": "m", "text": text, "toolCalls": []}),
+            )
+        };
+        assert_eq!(view.show(&turn("The report is done.")).as_deref(), Some("dev: \"The report is done.\""));
+        let shown = view.show(&turn(&long)).unwrap();
+        assert_eq!(shown.chars().count(), "dev: \"\"".len() + REPLY_CHARS, "{shown}");
+        assert!(shown.ends_with("…\""), "{shown}");
+        assert_eq!(view.show(&turn("")), None, "a turn with only tool calls shows its tools instead");
+        let paused = event(
+            "agent.paused",
+            json!({"agentId": "dev", "reason": "maxTokensPerDay 100 reached", "limit": "maxTokensPerDay", "until": null}),
+        );
+        assert_eq!(view.show(&paused).as_deref(), Some("dev: paused: maxTokensPerDay 100 reached"));
+        assert!(view.bars["dev"].message().contains("quiet (paused)"), "{}", view.bars["dev"].message());
+        view.show(&event("agent.resumed", json!({"agentId": "dev", "reason": "resumed by the user"})));
+        assert!(!view.bars["dev"].message().contains("paused"), "{}", view.bars["dev"].message());
     }
 
     #[test]

@@ -48,7 +48,7 @@ fn tools_json_lists_every_tool_with_allowed_agents() {
 fn tools_for_an_unknown_agent_is_an_input_error() {
     let out = suzumio(&repo_root().join("projects/seed-001"), &["tools", ".", "--agent", "nobody"]);
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(text(&out.stderr), "error: Unknown agent: nobody (agents: pm, reviewer)\n1 error found\n");
+    assert_eq!(text(&out.stderr), "error: Unknown agent: nobody (agents: pm, reviewer)\n");
 }
 
 #[test]
@@ -138,7 +138,10 @@ fn start_tick_and_signals_from_the_terminal() {
     let list: serde_json::Value = serde_json::from_str(&delivered).unwrap();
     assert_eq!(list[0]["status"], "delivered");
     let out = suzumio(&repo_root(), &["signals", dir, "--agent", "nobody"]);
-    assert_eq!((out.status.code(), text(&out.stderr)), (Some(2), "error: Unknown agent: nobody\n".to_string()));
+    assert_eq!(
+        (out.status.code(), text(&out.stderr)),
+        (Some(2), "error: Unknown agent: nobody (agents: pm, reviewer)\n".to_string())
+    );
 }
 
 #[test]

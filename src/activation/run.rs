@@ -49,8 +49,8 @@ use crate::permissions::{
 };
 use crate::scheduler::{ActivationLauncher, nudges};
 use crate::store::{
-    ActivationOutcome, ActivationRecord, HistoryEntry, RecordedCall, RecordedUsage, SignalRecord, ToolCallOutcome,
-    ToolImage,
+    ActivationOutcome, ActivationRecord, Event, HistoryEntry, RecordedCall, RecordedUsage, SignalRecord,
+    ToolCallOutcome, ToolImage,
 };
 use crate::support::builtin_tools::{self, Caller};
 use crate::support::{ToolHost, ToolOutput};
@@ -137,6 +137,52 @@ impl Activations {
             tracing::warn!("{} activation(s) did not stop within {} s", self.running(), grace.as_secs());
         }
         running
+    }
+
+    /// Stop the loop of every activation whose end was recorded by someone else — `suzumio
+    /// cancel` in another process, seen through [`crate::store::Store::follow_other_writers`]
+    /// — until `stop` is cancelled. The store has the end already; the loop stops as after a
+    /// P0 (its model call dropped, the runner told to stop the call) and records nothing more.
+    pub async fn stop_ended_elsewhere(self: Arc<Self>, stop: CancellationToken) {
+        use tokio::sync::broadcast::error::RecvError;
+        let mut events = self.tools.store.subscribe();
+        loop {
+            let event = tokio::select! {
+                _ = stop.cancelled() => return,
+                event = events.recv() => event,
+            };
+            let ended: Vec<String> = match event {
+                Ok(record) => match record.event {
+                    Event::ActivationCompleted(e) | Event::ActivationFailed(e) | Event::ActivationCancelled(e) => {
+                        vec![e.activation_id]
+                    }
+                    _ => continue,
+                },
+                // Fell behind: ask the store about each activation still running here.
+                Err(RecvError::Lagged(_)) => {
+                    let ids: Vec<String> =
+                        self.running.lock().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+                    ids.into_iter()
+                        .filter(|id| {
+                            self.tools
+                                .store
+                                .activation(id)
+                                .ok()
+                                .flatten()
+                                .is_some_and(|a| a.status != crate::store::ActivationStatus::Running)
+                        })
+                        .collect()
+                }
+                Err(RecvError::Closed) => return,
+            };
+            for id in ended {
+                // An activation this process ended itself is no longer in the map by then.
+                if let Some(tx) = self.running.lock().unwrap_or_else(|e| e.into_inner()).get(&id) {
+                    tracing::info!(activation = %id, "its end was recorded elsewhere (suzumio cancel): stopping it");
+                    let _ = tx.send(true);
+                }
+            }
+        }
     }
 
     /// Run one activation to its end (also what `start` spawns).

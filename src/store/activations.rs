@@ -86,7 +86,12 @@ impl Store {
             )?;
             let agent_id = activation.agent_id.as_str();
             // A call whose end could not be recorded (a full disk) must not outlive its activation.
-            w.close_open_tool_calls(id, agent_id, "its activation ended before the call's end was recorded")?;
+            // A call cut short by a cancellation (P0, `suzumio cancel`) says so.
+            let why = match (outcome, error) {
+                (ActivationOutcome::Cancelled, Some(reason)) => format!("its activation was cancelled: {reason}"),
+                _ => "its activation ended before the call's end was recorded".to_string(),
+            };
+            w.close_open_tool_calls(id, agent_id, &why)?;
             let is_active = agent_row(w.tx, agent_id)?.is_some_and(|a| a.active_activation_id.as_deref() == Some(id));
             if is_active {
                 w.tx.execute(

@@ -82,6 +82,11 @@ pub enum Event {
     /// P1 signals handed to a running activation at a tool boundary.
     #[serde(rename = "signals.delivered", rename_all = "camelCase")]
     SignalsDelivered { agent_id: String, activation_id: String, signal_ids: Vec<String>, at: String },
+    /// One model call of an activation's loop answered: which model, the first line of what it
+    /// said (the whole text is in the history) and the tools it called. Recorded with its
+    /// `assistant_output` history row.
+    #[serde(rename = "activation.turn", rename_all = "camelCase")]
+    ActivationTurn { activation_id: String, agent_id: String, model: String, text: String, tool_calls: Vec<String> },
     #[serde(rename = "history.appended", rename_all = "camelCase")]
     HistoryAppended { agent_id: String, activation_id: Option<String>, kind: String, id: String },
     /// A quiet-agent monitor sent its message; `key` identifies the rule and agent (dedupe).
@@ -216,6 +221,7 @@ impl Event {
             | Event::SignalsDelivered { agent_id, .. }
             | Event::SignalWithdrawn { agent_id, .. }
             | Event::HistoryAppended { agent_id, .. }
+            | Event::ActivationTurn { agent_id, .. }
             | Event::AgentQuotaExceeded { agent_id, .. }
             | Event::AgentQuotaOk { agent_id, .. }
             | Event::SecuritySessionRefused { agent_id, .. }

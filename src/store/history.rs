@@ -143,6 +143,19 @@ impl Serialize for HistoryRecord {
     }
 }
 
+/// What an `activation.turn` event carries of the model's text: its first non-blank line, at
+/// most [`TURN_TEXT_CAP`] characters (events stay small; the history has it all).
+fn turn_line(text: &str) -> String {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    if line.chars().count() <= TURN_TEXT_CAP {
+        return line.to_string();
+    }
+    let cut: String = line.chars().take(TURN_TEXT_CAP - 1).collect();
+    format!("{}…", cut.trim_end())
+}
+
+pub const TURN_TEXT_CAP: usize = 200;
+
 impl Store {
     pub fn append_history(
         &self,
@@ -164,6 +177,17 @@ impl Store {
                 kind: kind.to_string(),
                 id: id.clone(),
             })?;
+            if let (HistoryEntry::AssistantOutput { text, tool_calls, model, .. }, Some(activation)) =
+                (entry, activation_id)
+            {
+                w.event(Event::ActivationTurn {
+                    activation_id: activation.to_string(),
+                    agent_id: agent_id.to_string(),
+                    model: model.clone(),
+                    text: turn_line(text),
+                    tool_calls: tool_calls.iter().map(|c| c.name.clone()).collect(),
+                })?;
+            }
             Ok(id)
         })
     }

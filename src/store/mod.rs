@@ -16,6 +16,7 @@
 //! models or the network. Who may send what (communication policy, callSupport checks) is the
 //! callers' business.
 
+mod activation_list;
 mod activations;
 mod approvals;
 mod commands;
@@ -23,7 +24,9 @@ mod error;
 mod events;
 mod history;
 mod messages;
+pub mod metrics;
 mod model;
+mod observe;
 mod scheduling;
 mod schema;
 mod signals;
@@ -34,6 +37,7 @@ mod tool_loading;
 mod usage;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -46,6 +50,7 @@ use tokio::sync::broadcast;
 use crate::clock::{Clock, iso};
 use crate::config::ProjectConfig;
 
+pub use activation_list::{ActivationLookup, ActivationQuery, ActivationSummary};
 pub use approvals::{
     ApprovalRecord, ApprovalStatus, NewApproval, RememberScope, RememberedRule, Resolution, RuleDecision,
 };
@@ -54,6 +59,7 @@ pub use error::StoreError;
 pub use events::{ActivationEnded, Event, EventRecord, MonitorSent};
 pub use history::{HistoryEntry, HistoryRecord, RecordedCall, RecordedUsage, ToolImage};
 pub use model::*;
+pub use observe::{EventQuery, FOLLOW_INTERVAL};
 pub use schema::latest_version as schema_version;
 pub use state_files::{StateError, StateFiles, StateLock};
 pub use stats::LAST_ERROR_CAP;
@@ -102,6 +108,10 @@ struct Inner {
     events: broadcast::Sender<EventRecord>,
     /// Ephemeral events ([`Store::publish_ephemeral`]): never written, no id.
     ephemeral: broadcast::Sender<Event>,
+    /// Set while [`Store::follow_other_writers`] runs: other processes' rows are broadcast too.
+    follow: AtomicBool,
+    /// The highest event id broadcast (what following resumes after).
+    published: AtomicI64,
 }
 
 impl std::fmt::Debug for Store {
@@ -158,6 +168,8 @@ impl Store {
                 reader: Mutex::new(reader),
                 events,
                 ephemeral: broadcast::channel(EVENT_CHANNEL_CAPACITY).0,
+                follow: AtomicBool::new(false),
+                published: AtomicI64::new(0),
             }),
         };
         store.sync_config(config, config_json)?;
@@ -197,6 +209,8 @@ impl Store {
                 reader: Mutex::new(reader),
                 events,
                 ephemeral: broadcast::channel(EVENT_CHANNEL_CAPACITY).0,
+                follow: AtomicBool::new(false),
+                published: AtomicI64::new(0),
             }),
         })
     }
@@ -443,8 +457,22 @@ impl Store {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut w = WriteTx { tx: &tx, now: iso(self.inner.clock.now()), events: Vec::new() };
         let out = f(&mut w)?;
-        let events = std::mem::take(&mut w.events);
+        let mut events = std::mem::take(&mut w.events);
+        // Another process's rows before ours go out first, so subscribers see ids in order.
+        if self.inner.follow.load(Ordering::Acquire)
+            && let Some(first) = events.first()
+        {
+            let published = self.inner.published.load(Ordering::Acquire);
+            if first.id > published + 1 {
+                let mut foreign = observe::rows_between(&tx, published, first.id)?;
+                foreign.append(&mut events);
+                events = foreign;
+            }
+        }
         tx.commit()?;
+        if let Some(last) = events.last() {
+            self.inner.published.fetch_max(last.id, Ordering::AcqRel);
+        }
         // Still holding the writer lock, so subscribers see events in id order.
         for event in events {
             // No receivers is not an error: nobody is watching.

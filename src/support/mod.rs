@@ -113,6 +113,23 @@ pub struct ToolHost {
     packs: packs::PackRuntimes,
     /// The agents' runners, once they exist (the API asks them for background commands).
     runners: std::sync::OnceLock<std::sync::Weak<runners::AgentRunners>>,
+    /// How many runners this process started, per agent (`/metrics`: a count above one is a
+    /// restart).
+    pub runner_starts: RunnerStarts,
+}
+
+/// Runner starts per agent, counted by `runners` when a backend really started one.
+#[derive(Debug, Default)]
+pub struct RunnerStarts(std::sync::Mutex<std::collections::BTreeMap<String, u64>>);
+
+impl RunnerStarts {
+    pub fn count(&self, agent: &str) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()).entry(agent.to_string()).or_default() += 1;
+    }
+
+    pub fn snapshot(&self) -> std::collections::BTreeMap<String, u64> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 impl ToolHost {
@@ -126,6 +143,7 @@ impl ToolHost {
             audit,
             packs: packs::PackRuntimes::new(ops),
             runners: std::sync::OnceLock::new(),
+            runner_starts: RunnerStarts::default(),
         })
     }
 

@@ -503,6 +503,9 @@ impl AgentRunners {
         }
         let handle =
             started.map_err(|e| ToolError::RunnerLost(format!("the runner of {agent} could not be started: {e}")))?;
+        if handle.created {
+            self.tools.runner_starts.count(agent);
+        }
         let waited = tokio::time::timeout(READY_TIMEOUT, async {
             loop {
                 if let Some(conn) = live(slot) {

@@ -13,6 +13,7 @@ mod approvals;
 mod assets;
 pub mod body;
 mod host;
+mod metrics;
 mod stream;
 pub mod views;
 
@@ -103,6 +104,7 @@ fn app(
     api::routes()
         .merge(approvals::routes())
         .merge(assets::routes())
+        .merge(metrics::routes())
         .route("/login/{code}", axum::routing::get(login))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)

@@ -1,0 +1,167 @@
+//! The `--json` shapes of the CLI: one `Serialize` struct per command that prints data, so the
+//! shapes are written down once and change only on purpose (golden files in `tests/golden/`
+//! and README's CLI reference show them). Commands whose data is already a store type print
+//! that type as it is: `signals` ([`crate::store::SignalRecord`]), `activations`
+//! ([`crate::store::ActivationSummary`]), `show` ([`crate::store::Timeline`]), `logs` (one
+//! [`crate::store::EventRecord`] per line), `history` ([`crate::store::HistoryRecord`]),
+//! `tool call` and `ui` ([`crate::toolpack::ToolOutput`]), `send` and `wake`
+//! ([`crate::store::MessageSent`]).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::store::{ActivationCounts, Pause, ProjectStatus, TokenUsage};
+
+/// `check --json`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckView<'a> {
+    pub project: &'a str,
+    pub task: &'a str,
+    pub toolpacks: Vec<ToolpackView<'a>>,
+    pub agents: Vec<CheckedAgent<'a>>,
+    /// Each warning as `check` prints it (`file:line:col: path: message`).
+    pub warnings: Vec<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolpackView<'a> {
+    pub id: &'a str,
+    /// `builtin` or `local`.
+    pub kind: &'a str,
+    pub tools: usize,
+    pub webui_entries: usize,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckedAgent<'a> {
+    pub id: &'a str,
+    pub display_name: &'a str,
+    pub role: &'a str,
+    pub model: &'a str,
+    pub tools: &'a [String],
+    pub mounted_toolpacks: &'a [String],
+}
+
+/// An item of `tools --json`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolView<'a> {
+    pub name: &'a str,
+    pub toolpack: &'a str,
+    pub toolpack_kind: &'a str,
+    pub description: &'a str,
+    pub requires_approval: bool,
+    /// Only the hints the manifest sets.
+    pub annotations: Annotations,
+    pub allowed_agents: Vec<&'a str>,
+    pub input_schema: &'a Value,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Annotations {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+}
+
+/// `status --json`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusView {
+    pub project: String,
+    pub status: ProjectStatus,
+    pub submitted_report: Option<String>,
+    pub agents: Vec<AgentStatusView>,
+    /// Today's usage (UTC) of the whole project.
+    pub usage_today: TokenUsage,
+    pub messages: u64,
+    pub activations: ActivationCounts,
+    pub tool_calls: u64,
+    pub pending_signals: u64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatusView {
+    pub id: String,
+    pub status: crate::store::AgentStatus,
+    pub active_activation_id: Option<String>,
+    pub paused: Option<Pause>,
+    /// Today's usage (UTC; since a resume when there was one).
+    pub usage_today: TokenUsage,
+    pub activations_this_hour: u64,
+}
+
+/// `cancel --json`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelView {
+    pub agent_id: String,
+    /// The activation cancelled; absent when none was running.
+    pub activation_id: Option<String>,
+    pub cancelled: bool,
+}
+
+/// `tick --json`: what one scheduler tick did.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TickView {
+    /// False when the project is not running (nothing was scheduled).
+    pub ran: bool,
+    /// `{activationId, agentId, signalIds}` of each activation started.
+    pub started: Vec<TickActivation>,
+    /// `{activationId, agentId, error}` of each activation a P0 cancelled.
+    pub cancelled: Vec<TickActivation>,
+    pub hooks: Vec<TickHook>,
+    /// Ids of the nudge signals created.
+    pub nudges: Vec<String>,
+    /// Ids of the monitor messages sent.
+    pub monitor_messages: Vec<String>,
+    pub errors: Vec<String>,
+    pub next_due: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TickActivation {
+    pub activation_id: String,
+    pub agent_id: String,
+    pub signal_ids: Vec<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TickHook {
+    pub toolpack: String,
+    /// Ids of the signals recorded from what the hook returned.
+    pub signals: Vec<String>,
+    pub wake_at: Option<String>,
+    pub errors: Vec<String>,
+}
+
+/// What a command given `--json` prints on stdout when it fails (and exits 1 or 2).
+#[derive(Serialize)]
+pub struct JsonError {
+    pub error: ErrorBody,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    /// What `error:` on stderr says.
+    pub message: String,
+    /// `invalid_config`, `invalid_input`, `failed`, or a tool error's kind (`rejected`,
+    /// `denied`, `failed`, `runner_lost`, `internal`).
+    pub kind: &'static str,
+    pub exit_code: u8,
+}

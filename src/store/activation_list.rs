@@ -1,0 +1,155 @@
+//! Activations read back from the store as lists: each one's counts and usage
+//! ([`ActivationSummary`]), filtered by agent and status, and the lookup of an activation by a
+//! unique prefix of its id. `suzumio activations` and `show` render these; one activation's
+//! steps are [`Store::activation_timeline`] (`timeline.rs`). Reads only.
+
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+use crate::clock::parse_iso;
+use crate::store::{ActivationStatus, Store, StoreError, TokenUsage, clamp_limit};
+
+/// One activation in a list: what it did, in numbers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivationSummary {
+    pub id: String,
+    pub agent_id: String,
+    pub status: ActivationStatus,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    /// From start to end (to now while it runs: absent then).
+    pub duration_ms: Option<u64>,
+    /// The signals it was started with.
+    pub signal_ids: Vec<String>,
+    pub tool_calls: u64,
+    pub failed_tool_calls: u64,
+    /// Its model calls (compactions included).
+    pub usage: TokenUsage,
+    pub error: Option<String>,
+    /// Its final text (the model's last words, or why it stopped).
+    pub text: Option<String>,
+}
+
+/// Which activations [`Store::find_activations`] lists.
+#[derive(Clone, Debug, Default)]
+pub struct ActivationQuery {
+    pub agent_id: Option<String>,
+    pub status: Option<ActivationStatus>,
+    /// Default 50, capped at 500.
+    pub limit: Option<usize>,
+}
+
+/// Why looking up an activation by a prefix of its id failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ActivationLookup {
+    #[error("Unknown activation: {0} (suzumio activations lists them)")]
+    Unknown(String),
+    #[error("Activation id {prefix} is ambiguous: it starts {}", .matches.join(", "))]
+    Ambiguous { prefix: String, matches: Vec<String> },
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+const SUMMARY_COLUMNS: &str =
+    "a.id, a.agent_id, a.status, a.started_at, a.ended_at, a.signal_ids_json, a.error, a.text,
+    (SELECT COUNT(*) FROM tool_calls t WHERE t.activation_id = a.id),
+    (SELECT COUNT(*) FROM tool_calls t WHERE t.activation_id = a.id AND t.status = 'failed'),
+    (SELECT COUNT(*) FROM model_calls m WHERE m.activation_id = a.id),
+    (SELECT COALESCE(SUM(input_tokens), 0) FROM model_calls m WHERE m.activation_id = a.id),
+    (SELECT COALESCE(SUM(cached_input_tokens), 0) FROM model_calls m WHERE m.activation_id = a.id),
+    (SELECT COALESCE(SUM(output_tokens), 0) FROM model_calls m WHERE m.activation_id = a.id),
+    (SELECT COALESCE(SUM(cost), 0.0) FROM model_calls m WHERE m.activation_id = a.id)";
+
+fn summary_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActivationSummary> {
+    let started_at: String = r.get(3)?;
+    let ended_at: Option<String> = r.get(4)?;
+    let signal_ids = crate::store::json_column(r, 5)?;
+    let count = |i: usize| r.get::<_, i64>(i).map(|n| n.max(0) as u64);
+    Ok(ActivationSummary {
+        id: r.get(0)?,
+        agent_id: r.get(1)?,
+        status: r.get(2)?,
+        duration_ms: duration_ms(Some(&started_at), ended_at.as_deref()),
+        started_at,
+        ended_at,
+        signal_ids: signal_ids
+            .as_array()
+            .map(|ids| ids.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .unwrap_or_default(),
+        error: r.get(6)?,
+        text: r.get(7)?,
+        tool_calls: count(8)?,
+        failed_tool_calls: count(9)?,
+        usage: TokenUsage {
+            model_calls: count(10)?,
+            input_tokens: count(11)?,
+            cached_input_tokens: count(12)?,
+            output_tokens: count(13)?,
+            cost: r.get(14)?,
+        },
+    })
+}
+
+/// Milliseconds between two store timestamps.
+fn duration_ms(start: Option<&str>, end: Option<&str>) -> Option<u64> {
+    let (start, end) = (parse_iso(start?)?, parse_iso(end?)?);
+    (end - start).num_milliseconds().try_into().ok()
+}
+
+impl Store {
+    /// Activations, newest first, with their counts and usage.
+    pub fn find_activations(&self, query: &ActivationQuery) -> Result<Vec<ActivationSummary>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {SUMMARY_COLUMNS} FROM activations a
+                 WHERE (?1 IS NULL OR a.agent_id = ?1) AND (?2 IS NULL OR a.status = ?2)
+                 ORDER BY a.started_at DESC, a.id DESC LIMIT ?3"
+            ))?;
+            let status = query.status.map(|s| s.as_str());
+            let rows = stmt.query_map(params![query.agent_id, status, clamp_limit(query.limit)], summary_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// The activation whose id is `id_or_prefix`, or the only one whose id starts with it
+    /// (with or without the `act_`).
+    pub fn resolve_activation_id(&self, id_or_prefix: &str) -> Result<String, ActivationLookup> {
+        let wanted = id_or_prefix.trim();
+        if wanted.is_empty() {
+            return Err(ActivationLookup::Unknown(id_or_prefix.to_string()));
+        }
+        let prefix = if wanted.starts_with("act_") { wanted.to_string() } else { format!("act_{wanted}") };
+        let matches: Vec<String> = self.read(|conn| {
+            let exact: Option<String> = conn
+                .prepare_cached("SELECT id FROM activations WHERE id = ?1")?
+                .query_row([wanted], |r| r.get(0))
+                .optional()?;
+            if let Some(id) = exact {
+                return Ok(vec![id]);
+            }
+            // `glob` with a pattern free of glob characters: ids are `act_` and hex digits.
+            if !prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Ok(Vec::new());
+            }
+            let mut stmt = conn.prepare_cached("SELECT id FROM activations WHERE id GLOB ?1 ORDER BY id LIMIT 6")?;
+            let rows = stmt.query_map([format!("{prefix}*")], |r| r.get::<_, String>(0))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })?;
+        match matches.as_slice() {
+            [] => Err(ActivationLookup::Unknown(id_or_prefix.to_string())),
+            [one] => Ok(one.clone()),
+            _ => Err(ActivationLookup::Ambiguous { prefix: id_or_prefix.to_string(), matches }),
+        }
+    }
+
+    /// One activation's summary.
+    pub fn activation_summary(&self, id: &str) -> Result<Option<ActivationSummary>, StoreError> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached(&format!("SELECT {SUMMARY_COLUMNS} FROM activations a WHERE a.id = ?1"))?
+                .query_row([id], summary_from_row)
+                .optional()?)
+        })
+    }
+}
