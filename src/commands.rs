@@ -264,7 +264,7 @@ async fn check_modules(project: &Project) -> Diagnostics {
         };
         let mut compiled = true;
         for module in runner_module.iter().chain([controller_module].into_iter().filter(|m| m.is_file())) {
-            if let Err(problem) = check::compile_module(module) {
+            if let Err(problem) = check::compile_module(module, root, &pack.id) {
                 report(&mut d, problem);
                 compiled = false;
             }

@@ -200,18 +200,20 @@ fn a_scripted_run_shown_by_activations_show_logs_and_history() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|i| (i["type"].as_str().unwrap(), i["tool"].as_str().or(i["model"].as_str()).unwrap_or("")))
+        .map(|i| (i["kind"].as_str().unwrap(), i["tool"].as_str().or(i["model"].as_str()).unwrap_or("")))
         .collect();
     assert_eq!(
         kinds,
         [
-            ("modelTurn", "scripted"),
-            ("toolCall", "file.write"),
-            ("toolCall", "file_raed"),
-            ("modelTurn", "scripted"),
-            ("toolCall", "file.read"),
-            ("toolCall", "messages.send"),
-            ("modelTurn", "scripted"),
+            ("prompt", ""),
+            ("model_turn", "scripted"),
+            ("tool_call", "file.write"),
+            ("tool_call", "file_raed"),
+            ("model_turn", "scripted"),
+            ("tool_call", "file.read"),
+            ("tool_call", "messages.send"),
+            ("model_turn", "scripted"),
+            ("ended", ""),
         ],
         "the timeline is in the order things happened"
     );
@@ -430,11 +432,11 @@ fn a_p1_sent_during_a_tool_call_shows_in_the_timeline_after_that_call() {
     let id = of_job()["id"].clone();
     let timeline: Value = serde_json::from_str(&run(dir, &["show", id.as_str().unwrap(), "--json"], 0).0).unwrap();
     let items = timeline["items"].as_array().unwrap();
-    let order: Vec<&str> = items.iter().map(|i| i["type"].as_str().unwrap()).collect();
-    assert_eq!(order, ["modelTurn", "toolCall", "signals", "modelTurn"], "{timeline}");
-    assert_eq!(items[2]["delivery"], "tool_boundary");
-    assert_eq!(items[2]["signals"][0]["id"], signal.as_str());
-    assert_eq!(items[2]["signals"][0]["summary"], "news");
+    let order: Vec<&str> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    assert_eq!(order, ["prompt", "model_turn", "tool_call", "signals", "model_turn", "ended"], "{timeline}");
+    assert_eq!(items[3]["delivery"], "tool_boundary");
+    assert_eq!(items[3]["signals"][0]["id"], signal.as_str());
+    assert_eq!(items[3]["signals"][0]["body"], "news");
     let (shown, _) = run(dir, &["show", id.as_str().unwrap()], 0);
     assert!(shown.contains("(tool_boundary):\n") && shown.contains("P1 message.created from user: news"), "{shown}");
     assert_eq!(controller.stop(), Some(0));

@@ -416,8 +416,12 @@ async fn node_modules_work_in_the_runner() {
 async fn unsupported_modules_fail_the_load_naming_the_module_and_what_is_supported() {
     for (import, module) in [("import net from 'node:net';", "node:net"), ("import _ from 'lodash';", "lodash")] {
         let source = format!("{import}\nexport function createRunnerToolpack() {{ return {{}}; }}");
-        let Err(error) = Runner::start(&source).await else { panic!("{import} loaded") };
+        // The load itself succeeds (a broken pack disables only its own tools); each of the
+        // pack's tools then answers with why it could not be loaded.
+        let runner = Runner::start(&source).await.unwrap_or_else(|e| panic!("the runner's load: {}", e.message));
+        let Err(error) = runner.invoke_as("c1", TOOLS[0], json!({})).await else { panic!("{import} loaded") };
         let message = error.message;
+        assert!(message.starts_with("toolpack demo could not be loaded: "), "{message}");
         assert!(message.contains(&format!("module '{module}' is not available in toolpacks")), "{message}");
         for supported in ["node:path", "node:crypto", "node:fs/promises", "node:child_process", "node:util"] {
             assert!(message.contains(supported), "{message}");

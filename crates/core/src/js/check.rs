@@ -22,12 +22,19 @@ pub struct ModuleProblem {
     pub message: String,
 }
 
-/// Parse a module without evaluating it: the first syntax error with its position.
-pub fn compile_module(path: &Path) -> Result<(), ModuleProblem> {
+/// Parse a module without evaluating it: the first syntax error with its position. Its imports
+/// are resolved as a pack's are (relative modules beneath `root`, the built-in `node:`
+/// modules), so an imported module's syntax error is found too, in its own file.
+pub fn compile_module(path: &Path, root: &Path, pack_id: &str) -> Result<(), ModuleProblem> {
     let problem = |message: String| ModuleProblem { file: path.to_path_buf(), position: None, message };
     let source = std::fs::read_to_string(path).map_err(|e| problem(format!("cannot read the module: {e}")))?;
     let runtime = rquickjs::Runtime::new().map_err(|e| problem(e.to_string()))?;
     runtime.set_memory_limit(64 << 20);
+    let internal = super::node::sources().map(|(name, source)| (name.to_string(), source.to_string())).collect();
+    runtime.set_loader(
+        super::loader::PackResolver::new(root.to_path_buf(), pack_id.to_string()),
+        super::loader::PackLoader { internal },
+    );
     let context = rquickjs::Context::full(&runtime).map_err(|e| problem(e.to_string()))?;
     let name = path.to_string_lossy().into_owned();
     context.with(|ctx| {
@@ -175,12 +182,25 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("runner.mjs");
         std::fs::write(&path, "export const a = 1;\nconst b = = 2;\n").unwrap();
-        let problem = compile_module(&path).unwrap_err();
+        let problem = compile_module(&path, &dir, "p").unwrap_err();
         assert_eq!(problem.file, path);
         assert_eq!(problem.position.map(|p| p.0), Some(2), "{problem:?}");
         assert!(problem.message.starts_with("SyntaxError: "), "{problem:?}");
         std::fs::write(&path, "export const a = 1;\n").unwrap();
-        assert_eq!(compile_module(&path), Ok(()));
+        assert_eq!(compile_module(&path, &dir, "p"), Ok(()));
+        // Imports resolve as a pack's do: a relative module (whose own syntax error is found
+        // in its file) and the built-in node: modules.
+        std::fs::create_dir_all(dir.join("lib")).unwrap();
+        std::fs::write(dir.join("lib/util.mjs"), "export const u = 1;\n").unwrap();
+        std::fs::write(
+            &path,
+            "import { u } from './lib/util.mjs';\nimport path from 'node:path';\nexport const a = u;\n",
+        )
+        .unwrap();
+        assert_eq!(compile_module(&path, &dir, "p"), Ok(()));
+        std::fs::write(dir.join("lib/util.mjs"), "export const u = = 1;\n").unwrap();
+        let problem = compile_module(&path, &dir, "p").unwrap_err();
+        assert_eq!(problem.file, dir.join("lib/util.mjs"), "{problem:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
