@@ -90,6 +90,19 @@ async fn tools_page_schedules_a_message_lists_it_and_flags_a_bad_field() {
 
 async fn tools_scenario(b: &Browser, c: &Controller) -> webdriver::Result<()> {
     open_tool(b, c, "schedule.once").await?;
+    // The page's "Agents" table is the catalog's (`GET …/tools`): each allowed agent with its
+    // default permission decision and how the tool is loaded for it.
+    let catalog: Value = reqwest::get(c.url(&format!("{PROJECT}/tools"))).await.unwrap().json().await.unwrap();
+    let entry = catalog.as_array().unwrap().iter().find(|e| e["name"] == "schedule.once").cloned().unwrap();
+    let agents = entry["allowedAgents"].as_array().unwrap();
+    assert!(!agents.is_empty(), "{entry}");
+    for agent in agents {
+        let agent = agent.as_str().unwrap();
+        let decision = entry["decisions"][agent]["decision"].as_str().unwrap();
+        let row = b.wait_for_text(&format!(r#"[data-tool-access] tr[data-agent="{agent}"]"#), decision).await?;
+        let text = row.text().await?;
+        assert!(text.contains("always"), "not deferred for {agent}: {text}");
+    }
     let card = b.find(ONCE).await?;
     fill(&b.find_in(&card, r#"[name="body"]"#).await?, "Standup reminder").await?;
     fill(&b.find_in(&card, r#"[name="afterMinutes"]"#).await?, "5").await?;

@@ -430,6 +430,10 @@ pub struct AgentView<'a> {
     pub updated_at: Option<String>,
     pub model: &'a str,
     pub tools: Vec<String>,
+    /// The allowed tools its model gets only through `tool_search`.
+    pub deferred_tools: Vec<String>,
+    /// `permissionMode`: default, auto or full-access.
+    pub permission_mode: &'static str,
     pub mounted_toolpacks: Vec<String>,
     /// Set while a budget or the wake-loop guard holds the agent.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -466,6 +470,8 @@ pub fn agents(host: &ToolHost) -> Result<Vec<AgentView<'_>>, StoreError> {
                 updated_at: record.map(|r| r.updated_at.clone()),
                 model: &a.model,
                 tools: set.tools,
+                deferred_tools: set.deferred,
+                permission_mode: a.permission_mode.as_str(),
                 mounted_toolpacks: set.mounted_packs,
                 paused: record.and_then(|r| r.paused.clone()),
                 budget,

@@ -81,6 +81,7 @@ export function projectApi(name) {
     events: ({ after, limit = 200 } = {}) => get("/events", { after, limit }).then(page),
     signals: (query = {}) => get("/signals", query).then(page),
     toolStatus: () => get("/tool-status"),
+    toolCatalog: () => get("/tools"),
     toolUi: () => get("/tool-ui"),
     invoke: (pack, entry, input) => post(`/tool-ui/${enc(pack)}/${enc(entry)}`, input),
     config: () => get("/config"),

@@ -40,7 +40,7 @@ export function render(root, ctx, key) {
 
   if (cache) {
     // Navigating between pages: draw at once from what was loaded, then refresh the counts.
-    cat = catalog(cache.toolStatus, cache.entries);
+    cat = { ...catalog(cache.toolStatus, cache.entries), definitions: cache.definitions };
     draw();
     reloadStatus();
   } else {

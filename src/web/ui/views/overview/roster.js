@@ -89,6 +89,8 @@ function agentFacts(a, href) {
     "dl",
     { class: "facts compact" },
     a.model ? fact("Model", a.model) : null,
+    a.permissionMode ? fact("Permissions", a.permissionMode) : null,
+    a.deferredTools?.length ? fact("Deferred tools", `${a.deferredTools.length} (through tool_search)`) : null,
     a.activeActivationId
       ? fact("Active", h("a", { href: href("activations", a.activeActivationId), text: clip(a.activeActivationId, 24) }))
       : null,

@@ -32,7 +32,7 @@ export function catalog(toolStatus, entries) {
 
 /** Fetch the catalogue; `errors` are `[what, error]` for the lists that failed to load. */
 export async function loadCatalog(api) {
-  const [status, ui] = await Promise.allSettled([api.toolStatus(), api.toolUi()]);
+  const [status, ui, defs] = await Promise.allSettled([api.toolStatus(), api.toolUi(), api.toolCatalog()]);
   const errors = [];
   let toolStatus = [];
   let entries = [];
@@ -45,7 +45,11 @@ export async function loadCatalog(api) {
     const named = new Set(entries.flatMap((e) => (Array.isArray(e.relatedTools) ? e.relatedTools : [])));
     toolStatus = [...named].sort().map((tool) => ({ tool, presentation: entries.find((e) => e.id === tool)?.presentation }));
   }
-  return { ...catalog(toolStatus, entries), errors };
+  // The catalog (`GET …/tools`) says who may call each tool and how each call is decided.
+  const definitions = new Map();
+  if (defs.status === "fulfilled") for (const d of itemsOf(defs.value)) definitions.set(d.name, d);
+  else errors.push(["Tool catalog", defs.reason]);
+  return { ...catalog(toolStatus, entries), definitions, errors };
 }
 
 export async function loadToolStatus(api) {

@@ -41,7 +41,14 @@ export function toolPage(ctx, { onAction }) {
         const fresh = toolStatus.find((t) => t.tool === current);
         if (fresh) replace(summary, statusSummary(ctx, fresh));
       };
-      replace(el, toolHeader(tool), summary, attachedControls(ctx, cat.attached.byTool.get(tool.tool) || [], page));
+      const definition = cat.definitions?.get(tool.tool);
+      replace(
+        el,
+        toolHeader(tool, definition),
+        summary,
+        definition ? agentAccess(definition) : null,
+        attachedControls(ctx, cat.attached.byTool.get(tool.tool) || [], page),
+      );
     }
   }
 
@@ -62,7 +69,38 @@ function controlPage(ctx, cat, wanted, page) {
   ];
 }
 
-function toolHeader(tool) {
+/** Which agents may call the tool, each one's default decision and whether it is deferred. */
+function agentAccess(def) {
+  if (!def.allowedAgents?.length) {
+    return h("section", { class: "tool-access", "data-tool-access": "" }, h("h3", { text: "Agents" }), h("p", { class: "muted", text: "No agent may call this tool." }));
+  }
+  const rows = def.allowedAgents.map((agent) => {
+    const d = def.decisions?.[agent];
+    const deferred = def.deferredFor?.includes(agent);
+    return h(
+      "tr",
+      { "data-agent": agent },
+      h("th", { scope: "row", text: agent }),
+      h("td", {}, d ? h("span", { class: `badge decision-${d.decision}`, text: d.decision }) : "—"),
+      h("td", { class: "muted small", text: d?.source ?? "" }),
+      h("td", { text: deferred ? "through tool_search" : "always" }),
+    );
+  });
+  return h(
+    "section",
+    { class: "tool-access", "data-tool-access": "" },
+    h("h3", { text: "Agents" }),
+    h(
+      "table",
+      {},
+      h("caption", { class: "muted small", text: "Default permission decision for a call of this tool, per agent" }),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col", text: "Agent" }), h("th", { scope: "col", text: "Decision" }), h("th", { scope: "col", text: "Decided by" }), h("th", { scope: "col", text: "Loaded" }))),
+      h("tbody", {}, rows),
+    ),
+  );
+}
+
+function toolHeader(tool, def) {
   return h(
     "header",
     { class: "page-head" },
@@ -74,6 +112,9 @@ function toolHeader(tool) {
       tool.toolpackId ? [" in ", h("code", { text: tool.toolpackId })] : null,
       tool.toolpackKind ? [" ", h("span", { class: "badge", text: tool.toolpackKind })] : null,
       tool.requiresApproval ? [" ", h("span", { class: "badge warn", text: "requires approval" })] : null,
+      def?.annotations?.readOnlyHint ? [" ", h("span", { class: "badge", text: "read-only" })] : null,
+      def?.annotations?.destructiveHint ? [" ", h("span", { class: "badge warn", text: "destructive" })] : null,
+      def ? [" ", h("span", { class: "badge", text: `runs in the ${def.runsIn}` })] : null,
     ),
     tool.description ? h("p", { class: "desc", text: tool.description }) : null,
   );
