@@ -165,19 +165,32 @@ pub struct RunOutcome {
 
 /// Nothing runs and nothing is due within a minute: no running activation, no ready signal,
 /// no job or nudge coming up. A stopped project is idle once its activations ended.
+/// Activations parked for an approval count as idle — nothing moves until a person decides, and
+/// an unattended `--until-idle` must not hang on a prompt (the request stays pending and the
+/// next run resumes it) — unless a request's deadline falls within the minute.
 fn is_idle(tools: &ToolHost, activations: &Activations, scheduler: &Scheduler) -> Result<bool, StoreError> {
     let store = &tools.store;
     let horizon = store.now() + chrono::Duration::seconds(60);
+    let parked: Vec<String> = store.parked_activations()?.into_iter().map(|a| a.id).collect();
+    let working = activations.running_except(&parked);
     if store.project()?.status != crate::store::ProjectStatus::Running {
-        return Ok(activations.running() == 0);
+        return Ok(working == 0);
     }
-    let agents_idle = store.agents()?.iter().all(|r| r.active_activation_id.is_none());
+    let expiring = store
+        .approvals(true, crate::store::MAX_LIMIT)?
+        .iter()
+        .any(|r| crate::clock::parse_iso(&r.expires_at).is_some_and(|t| t <= horizon));
+    if expiring {
+        return Ok(false);
+    }
+    let agents_idle =
+        store.agents()?.iter().all(|r| r.active_activation_id.as_ref().is_none_or(|id| parked.contains(id)));
     // Signals waiting for a paused agent start nothing until the user resumes it.
     let pending_now = store.has_schedulable_signals()?;
     let pending_soon =
         store.next_signal_ready_at()?.and_then(|t| crate::clock::parse_iso(&t)).is_some_and(|t| t <= horizon);
     let due_soon = scheduler.next_due().is_some_and(|t| t <= horizon);
-    Ok(activations.running() == 0 && agents_idle && !pending_now && !pending_soon && !due_soon)
+    Ok(working == 0 && agents_idle && !pending_now && !pending_soon && !due_soon)
 }
 
 /// Resolves once the project is idle: looked at after every scheduler tick, and confirmed when

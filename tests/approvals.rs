@@ -214,6 +214,17 @@ async fn a_denied_call_gives_the_model_the_reason_and_the_feedback() {
         (ApprovalStatus::Denied, Some("keep it, archive it instead"))
     );
     assert_eq!(tokio::task::block_in_place(|| ctl.stop()), Some(0));
+    // The audit has the ask and its resolution: who denied it, and the feedback.
+    let audit = tokio::task::block_in_place(|| cli(&p.dir, &["audit", &dir, "--json"]));
+    let lines: Vec<Value> = audit.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let ask = lines.iter().find(|l| l["kind"] == "decision" && l["decision"] == "ask").expect("the ask is audited");
+    assert_eq!(ask["tool"], "danger.remove");
+    let resolved = lines.iter().find(|l| l["kind"] == "resolution").expect("the resolution is audited");
+    assert_eq!(
+        (&resolved["decision"], &resolved["userAction"], &resolved["feedback"]),
+        (&json!("deny"), &json!("deny"), &json!("keep it, archive it instead"))
+    );
+    assert!(resolved["source"].as_str().unwrap().contains(&request.id), "{resolved}");
 }
 
 #[test]
@@ -656,4 +667,44 @@ async fn webui_scenario(
     b.find(r#"[data-empty="rules"]"#).await?;
     assert!(store(dir).store.remembered_rules(None).unwrap().is_empty());
     Ok(())
+}
+
+/// Nobody watching: `suzumio run --until-idle` does not hang on a prompt. Once the only work
+/// left waits for a person, the run ends (exit 0) with the request still pending; the next run
+/// picks the decision up and the activation completes.
+#[test]
+fn an_unattended_run_until_idle_ends_while_a_request_waits_and_the_next_run_continues() {
+    let p = project(REMOVE_THEN_WAIT);
+    let dir = p.dir.to_string_lossy().to_string();
+    say(&p.dir, "writer", "P2", "Clean up.");
+    support::static_runner();
+    // A run that waited for the approval would never end: the guard is the tests' usual WAIT.
+    let until_idle = || {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
+            .args(["run", &dir, "--port", "0", "--backend", "docker", "--until-idle"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > WAIT {
+                let _ = child.kill();
+                panic!("`run --until-idle` kept waiting for the approval instead of ending");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        child.wait_with_output().unwrap()
+    };
+    let first = until_idle();
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let waiting = store(&p.dir).store.approvals(true, 10).unwrap();
+    assert_eq!(waiting.len(), 1, "the request is still pending");
+    assert_eq!(runs(&p.dir).0, 0);
+    cli(&p.dir, &["approvals", "allow", &dir, &waiting[0].id]);
+    let second = until_idle();
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+    assert_eq!(runs(&p.dir), (1, vec![json!("old.txt")]), "allowed once, run once");
+    let act = store(&p.dir).store.activation(&waiting[0].activation_id).unwrap().unwrap();
+    assert_eq!(act.status, ActivationStatus::Completed);
 }

@@ -126,6 +126,11 @@ impl Activations {
         self.running.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
+    /// How many running activations are not among `except` (e.g. the parked ones).
+    pub fn running_except(&self, except: &[String]) -> usize {
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).keys().filter(|id| !except.contains(id)).count()
+    }
+
     /// Stop every running activation and wait (at most `grace`) until each has recorded its
     /// end: cancelled by shutdown, its delivered signals back to pending, its open tool calls
     /// closed. No activation starts afterwards. Returns how many were still running.

@@ -71,6 +71,7 @@ pub async fn ask(host: &ToolHost, runner: &dyn RunnerTools, call: PendingCall<'_
     }
     let answered = wait(store, &request).await?;
     store.consume_approval(&answered.id)?;
+    audit_resolution(host, &call, &answered);
     match answered.status {
         ApprovalStatus::Allowed => run(host, runner, &call).await,
         ApprovalStatus::Cancelled => {
@@ -79,6 +80,43 @@ pub async fn ask(host: &ToolHost, runner: &dyn RunnerTools, call: PendingCall<'_
         }
         _ => Err(ToolError::Denied(denial(&answered))),
     }
+}
+
+/// Who `Store::expire_approval` records as having decided a request that timed out.
+const TIMEOUT_RESOLVER: &str = "timeout";
+
+/// The audit line of a request's answer (a person's, the deadline's, or a cancel's), written by
+/// the controller whose activation picks it up, whichever process or page made it.
+fn audit_resolution(host: &ToolHost, call: &PendingCall<'_>, answered: &ApprovalRecord) {
+    let (behavior, action) = match answered.status {
+        ApprovalStatus::Allowed => (Behavior::Allow, "allow"),
+        ApprovalStatus::Cancelled => (Behavior::Deny, "cancelled"),
+        _ if answered.resolved_by.as_deref() == Some(TIMEOUT_RESOLVER) => (Behavior::Deny, "timeout"),
+        _ => (Behavior::Deny, "deny"),
+    };
+    let remember = answered.remember.as_deref().map(|r| format!(", remember {r}")).unwrap_or_default();
+    let by = answered.resolved_by.as_deref().unwrap_or("unknown");
+    host.audit.record(super::audit::AuditEntry {
+        time: host.store.now(),
+        kind: super::audit::EntryKind::Resolution,
+        agent: call.agent_id.to_string(),
+        activation: Some(call.activation_id.to_string()),
+        call_id: Some(call.call_id.to_string()).filter(|c| !c.is_empty()),
+        tool: call.tool.to_string(),
+        mode: host
+            .project
+            .config
+            .agent(call.agent_id)
+            .map(|a| a.permission_mode.as_str().to_string())
+            .unwrap_or_default(),
+        decision: behavior,
+        source: format!("approval {} by {by}", answered.id),
+        reason: answered.resolution_reason.clone().unwrap_or_else(|| call.decision.reason.clone()),
+        risk: Some(call.decision.risk),
+        user_action: Some(format!("{action}{remember}")),
+        feedback: answered.feedback.clone(),
+        arguments: call.input.clone(),
+    });
 }
 
 /// The activation ended while its call waited (a P0 cancelled it, in the same transaction as

@@ -74,7 +74,12 @@ impl Rule {
             return matches_all_or_any(paths, cautious, |p| self.paths.iter().any(|g| path_matches(g, p)));
         }
         if !self.commands.is_empty() {
-            let Subject::Shell(Ok(commands)) = subject else { return false };
+            let commands = match subject {
+                Subject::Shell(Ok(commands)) => commands,
+                // What was seen of a line that cannot be matched still meets deny and ask rules.
+                Subject::Shell(Err(unparsed)) if cautious => &unparsed.seen,
+                _ => return false,
+            };
             return if cautious {
                 commands.iter().any(|c| self.commands.iter().any(|p| command_matches(p, c)))
             } else {
@@ -109,7 +114,7 @@ pub enum Subject {
     /// A file tool's paths, normalized; `None` where a path does not normalize confidently.
     Paths(Vec<Option<String>>),
     /// `shell.exec`: every command of the line, or why it cannot be parsed.
-    Shell(Result<Vec<Command>, shell::Unparsable>),
+    Shell(Result<Vec<Command>, shell::Unparsed>),
     /// `web.fetch`: the URL's host (`None`: no host could be read).
     Host(Option<String>),
     None,

@@ -46,11 +46,23 @@ pub struct Unparsable(pub String);
 /// Deepest nesting of `sh -c`, `$(…)`, `eval` followed; deeper lines are unparsable.
 const MAX_DEPTH: usize = 8;
 
+/// A line that cannot be matched with confidence, and the commands that were seen in it
+/// anyway (a substitution's commands run whatever the rest of the line turns out to be), so a
+/// `deny` or `ask` rule still matches `$(rm x)` in a line that is otherwise unparsable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{why}")]
+pub struct Unparsed {
+    pub why: Unparsable,
+    pub seen: Vec<Command>,
+}
+
 /// Every simple command of `line`, wrappers unwrapped.
-pub fn commands(line: &str) -> Result<Vec<Command>, Unparsable> {
+pub fn commands(line: &str) -> Result<Vec<Command>, Unparsed> {
     let mut out = Vec::new();
-    parse_line(line, 0, &mut out)?;
-    Ok(out)
+    match parse_line(line, 0, &mut out) {
+        Ok(()) => Ok(out),
+        Err(why) => Err(Unparsed { why, seen: out }),
+    }
 }
 
 fn parse_line(line: &str, depth: usize, out: &mut Vec<Command>) -> Result<(), Unparsable> {
@@ -58,6 +70,19 @@ fn parse_line(line: &str, depth: usize, out: &mut Vec<Command>) -> Result<(), Un
         return Err(Unparsable(format!("commands are nested more than {MAX_DEPTH} levels deep")));
     }
     let mut lexer = Lexer { chars: line.chars().collect(), pos: 0, nested: Vec::new() };
+    let outer = parse_tokens(&mut lexer, depth, out);
+    // The substitutions found so far are parsed even when the line is not: what they run is
+    // seen by deny and ask rules.
+    let mut nested = Ok(());
+    for inner in std::mem::take(&mut lexer.nested) {
+        if let Err(e) = parse_line(&inner, depth + 1, out) {
+            nested = nested.and(Err(e));
+        }
+    }
+    outer.and(nested)
+}
+
+fn parse_tokens(lexer: &mut Lexer, depth: usize, out: &mut Vec<Command>) -> Result<(), Unparsable> {
     let mut current: Vec<Word> = Vec::new();
     loop {
         match lexer.next_token()? {
@@ -75,9 +100,6 @@ fn parse_line(line: &str, depth: usize, out: &mut Vec<Command>) -> Result<(), Un
                 }
             }
         }
-    }
-    for inner in std::mem::take(&mut lexer.nested) {
-        parse_line(&inner, depth + 1, out)?;
     }
     Ok(())
 }

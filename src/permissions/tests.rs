@@ -99,6 +99,11 @@ fn shell_wrappers_are_matched_by_a_deny_rule() {
         "xargs rm < list",
         "bash -c \"cd /tmp && /bin/rm -r y\"",
         "find . -exec rm {} +",
+        // The substitution is the program: the line is unparsable, but what it runs is seen.
+        "$(rm x)",
+        "true && $(rm -rf build)",
+        "`rm x` y",
+        "$(rm x) && cat <<EOF\nhi\nEOF",
     ] {
         for mode in [PermissionMode::Default, PermissionMode::Auto, PermissionMode::FullAccess] {
             let d = decide_one(mode, &shell, &rules, &json!({ "command": line }));
