@@ -89,21 +89,47 @@ export interface SignalRequest {
 // ---------------------------------------------------------------------------------------------
 // The runner context (runner.mjs, in the agent's container)
 
+/** Like Node's `fs.Stats`. */
 export interface Stats {
-  size: number;
+  dev: number;
+  ino: number;
   mode: number;
+  nlink: number;
+  uid: number;
+  gid: number;
+  size: number;
+  blksize: number;
+  blocks: number;
+  atimeMs: number;
   mtimeMs: number;
+  ctimeMs: number;
+  birthtimeMs: number;
+  atime: Date;
   mtime: Date;
+  ctime: Date;
+  birthtime: Date;
   isFile(): boolean;
   isDirectory(): boolean;
   isSymbolicLink(): boolean;
+  isFIFO(): boolean;
+  isSocket(): boolean;
+  isBlockDevice(): boolean;
+  isCharacterDevice(): boolean;
 }
 
+/** An entry of `readdir(path, {withFileTypes: true})`. */
 export interface Dirent {
   name: string;
+  /** The directory read. */
+  parentPath: string;
+  path: string;
   isFile(): boolean;
   isDirectory(): boolean;
   isSymbolicLink(): boolean;
+  isFIFO(): boolean;
+  isSocket(): boolean;
+  isBlockDevice(): boolean;
+  isCharacterDevice(): boolean;
 }
 
 export type TextEncoding = "utf8" | "utf-8" | "base64" | "hex" | "latin1";
