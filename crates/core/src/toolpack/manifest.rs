@@ -202,7 +202,9 @@ pub struct Manifest {
     pub loc: Loc,
 }
 
-const MANIFEST_KEYS: &[&str] = &["id", "description", "tools", "webui", "runner", "controller"];
+/// `$schema` names the published JSON Schema (`docs/schema/toolpack.schema.json`) for editors;
+/// nothing reads it.
+const MANIFEST_KEYS: &[&str] = &["$schema", "id", "description", "tools", "webui", "runner", "controller"];
 const TOOL_KEYS: &[&str] = &[
     "name",
     "description",
@@ -575,6 +577,17 @@ mod tests {
             output_schema: None,
             output_validator: None,
         }
+    }
+
+    #[test]
+    fn a_manifest_may_name_its_json_schema() {
+        let text = r#"{"$schema": "../../docs/schema/toolpack.schema.json", "id": "notes",
+            "tools": [{"name": "notes.add", "description": "Add.", "inputSchema": {"type": "object"}}]}"#;
+        let node = crate::config::node::parse_json(text, std::path::Path::new("m.json").into()).unwrap();
+        let mut d = Diagnostics::default();
+        let manifest = parse_manifest(&node, ManifestOrigin::Local, &mut d);
+        assert!(d.errors.is_empty(), "{:?}", d.errors);
+        assert_eq!(manifest.map(|m| m.tools.len()), Some(1));
     }
 
     #[test]
