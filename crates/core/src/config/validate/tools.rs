@@ -1,4 +1,4 @@
-//! `tools`: the toolpack list (`tools.toolpacks`: built-in names or local pack directories with
+//! `tools`: the toolpack list (`tools.toolpacks`: built-in names, packaged pack ids or local pack directories with
 //! their JavaScript limits) and what `web.fetch` may reach (`tools.webFetch`). Manifests are
 //! read by the registry, not here.
 
@@ -8,6 +8,7 @@ use crate::config::diag::Diagnostics;
 use crate::config::model::*;
 use crate::config::node::Value;
 use crate::config::read::{Obj, index};
+use crate::toolpack::packaged;
 
 const TOOLS_KEYS: &[&str] = &["toolpacks", "webFetch"];
 const LOCAL_PACK_KEYS: &[&str] = &["path", "id", "timeoutMs", "memoryMb"];
@@ -38,9 +39,23 @@ pub(super) fn read_toolpacks(top: &Obj, config_dir: &Path, d: &mut Diagnostics) 
     for (i, item) in items.iter().enumerate() {
         let path = index("tools.toolpacks", i);
         match &item.value {
-            Value::Str(name) => match BuiltinPack::from_name(name) {
-                Some(pack) => out.push(ToolpackRef::Builtin { pack, loc: item.loc.clone() }),
-                None => d.error(
+            Value::Str(name) => match (BuiltinPack::from_name(name), packaged::find(name)) {
+                (Some(pack), _) => out.push(ToolpackRef::Builtin { pack, loc: item.loc.clone() }),
+                // A packaged JavaScript pack: its embedded files, written into the project.
+                (None, Some(pack)) => match pack.materialize(config_dir) {
+                    Ok(root) => out.push(ToolpackRef::Local {
+                        path: root,
+                        id: Some(pack.id.to_string()),
+                        limits: PackLimits::default(),
+                        loc: item.loc.clone(),
+                    }),
+                    Err(e) => d.error(
+                        Some(&item.loc),
+                        path,
+                        format!("cannot write the packaged toolpack {name} into .suzumio/packs: {e}"),
+                    ),
+                },
+                (None, None) => d.error(
                     Some(&item.loc),
                     path,
                     format!("Unknown built-in toolpack: {name}. Use {{ path: ... }} for local toolpacks."),
