@@ -97,6 +97,13 @@ fn the_team_and_demo_templates_run_to_a_submitted_report() {
 #[test]
 fn init_refuses_a_non_empty_directory_unless_forced() {
     let tmp = tempfile::tempdir().unwrap();
+    let out = suzumio(tmp.path(), &["check", "."]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no suzumio.yaml in . (`suzumio init .` writes a new project there)"),
+        "{}",
+        text(&out.stderr)
+    );
     std::fs::write(tmp.path().join("notes.txt"), "mine").unwrap();
     let out = suzumio(tmp.path(), &["init", "."]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
@@ -121,6 +128,15 @@ fn copy_packs_registers_editable_copies_by_path() {
     let check = ok(cwd, &["check", "p"]);
     assert!(check.contains("scheduler (local, 6 tools") && check.contains("plan (local, 5 tools"), "{check}");
     assert!(!cwd.join("p/.suzumio/packs").exists(), "packs registered by path are not materialized");
+
+    // Listed by id as well: the path wins, with a warning.
+    std::fs::write(cwd.join("p/suzumio.yaml"), yaml.replacen("  toolpacks:\n", "  toolpacks:\n    - scheduler\n", 1))
+        .unwrap();
+    let out = suzumio(cwd, &["check", "p"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let warned = text(&out.stderr);
+    assert!(warned.contains("`scheduler` is also registered by path; the pack at that path is used"), "{warned}");
+    assert!(!cwd.join("p/.suzumio/packs").exists(), "the packaged copy is not written");
 }
 
 #[test]
