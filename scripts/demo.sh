@@ -9,8 +9,6 @@ cargo build --quiet --bin suzumio
 RUSTFLAGS='-C target-feature=+crt-static' cargo build --quiet --target x86_64-unknown-linux-gnu --bin suzumio-runner
 demo="${DEMO_DIR:-$(mktemp -d /tmp/suzumio-demo.XXXXXX)}"
 rm -rf "$demo" && mkdir -p "$demo" && cp -r projects/demo/. "$demo/"
-# The demo's local toolpacks are referenced relative to the repository.
-sed -i "s#\.\./\.\./toolpacks#$(pwd)/toolpacks#g" "$demo/suzumio.yaml"
 suzumio=target/debug/suzumio
 $suzumio check "$demo"
 $suzumio start "$demo"

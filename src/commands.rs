@@ -11,6 +11,7 @@ pub use activity::{
 };
 
 pub mod approvals;
+pub mod scaffold;
 
 use std::fmt::Write as _;
 use std::path::Path;

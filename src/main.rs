@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::MultiProgress;
+use suzumio::commands::scaffold::{InitOptions, Template, init, toolpack_new};
 use suzumio::commands::{self, CliError, Output};
 use suzumio::config::diag::sorted;
 use suzumio::config::{BackendKind, Priority};
@@ -27,6 +28,25 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Write a runnable project into a new or empty directory (scripted model: no API key needed).
+    Init {
+        /// The project directory to create (refused when it is not empty, unless --force).
+        dir: PathBuf,
+        /// minimal: one agent; team: a coordinator `pm` and two workers; demo: like projects/demo.
+        #[arg(long, value_enum, default_value_t = TemplateArg::Minimal)]
+        template: TemplateArg,
+        /// Write into a directory that is not empty (files of the template are overwritten).
+        #[arg(long)]
+        force: bool,
+        /// Copy the packaged scheduler and plan packs into toolpacks/ for editing, registered by path.
+        #[arg(long)]
+        copy_packs: bool,
+    },
+    /// Toolpacks: write a starter pack.
+    Toolpack {
+        #[command(subcommand)]
+        command: ToolpackCommand,
+    },
     /// Validate a project's suzumio.yaml and toolpacks; show each agent's tools and mounted packs.
     Check {
         /// Project directory (holding suzumio.yaml) or the config file itself.
@@ -429,6 +449,37 @@ enum ImageCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum ToolpackCommand {
+    /// Write a starter pack into a new or empty directory (its name is the pack's id): a manifest
+    /// with one tool `<name>.hello`, runner.mjs, controller.mjs with a WebUI panel and action, a README.
+    New {
+        /// The pack directory, usually <project>/toolpacks/<name>.
+        dir: PathBuf,
+        /// Write into a directory that is not empty (files of the pack are overwritten).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// `init --template`.
+#[derive(Clone, Copy, ValueEnum)]
+enum TemplateArg {
+    Minimal,
+    Team,
+    Demo,
+}
+
+impl From<TemplateArg> for Template {
+    fn from(t: TemplateArg) -> Self {
+        match t {
+            TemplateArg::Minimal => Template::Minimal,
+            TemplateArg::Team => Template::Team,
+            TemplateArg::Demo => Template::Demo,
+        }
+    }
+}
+
 /// `image build --base`.
 #[derive(Clone, Copy, ValueEnum)]
 enum ImageBase {
@@ -530,6 +581,10 @@ fn main() -> ExitCode {
     let terminal = MultiProgress::new();
     init_logging(verbose, format, &terminal);
     match cli.command {
+        Command::Init { dir, template, force, copy_packs } => {
+            finish(init(&dir, &InitOptions { template: template.into(), force, copy_packs }))
+        }
+        Command::Toolpack { command: ToolpackCommand::New { dir, force } } => finish(toolpack_new(&dir, force)),
         Command::Check { dir, json } => block_on(async move { finish_json(commands::check(&dir, json).await, json) }),
         Command::Tools { dir, agent, json } => finish_json(commands::tools(&dir, agent.as_deref(), json), json),
         Command::Run { dir, host, port, token, allowed_hosts, backend, until_idle, paused, log_format } => {

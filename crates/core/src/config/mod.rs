@@ -29,7 +29,10 @@ pub fn locate(path: &Path) -> Result<(PathBuf, PathBuf), InvalidInput> {
     let (root, file) = if canonical.is_dir() {
         let file = canonical.join(CONFIG_FILE);
         if !file.is_file() {
-            return Err(fail(format!("no {CONFIG_FILE} in {}", path.display())));
+            let mut d = Diagnostics::default();
+            let hint = format!("`suzumio init {}` writes a new project there", path.display());
+            d.error_hint(None, "", format!("no {CONFIG_FILE} in {}", path.display()), Some(hint));
+            return Err(InvalidInput(d));
         }
         (canonical, file)
     } else {

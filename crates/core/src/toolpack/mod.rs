@@ -8,6 +8,7 @@ pub mod builtin;
 pub mod error;
 pub mod manifest;
 pub mod output;
+pub mod packaged;
 pub mod redact;
 pub mod registry;
 pub mod schema;

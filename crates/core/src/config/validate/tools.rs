@@ -1,4 +1,4 @@
-//! `tools`: the toolpack list (`tools.toolpacks`: built-in names or local pack directories with
+//! `tools`: the toolpack list (`tools.toolpacks`: built-in names, packaged pack ids or local pack directories with
 //! their JavaScript limits) and what `web.fetch` may reach (`tools.webFetch`). Manifests are
 //! read by the registry, not here.
 
@@ -8,6 +8,7 @@ use crate::config::diag::Diagnostics;
 use crate::config::model::*;
 use crate::config::node::Value;
 use crate::config::read::{Obj, index};
+use crate::toolpack::packaged;
 
 const TOOLS_KEYS: &[&str] = &["toolpacks", "webFetch"];
 const LOCAL_PACK_KEYS: &[&str] = &["path", "id", "timeoutMs", "memoryMb"];
@@ -34,13 +35,19 @@ pub(super) fn read_toolpacks(top: &Obj, config_dir: &Path, d: &mut Diagnostics) 
         d.error(Some(&list.loc), "tools.toolpacks", format!("expected a list, got {}", list.kind_name()));
         return Vec::new();
     };
-    let mut out = Vec::new();
+    let mut out: Vec<Option<ToolpackRef>> = Vec::new();
+    let mut packaged_at = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let path = index("tools.toolpacks", i);
         match &item.value {
-            Value::Str(name) => match BuiltinPack::from_name(name) {
-                Some(pack) => out.push(ToolpackRef::Builtin { pack, loc: item.loc.clone() }),
-                None => d.error(
+            Value::Str(name) => match (BuiltinPack::from_name(name), packaged::find(name)) {
+                (Some(pack), _) => out.push(Some(ToolpackRef::Builtin { pack, loc: item.loc.clone() })),
+                // A packaged JavaScript pack: resolved below, once the path entries are known.
+                (None, Some(pack)) => {
+                    packaged_at.push((out.len(), pack, item, path));
+                    out.push(None);
+                }
+                (None, None) => d.error(
                     Some(&item.loc),
                     path,
                     format!("Unknown built-in toolpack: {name}. Use {{ path: ... }} for local toolpacks."),
@@ -69,7 +76,7 @@ pub(super) fn read_toolpacks(top: &Obj, config_dir: &Path, d: &mut Diagnostics) 
                 match std::fs::metadata(&dir) {
                     Ok(m) if m.is_dir() => {
                         let dir = dir.canonicalize().unwrap_or(dir);
-                        out.push(ToolpackRef::Local { path: dir, id, limits, loc: item.loc.clone() });
+                        out.push(Some(ToolpackRef::Local { path: dir, id, limits, loc: item.loc.clone() }));
                     }
                     Ok(_) => d.error(
                         Some(&loc),
@@ -92,7 +99,49 @@ pub(super) fn read_toolpacks(top: &Obj, config_dir: &Path, d: &mut Diagnostics) 
             ),
         }
     }
-    out
+    // A packaged pack the project also registers by path (an edited copy): the path wins.
+    let by_path: Vec<String> = out
+        .iter()
+        .flatten()
+        .filter_map(|r| match r {
+            ToolpackRef::Local { id: Some(id), .. } => Some(id.clone()),
+            ToolpackRef::Local { path, .. } => manifest_id(path),
+            ToolpackRef::Builtin { .. } => None,
+        })
+        .collect();
+    for (at, pack, item, path) in packaged_at {
+        if by_path.iter().any(|id| id == pack.id) {
+            d.warning(
+                Some(&item.loc),
+                path,
+                format!("`{}` is also registered by path; the pack at that path is used", pack.id),
+            );
+            continue;
+        }
+        match pack.materialize(config_dir) {
+            Ok(root) => {
+                out[at] = Some(ToolpackRef::Local {
+                    path: root,
+                    id: Some(pack.id.to_string()),
+                    limits: PackLimits::default(),
+                    loc: item.loc.clone(),
+                })
+            }
+            Err(e) => d.error(
+                Some(&item.loc),
+                path,
+                format!("cannot write the packaged toolpack {} into .suzumio/packs: {e}", pack.id),
+            ),
+        }
+    }
+    out.into_iter().flatten().collect()
+}
+
+/// The `id` a local pack's manifest declares, if it can be read (the registry reports problems).
+fn manifest_id(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(crate::toolpack::registry::MANIFEST_FILE)).ok()?;
+    let manifest: serde_json::Value = serde_json::from_str(&text).ok()?;
+    manifest.get("id")?.as_str().map(str::to_string)
 }
 
 /// `tools.webFetch`: what the controller-side `web.fetch` may reach.
