@@ -101,13 +101,23 @@ impl<'e> Loader<'e> {
     }
 
     /// `${VAR}` and `${env:VAR}` become the variable's value; unset variables become "" with a
-    /// warning (the reference substitutes silently, which hides typos).
+    /// warning (the reference substitutes silently, which hides typos). A line that is a comment
+    /// (its first non-blank character is `#`) is left as written: a commented-out provider with
+    /// `${OPENAI_API_KEY}` must not warn about a key nobody uses.
     fn substitute_env(&mut self, text: &str, file: &Arc<Path>) -> String {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
         let mut consumed = 0usize;
         while let Some(start) = rest.find("${") {
             out.push_str(&rest[..start]);
+            let offset = consumed + start;
+            let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+            if text[line_start..offset].trim_start().starts_with('#') {
+                out.push_str("${");
+                consumed += start + 2;
+                rest = &rest[start + 2..];
+                continue;
+            }
             let after = &rest[start + 2..];
             let Some(end) = after.find('}') else {
                 out.push_str(&rest[start..]);
@@ -343,6 +353,10 @@ mod tests {
     #[test]
     fn non_variable_dollar_braces_are_kept() {
         assert_eq!(substitute("cmd: echo ${1:-x}\n").0, "cmd: echo ${1:-x}\n");
+        // Comment lines are left alone, and say nothing about unset variables.
+        let (out, warnings) = substitute("a: ${HOME_DIR}\n  # apiKey: ${MISSING} and ${HOME_DIR}\nb: 1\n");
+        assert_eq!(out, "a: /home/u\n  # apiKey: ${MISSING} and ${HOME_DIR}\nb: 1\n");
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     #[test]
