@@ -666,6 +666,20 @@ async fn webui_scenario(
     b.click(&b.find("button[data-delete-rule]").await?).await?;
     b.find(r#"[data-empty="rules"]"#).await?;
     assert!(store(dir).store.remembered_rules(None).unwrap().is_empty());
+
+    // The audit trail on the same page: the ask and its resolution (allowed, remembered for
+    // the agent); filtering by decision leaves only what matches.
+    let resolution = b.wait_for_text(r#"[data-audit-entry][data-kind="resolution"]"#, "danger.remove").await?;
+    let text = resolution.text().await?;
+    assert!(text.contains("allow") && text.contains("remember agent") && text.contains(&request.id), "{text}");
+    b.wait_for_text(r#"[data-audit-entry][data-kind="decision"][data-decision="ask"]"#, "danger.remove").await?;
+    let decision = b.find(r#"[data-audit] select[name="decision"]"#).await?;
+    b.execute(
+        "arguments[0].value = 'ask'; arguments[0].dispatchEvent(new Event('change', { bubbles: true }));",
+        vec![webdriver::arg(&decision)],
+    )
+    .await?;
+    b.wait_until("document.querySelectorAll('[data-audit-entry]').length > 0 && [...document.querySelectorAll('[data-audit-entry]')].every((r) => r.dataset.decision === 'ask')").await?;
     Ok(())
 }
 

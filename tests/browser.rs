@@ -323,5 +323,18 @@ async fn image_scenario(b: &Browser, c: &Controller) -> webdriver::Result<()> {
     .await?;
     let alt = b.execute("return document.querySelector('img.tool-image').alt;", vec![]).await?;
     assert_eq!(alt, json!("image 1 of notes_snap"));
+
+    // The activation's timeline shows the same image with the call's output.
+    let list: Value = http.get(c.url("/api/projects/rich/activations")).send().await.unwrap().json().await.unwrap();
+    let items = list.get("items").unwrap_or(&list).as_array().cloned().unwrap_or_default();
+    let act = items.iter().find(|a| a["agentId"] == "pm").expect("pm's activation")["id"].as_str().unwrap().to_string();
+    b.goto(&c.url(&format!("/#/activations/{act}"))).await?;
+    b.wait_until(
+        "(() => { const i = document.querySelector('.tool-output img.tool-image'); \
+           return !!i && i.complete && i.naturalWidth === 1; })()",
+    )
+    .await?;
+    let alt = b.execute("return document.querySelector('.tool-output img.tool-image').alt;", vec![]).await?;
+    assert_eq!(alt, json!("image 1 of notes.snap"));
     Ok(())
 }

@@ -24,6 +24,55 @@ pub fn routes() -> Router<AppState> {
         .route("/api/projects/{project}/approvals/{id}/deny", post(deny))
         .route("/api/projects/{project}/permissions/rules", get(rules))
         .route("/api/projects/{project}/permissions/rules/{id}", get(one_rule).delete(delete_rule))
+        .route("/api/projects/{project}/audit", get(audit))
+}
+
+/// `?agent=&since=&limit=`: `since` an RFC 3339 time or a duration back (`2h`, `30m`).
+#[derive(Deserialize)]
+struct AuditParams {
+    agent: Option<String>,
+    since: Option<String>,
+    limit: Option<String>,
+}
+
+/// The permission audit trail (`.suzumio/audit/permissions.jsonl`, arguments already redacted
+/// when written): its newest `limit` entries (default 500, at most 5 000), oldest first.
+async fn audit(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<AuditParams>,
+) -> Result<Response, ApiError> {
+    let host = super::api::project(&state, &name)?;
+    let since = match q.since.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        None => None,
+        Some(text) => Some(match chrono::DateTime::parse_from_rfc3339(text) {
+            Ok(t) => t.with_timezone(&chrono::Utc),
+            Err(_) => {
+                let ago = humantime::parse_duration(text).map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "since must be an RFC 3339 time or a duration (2h, 30m), got `{text}`"
+                    ))
+                })?;
+                host.store.now() - chrono::Duration::from_std(ago).unwrap_or(chrono::Duration::MAX)
+            }
+        }),
+    };
+    let limit = match q.limit.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        None => 500,
+        Some(text) => text
+            .parse::<usize>()
+            .map(|n| n.clamp(1, 5_000))
+            .map_err(|_| ApiError::bad_request(format!("limit must be a whole number, got `{text}`")))?,
+    };
+    let query = crate::permissions::audit::AuditQuery { agent: q.agent.filter(|a| !a.is_empty()), since };
+    let root = host.project.config.root.clone();
+    let mut entries = tokio::task::spawn_blocking(move || crate::permissions::audit::read(&root, &query))
+        .await
+        .map_err(|e| ApiError::Internal(format!("reading the permission audit: {e}")))?
+        .map_err(|e| ApiError::Internal(format!("reading the permission audit: {e}")))?;
+    let total = entries.len();
+    entries.drain(..total.saturating_sub(limit));
+    Ok(Json(json!({ "entries": entries, "total": total })).into_response())
 }
 
 #[derive(Deserialize)]

@@ -56,6 +56,7 @@ static ASSETS: &[Asset] = embed![
     "views/tools/tool-page.js",
     "views/tools/control-card.js",
     "views/approvals.js",
+    "views/audit.js",
 ];
 
 /// The page may load only its own assets and talk only to its own origin: no CDN, no inline

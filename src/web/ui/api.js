@@ -93,6 +93,7 @@ export function projectApi(name) {
     allowApproval: (id, decision) => post(`/approvals/${enc(id)}/allow`, decision),
     denyApproval: (id, decision) => post(`/approvals/${enc(id)}/deny`, decision),
     rememberedRules: () => get("/permissions/rules").then((d) => d?.rules ?? []),
+    audit: ({ agent, since, limit } = {}) => get("/audit", { agent, since, limit }),
     deleteRule: (id) => request("DELETE", `${base}/permissions/rules/${enc(id)}`),
     requestChanges: (body) => post("/request-changes", { body }),
     sendMessage: (message) => post("/messages", message),

@@ -4,6 +4,7 @@
 // It reloads on approval events (SSE) and every few seconds; the cards being typed into stay.
 
 import { debounce, errorBox, h, pill, pretty, replace, timeAgo } from "../dom.js";
+import { auditSection } from "./audit.js";
 
 export const title = "Approvals";
 
@@ -18,6 +19,8 @@ export function render(root, ctx) {
     rulesEl,
     h("h2", { class: "section-title", text: "Recently decided" }),
     decidedEl,
+    h("h2", { class: "section-title", text: "Audit trail" }),
+    auditSection(ctx),
   );
   // Cards by request id, so a reload keeps what was typed into a card still pending.
   const cards = new Map();

@@ -5,6 +5,7 @@
 // the activation runs. Arrow keys move between steps; Home and End go to the first and last.
 
 import { clip, debounce, errorBox, h, pill, pretty, priorityBadge, replace, timeAgo } from "../../dom.js";
+import { toolImages } from "../tool-content.js";
 
 /** The timeline of activation `id`; `onHead(timeline.activation)` runs after every load. */
 export function activationTimeline(ctx, id, { onHead } = {}) {
@@ -142,7 +143,7 @@ function itemView(ctx, item, index, open) {
         item.error
           ? h("pre", { class: "error-pre", "data-error": "", text: item.error })
           : item.output !== null && item.output !== undefined
-            ? fold("output", outputSummary(item.output), toolOutputView(item.output), true)
+            ? fold("output", outputSummary(item.output), toolOutputView(item.output, item.tool), true)
             : null,
       );
     case "signals":
@@ -215,8 +216,15 @@ function outputSummary(output) {
  * A tool call's output (`{output, title?, metadata?}`) as the timeline shows it. The one place
  * that renders tool output, so richer renderings (content blocks, images) plug in here.
  */
-export function toolOutputView(output) {
+export function toolOutputView(output, tool = "tool result") {
   const o = output && typeof output === "object" ? output : { output };
   const text = typeof o.output === "string" ? o.output : pretty(o.output);
-  return h("pre", { class: "viewer small", "data-output": "", text: text ?? "" });
+  // A rich result's image blocks, as the model got them.
+  const images = (Array.isArray(o.content) ? o.content : []).filter((b) => b?.type === "image");
+  return h(
+    "div",
+    { class: "tool-output" },
+    h("pre", { class: "viewer small", "data-output": "", text: text ?? "" }),
+    toolImages(images, tool),
+  );
 }
