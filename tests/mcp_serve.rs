@@ -154,4 +154,24 @@ fn an_mcp_client_lists_calls_and_reads_through_the_permission_engine() {
         let error = refused["error"].as_str().unwrap_or_else(|| panic!("refused: {refused}"));
         assert!(error.contains("No such artifact of writer"), "{error}");
     }
+
+    // The calls were decided and audited as the agent's, like every other call.
+    let dir_arg = dir.to_str().expect("utf-8 path");
+    let audit = support::suzumio(dir, &["audit", dir_arg, "--json", "--agent", "writer"]);
+    assert_eq!(audit.status.code(), Some(0), "{}", text(&audit.stderr));
+    let decisions: Vec<(String, String)> = text(&audit.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|e| e["kind"] == "decision")
+        .map(|e| (e["tool"].as_str().unwrap_or("").to_string(), e["decision"].as_str().unwrap_or("").to_string()))
+        .collect();
+    assert!(decisions.contains(&("file.write".into(), "allow".into())), "{decisions:?}");
+    assert!(decisions.contains(&("file.delete".into(), "deny".into())), "{decisions:?}");
+    let status = support::suzumio(dir, &["status", dir_arg, "--json"]);
+    let status: Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    // Four calls reached `execute_tool`, each in its own activation; the one outside the
+    // allowlist was refused before any.
+    assert_eq!(status["toolCalls"], 4, "the calls are recorded: {status}");
+    assert_eq!(status["activations"]["total"], 4, "{status}");
+    assert_eq!(status["activations"]["failed"], 0, "a failing call does not fail the agent: {status}");
 }
