@@ -18,10 +18,11 @@ tools:
   toolpacks: [core]
 agents:
   writer:
-    tools: [messages.send, file.write, file.read, file.delete]
+    tools: [messages.send, file.write, file.read, file.delete, file.list]
     permissions:
       rules:
         - {tool: file.delete, decision: deny, reason: "writers keep their drafts"}
+        - {tool: file.list, decision: ask, reason: "listing is looked at first"}
   editor:
     tools: [messages.send]
 backend:
@@ -35,9 +36,10 @@ backend:
 "#;
 
 /// Runs each `[method, args]` step in one session and prints the results as one JSON list;
-/// a step the server answers with a protocol error gives `{"error": ...}`.
+/// a step the server answers with a protocol error gives `{"error": ...}`. `call_approved`
+/// calls a tool and, while the call waits, allows its approval request with the real CLI.
 const CLIENT: &str = r#"
-import asyncio, json, sys
+import asyncio, json, subprocess, sys
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -54,6 +56,17 @@ async def main():
                         result = await session.list_tools()
                     elif method == "call_tool":
                         result = await session.call_tool(args[0], args[1])
+                    elif method == "call_approved":
+                        call = asyncio.create_task(session.call_tool(args[0], args[1]))
+                        pending = []
+                        while not pending:
+                            await asyncio.sleep(0.2)
+                            listed = subprocess.run([suzumio, "approvals", "list", project, "--json"],
+                                                    capture_output=True, text=True, check=True)
+                            pending = json.loads(listed.stdout)
+                        subprocess.run([suzumio, "approvals", "allow", project, pending[0]["id"]],
+                                       capture_output=True, check=True)
+                        result = await call
                     elif method == "list_resources":
                         result = await session.list_resources()
                     else:
@@ -105,7 +118,8 @@ fn an_mcp_client_lists_calls_and_reads_through_the_permission_engine() {
             ["call_tool", ["file.read", {"path": "notes.md"}]],
             ["call_tool", ["file.write", {"path": "notes.md"}]],
             ["call_tool", ["file.delete", {"path": "notes.md"}]],
-            ["call_tool", ["shell.exec", {"command": "true"}]],
+            ["call_tool", ["file.edit", {"path": "notes.md"}]],
+            ["call_approved", ["file.list", {"path": "."}]],
             ["list_resources", []],
             ["read_resource", ["suzumio://artifacts/writer/drafts/one.md"]],
             ["read_resource", ["suzumio://artifacts/writer/../../secret.txt"]],
@@ -113,12 +127,16 @@ fn an_mcp_client_lists_calls_and_reads_through_the_permission_engine() {
             ["read_resource", ["suzumio://artifacts/editor/anything.md"]],
         ]),
     );
-    let [tools, write, read, bad_input, denied, outside, resources, artifact, dotdot, link, other_agent] =
-        <[Value; 11]>::try_from(results).expect("one result per step");
+    let [tools, write, read, bad_input, denied, outside, asked, resources, artifact, dotdot, link, other_agent] =
+        <[Value; 12]>::try_from(results).expect("one result per step");
 
     let tools = tools["tools"].as_array().expect("tools");
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names, ["messages.send", "file.read", "file.write", "file.delete"], "exactly the allowlist");
+    assert_eq!(
+        names,
+        ["messages.send", "file.read", "file.write", "file.list", "file.delete"],
+        "exactly the allowlist"
+    );
     let file_write = tools.iter().find(|t| t["name"] == "file.write").expect("file.write");
     assert_eq!(file_write["inputSchema"]["required"], json!(["path", "content"]));
     let manifest: Value = serde_json::from_str(
@@ -144,7 +162,9 @@ fn an_mcp_client_lists_calls_and_reads_through_the_permission_engine() {
     assert!(texts(&denied).contains("writers keep their drafts"), "{denied}");
     assert!(dir.join("workspaces/writer/notes.md").exists(), "the denied delete did not run");
     assert_eq!(outside["isError"], true, "{outside}");
-    assert!(texts(&outside).contains("Tool not allowed for writer: shell.exec"), "{outside}");
+    assert!(texts(&outside).contains("Tool not allowed for writer: file.edit"), "{outside}");
+    assert_ne!(asked["isError"], true, "an `ask` waits for the person, then runs: {asked}");
+    assert!(texts(&asked).contains("notes.md"), "{asked}");
 
     let uris: Vec<&str> =
         resources["resources"].as_array().expect("resources").iter().filter_map(|r| r["uri"].as_str()).collect();
@@ -167,11 +187,12 @@ fn an_mcp_client_lists_calls_and_reads_through_the_permission_engine() {
         .collect();
     assert!(decisions.contains(&("file.write".into(), "allow".into())), "{decisions:?}");
     assert!(decisions.contains(&("file.delete".into(), "deny".into())), "{decisions:?}");
+    assert!(decisions.contains(&("file.list".into(), "ask".into())), "{decisions:?}");
     let status = support::suzumio(dir, &["status", dir_arg, "--json"]);
     let status: Value = serde_json::from_slice(&status.stdout).expect("status JSON");
-    // Four calls reached `execute_tool`, each in its own activation; the one outside the
+    // Five calls reached `execute_tool`, each in its own activation; the one outside the
     // allowlist was refused before any.
-    assert_eq!(status["toolCalls"], 4, "the calls are recorded: {status}");
-    assert_eq!(status["activations"]["total"], 4, "{status}");
+    assert_eq!(status["toolCalls"], 5, "the calls are recorded: {status}");
+    assert_eq!(status["activations"]["total"], 5, "{status}");
     assert_eq!(status["activations"]["failed"], 0, "a failing call does not fail the agent: {status}");
 }

@@ -91,13 +91,12 @@ impl McpServer {
     /// One call, framed by its own activation, as `suzumio tool call` does it.
     async fn call(&self, tool: &str, input: Value) -> Result<ToolOutput, String> {
         let host = &self.host;
-        if host.project.config.agent(&self.agent).is_none_or(|a| !a.tools.allows(tool))
-            || host.project.registry.tool(tool).is_none()
-        {
+        // Refused before a runner (or a Docker engine) is asked for, as `suzumio tool call` does.
+        let Some((_, def)) = host.project.registry.tool(tool) else { return Err(format!("Unknown tool: {tool}")) };
+        if host.project.config.agent(&self.agent).is_none_or(|a| !a.tools.allows(tool)) {
             return Err(format!("Tool not allowed for {}: {tool}", self.agent));
         }
-        let needs_runner =
-            host.project.registry.tool(tool).is_some_and(|(_, def)| def.runs_in == crate::toolpack::RunsIn::Runner);
+        let needs_runner = def.runs_in == crate::toolpack::RunsIn::Runner;
         let runners = if needs_runner {
             let started = self
                 .runners
