@@ -44,8 +44,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 async def main():
-    suzumio, project, steps = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    params = StdioServerParameters(command=suzumio, args=["mcp", project, "--agent", "writer", "--backend", "process"])
+    suzumio, project, agent, steps = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    params = StdioServerParameters(command=suzumio, args=["mcp", project, "--agent", agent, "--backend", "process"])
     out = []
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
@@ -79,13 +79,14 @@ async def main():
 asyncio.run(main())
 "#;
 
-fn session(project: &std::path::Path, steps: Value) -> Vec<Value> {
+fn session(project: &std::path::Path, agent: &str, steps: Value) -> Vec<Value> {
     let script = project.join("client.py");
     std::fs::write(&script, CLIENT).expect("write the client");
     let out = Command::new(VENV_PYTHON)
         .arg(&script)
         .arg(env!("CARGO_BIN_EXE_suzumio"))
         .arg(project)
+        .arg(agent)
         .arg(steps.to_string())
         .current_dir(project)
         .output()
@@ -112,6 +113,7 @@ fn an_mcp_client_lists_calls_and_reads_through_the_permission_engine() {
 
     let results = session(
         dir,
+        "writer",
         json!([
             ["list_tools", []],
             ["call_tool", ["file.write", {"path": "notes.md", "content": "hello from mcp"}]],
@@ -195,4 +197,42 @@ fn an_mcp_client_lists_calls_and_reads_through_the_permission_engine() {
     assert_eq!(status["toolCalls"], 5, "the calls are recorded: {status}");
     assert_eq!(status["activations"]["total"], 5, "{status}");
     assert_eq!(status["activations"]["failed"], 0, "a failing call does not fail the agent: {status}");
+}
+
+#[test]
+fn rich_results_keep_their_blocks_and_saved_images_are_blob_resources() {
+    let project = support::TempProject::copy_of("rich");
+    let dir = &project.dir;
+    let results = session(
+        dir,
+        "pm",
+        json!([
+            ["call_tool", ["notes.snap", {}]],
+            ["call_tool", ["notes.fail", {}]],
+            ["call_tool", ["notes.stats_ok", {}]],
+            ["list_resources", []],
+        ]),
+    );
+    let [snap, fail, stats, resources] = <[Value; 4]>::try_from(results).expect("one result per step");
+    let kinds: Vec<&str> =
+        snap["content"].as_array().expect("blocks").iter().filter_map(|b| b["type"].as_str()).collect();
+    assert_eq!(kinds, ["text", "image", "resource_link"], "{snap}");
+    assert_eq!(snap["content"][1]["mimeType"], "image/png");
+    assert_eq!(fail["isError"], true, "a pack's own error result stays one: {fail}");
+    assert!(texts(&fail).contains("no such note"), "{fail}");
+    assert_eq!(stats["structuredContent"], json!({"count": 3}), "{stats}");
+
+    // The image the snapshot saved is one of pm's artifacts, read back as the same bytes.
+    let uri = resources["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r["uri"].as_str())
+        .find(|u| u.starts_with("suzumio://artifacts/pm/tool-images/") && u.ends_with(".png"))
+        .unwrap_or_else(|| panic!("the saved image is listed: {resources}"))
+        .to_string();
+    let [read] = <[Value; 1]>::try_from(session(dir, "pm", json!([["read_resource", [uri.clone()]]]))).expect("one");
+    assert_eq!(read["contents"][0]["mimeType"], "image/png", "{read}");
+    let image = read["contents"][0]["blob"].as_str().unwrap_or_else(|| panic!("a blob: {read}"));
+    assert_eq!(image, snap["content"][1]["data"], "the saved image is the one returned");
 }

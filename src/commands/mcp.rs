@@ -7,6 +7,7 @@
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
+use base64::Engine as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as McpBlock, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
@@ -208,11 +209,19 @@ impl ServerHandler for McpServer {
         let refused =
             || ErrorData::resource_not_found(format!("No such artifact of {}: {}", self.agent, request.uri), None);
         let rel = request.uri.strip_prefix(&self.uri_prefix()).ok_or_else(refused)?;
-        let text = read_artifact(&self.artifacts_dir(), Path::new(rel)).map_err(|e| match e {
+        let bytes = read_artifact(&self.artifacts_dir(), Path::new(rel)).map_err(|e| match e {
             ReadError::Refused => refused(),
             ReadError::Io(e) => ErrorData::internal_error(format!("reading {}: {e}", request.uri), None),
         })?;
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri.clone())]).into())
+        // Text as text; anything else (the saved images of rich results) as a base64 blob.
+        let contents = match String::from_utf8(bytes) {
+            Ok(text) => ResourceContents::text(text, request.uri.clone()),
+            Err(e) => {
+                let blob = base64::engine::general_purpose::STANDARD.encode(e.into_bytes());
+                ResourceContents::blob(blob, request.uri.clone()).with_mime_type(mime_type(rel))
+            }
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 }
 
@@ -235,9 +244,22 @@ enum ReadError {
     Io(std::io::Error),
 }
 
-/// `rel` under `dir` as text: plain components only, each directory opened from its parent
+/// The type of a binary artifact, from its name.
+fn mime_type(name: &str) -> &'static str {
+    let ext = Path::new(name).extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    match ext.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "pdf" => "application/pdf",
+        _ => "application/octet-stream",
+    }
+}
+
+/// The bytes of `rel` under `dir`: plain components only, each directory opened from its parent
 /// with `O_NOFOLLOW`, so neither `..` nor a link leads out of the agent's artifacts.
-fn read_artifact(dir: &Path, rel: &Path) -> Result<String, ReadError> {
+fn read_artifact(dir: &Path, rel: &Path) -> Result<Vec<u8>, ReadError> {
     let parts: Vec<&std::ffi::OsStr> = rel
         .components()
         .map(|c| match c {
@@ -264,5 +286,5 @@ fn read_artifact(dir: &Path, rel: &Path) -> Result<String, ReadError> {
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_RESOURCE_BYTES), &mut bytes)
         .map_err(ReadError::Io)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    Ok(bytes)
 }
