@@ -20,6 +20,9 @@ command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_pkgs+=(chromium-driver)
 # tests/socket_flood.rs holds half of its 20 000 connections in a Python client.
 command -v python3 >/dev/null 2>&1 || need_pkgs+=(python3)
+# tests/mcp_serve.rs drives `suzumio mcp` with the official Python MCP SDK, in its own venv.
+MCP_VENV=/opt/suzumio-mcp-venv
+[ -x "$MCP_VENV/bin/python" ] || python3 -c 'import ensurepip' >/dev/null 2>&1 || need_pkgs+=(python3-venv)
 # `suzumio image build --base debian` (tests/debian_image.rs) builds its rootfs with mmdebstrap.
 command -v mmdebstrap >/dev/null 2>&1 || need_pkgs+=(mmdebstrap)
 # Tool icons in the WebUI are emoji; without this font screenshots show empty boxes.
@@ -29,6 +32,12 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]} with apt-get"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+if ! "$MCP_VENV/bin/python" -c 'import mcp' >/dev/null 2>&1; then
+  log "installing the Python MCP SDK into $MCP_VENV"
+  $SUDO python3 -m venv "$MCP_VENV"
+  $SUDO "$MCP_VENV/bin/pip" install -q mcp
 fi
 
 docker_up() { docker info >/dev/null 2>&1; }

@@ -11,6 +11,7 @@ pub use activity::{
 };
 
 pub mod approvals;
+pub mod mcp;
 pub mod scaffold;
 
 use std::fmt::Write as _;

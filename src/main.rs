@@ -251,6 +251,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve one agent's allowed tools (and its artifacts, as resources) over MCP on stdio.
+    Mcp {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The agent the tools run as.
+        #[arg(long)]
+        agent: String,
+        /// Run the runner as a Docker container (default) or a local process.
+        #[arg(long, value_enum)]
+        backend: Option<BackendArg>,
+    },
     /// Tools, run by hand.
     Tool {
         #[command(subcommand)]
@@ -675,6 +686,10 @@ fn main() -> ExitCode {
                 finish_json(commands::tool_call(&dir, &agent, &tool, input.as_deref(), kind, json).await, json)
             })
         }
+        Command::Mcp { dir, agent, backend } => block_on(async move {
+            let kind = backend.map(BackendKind::from);
+            finish(commands::mcp::serve(&dir, &agent, kind).await.map(|()| String::new().into()))
+        }),
         Command::Send { dir, recipient, priority, body, json } => {
             finish_json(commands::send(&dir, &recipient, priority.into(), &body.join(" "), json), json)
         }
