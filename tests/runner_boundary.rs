@@ -9,7 +9,7 @@ use std::process::Command;
 
 /// What only the controller may link.
 const CONTROLLER_ONLY: &[&str] =
-    &["axum", "hyper", "rusqlite", "libsqlite3-sys", "reqwest", "bollard", "indicatif", "rustls", "suzumio"];
+    &["axum", "hyper", "rusqlite", "libsqlite3-sys", "reqwest", "bollard", "indicatif", "rustls", "rmcp", "suzumio"];
 
 fn linked(package: &str) -> BTreeSet<String> {
     let out = Command::new(env!("CARGO"))
