@@ -30,4 +30,4 @@ pub mod store;
 pub mod support;
 pub mod web;
 
-pub use suzumio_core::{VERSION, config, js, rpc, text, toolpack};
+pub use suzumio_core::{VERSION, config, fsat, js, rpc, text, toolpack};

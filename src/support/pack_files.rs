@@ -9,7 +9,7 @@
 //! kernel; writes, renames and deletions act by name inside a parent opened that way.
 //! `node:child_process` is refused: controller code does not start processes.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
@@ -20,6 +20,7 @@ use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use serde_json::{Map, Value, json};
 
+use crate::fsat::{kind_name, remove_tree};
 use crate::store::StateFiles;
 use crate::toolpack::PackSource;
 
@@ -50,8 +51,7 @@ fn failure(code: &str, message: impl Into<String>, path: &Path) -> Failure {
 
 fn errno(e: Errno, path: &Path) -> Failure {
     let error = std::io::Error::from(e);
-    let code = format!("{:?}", nix::errno::Errno::from_raw(e.raw_os_error()));
-    failure(&code, format!("{error}: {}", path.display()), path)
+    failure(&crate::fsat::error_code(&error), format!("{error}: {}", path.display()), path)
 }
 
 fn io(e: std::io::Error, path: &Path) -> Failure {
@@ -307,7 +307,7 @@ impl PackFiles {
         match kind {
             FileType::Directory if only == Some("file") => Err(failure("EISDIR", "Is a directory", shown)),
             FileType::Directory if flag(args, "recursive") => {
-                remove_tree(&dir, &name).map(|_| Value::Null).map_err(|e| io(e, shown))
+                remove_tree(dir.as_fd(), &name).map(|_| Value::Null).map_err(|e| io(e, shown))
             }
             FileType::Directory if only == Some("directory") => {
                 rustix::fs::unlinkat(&dir, name.as_c_str(), AtFlags::REMOVEDIR)
@@ -358,42 +358,6 @@ fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
-}
-
-/// Remove directory `name` of `dir` and everything in it, never following a link.
-fn remove_tree(dir: &OwnedFd, name: &CStr) -> std::io::Result<()> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let child = rustix::fs::openat(dir, name, flags, Mode::empty())?;
-    let mut names = Vec::new();
-    for entry in rustix::fs::Dir::read_from(&child)? {
-        let entry = entry?;
-        let raw = entry.file_name();
-        if raw.to_bytes() != b"." && raw.to_bytes() != b".." {
-            names.push(raw.to_owned());
-        }
-    }
-    for raw in names {
-        let kind = rustix::fs::statat(&child, raw.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
-            .map_or(FileType::Unknown, |s| FileType::from_raw_mode(s.st_mode));
-        if kind == FileType::Directory {
-            remove_tree(&child, &raw)?;
-        } else {
-            rustix::fs::unlinkat(child.as_fd(), raw.as_c_str(), AtFlags::empty())?;
-        }
-    }
-    Ok(rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?)
-}
-
-fn kind_name(kind: FileType) -> &'static str {
-    match kind {
-        FileType::RegularFile => "file",
-        FileType::Directory => "directory",
-        FileType::Symlink => "symlink",
-        FileType::Fifo => "fifo",
-        FileType::Socket => "socket",
-        FileType::CharacterDevice => "char",
-        _ => "other",
-    }
 }
 
 fn string<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, Failure> {

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod fsat;
 pub mod js;
 pub mod rpc;
 pub mod text;

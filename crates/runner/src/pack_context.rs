@@ -14,9 +14,9 @@
 //! Node-style error with `code`.
 
 use std::collections::HashMap;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -27,8 +27,9 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
-use crate::paths::{ARTIFACTS, MNT, PathRefusal, Roots, WORKSPACE, open_child_dir};
+use crate::paths::{ARTIFACTS, MNT, PathRefusal, Roots, WORKSPACE};
 use crate::tools::{ProcessRequest, execute, rename_into_place, write_temp};
+use suzumio_core::fsat::{kind_name, remove_tree};
 
 /// `readFile` refuses files larger than this (the pack's heap is 64 MiB by default).
 const MAX_READ_BYTES: u64 = 32 << 20;
@@ -54,13 +55,13 @@ fn failure(code: &str, message: impl Into<String>, path: &str) -> Failure {
 }
 
 fn io_failure(error: &std::io::Error, shown: &str) -> Failure {
-    let code = error.raw_os_error().map(|n| format!("{:?}", nix::errno::Errno::from_raw(n)));
+    let code = suzumio_core::fsat::error_code(error);
     let message = match error.kind() {
         std::io::ErrorKind::NotFound => format!("No such file or directory: {shown}"),
         std::io::ErrorKind::PermissionDenied => format!("Permission denied: {shown}"),
         _ => format!("{error}: {shown}"),
     };
-    failure(code.as_deref().unwrap_or("EIO"), message, shown)
+    failure(&code, message, shown)
 }
 
 fn errno_failure(errno: rustix::io::Errno, shown: &str) -> Failure {
@@ -393,7 +394,7 @@ impl ContainerAccess {
             }
             Some(FileType::Directory) if flag(args, "recursive") => {
                 let name = CString::new(name).map_err(|e| failure("EINVAL", e.to_string(), &shown))?;
-                remove_tree(&location.dir, &name).map_err(|e| io_failure(&e, &shown))?;
+                remove_tree(location.dir.as_fd(), &name).map_err(|e| io_failure(&e, &shown))?;
                 Ok(Value::Null)
             }
             Some(FileType::Directory) if only == Some("directory") => {
@@ -506,44 +507,6 @@ async fn run_process(command: String, request: ProcessRequest, over: impl Future
         "timedOut": done.timed_out,
         "truncated": done.truncated,
     }))
-}
-
-/// Remove directory `name` of `dir` and everything in it, never following a link.
-fn remove_tree(dir: &OwnedFd, name: &CStr) -> std::io::Result<()> {
-    let child = open_child_dir(dir, name)?;
-    let mut names = Vec::new();
-    for entry in rustix::fs::Dir::read_from(&child)? {
-        let entry = entry?;
-        let raw = entry.file_name();
-        if raw.to_bytes() != b"." && raw.to_bytes() != b".." {
-            names.push((raw.to_owned(), entry.file_type()));
-        }
-    }
-    for (raw, kind) in names {
-        let kind = match kind {
-            FileType::Unknown => rustix::fs::statat(&child, raw.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
-                .map_or(FileType::Unknown, |s| FileType::from_raw_mode(s.st_mode)),
-            kind => kind,
-        };
-        if kind == FileType::Directory {
-            remove_tree(&child, &raw)?;
-        } else {
-            rustix::fs::unlinkat(child.as_fd(), raw.as_c_str(), AtFlags::empty())?;
-        }
-    }
-    Ok(rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?)
-}
-
-fn kind_name(kind: FileType) -> &'static str {
-    match kind {
-        FileType::RegularFile => "file",
-        FileType::Directory => "directory",
-        FileType::Symlink => "symlink",
-        FileType::Fifo => "fifo",
-        FileType::Socket => "socket",
-        FileType::CharacterDevice => "char",
-        _ => "other",
-    }
 }
 
 fn invalid(message: &str) -> Failure {

@@ -283,12 +283,12 @@ async fn no_walk_follows_a_link_out_of_the_roots() {
 async fn edit_replaces_a_unique_text_and_shows_a_diff() {
     let s = Sandbox::new();
     s.write("a.rs", "fn a() {}\nfn b() {}\nfn c() {}\n");
-    let out = s.ok("file.edit", json!({"path": "a.rs", "oldText": "fn b() {}", "newText": "fn b() { todo!() }"})).await;
+    let out = s.ok("file.edit", json!({"path": "a.rs", "oldText": "fn b() {}", "newText": "fn b() { run() }"})).await;
     assert_eq!(
         out,
-        "Edited /workspace/a.rs (1 replacement)\n--- /workspace/a.rs\n+++ /workspace/a.rs\n@@ -1,3 +1,3 @@\n fn a() {}\n-fn b() {}\n+fn b() { todo!() }\n fn c() {}"
+        "Edited /workspace/a.rs (1 replacement)\n--- /workspace/a.rs\n+++ /workspace/a.rs\n@@ -1,3 +1,3 @@\n fn a() {}\n-fn b() {}\n+fn b() { run() }\n fn c() {}"
     );
-    assert_eq!(std::fs::read_to_string(s.ws("a.rs")).unwrap(), "fn a() {}\nfn b() { todo!() }\nfn c() {}\n");
+    assert_eq!(std::fs::read_to_string(s.ws("a.rs")).unwrap(), "fn a() {}\nfn b() { run() }\nfn c() {}\n");
 }
 
 #[tokio::test]

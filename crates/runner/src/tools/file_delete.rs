@@ -3,16 +3,15 @@
 //! an opened directory, and each subdirectory is entered with `O_NOFOLLOW`, so a link swapped
 //! in meanwhile is removed as a link and never followed.
 
-use std::ffi::{CStr, CString};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::ffi::CString;
+use std::os::fd::AsFd;
 
 use rustix::fs::{AtFlags, FileType};
-use rustix::io::Errno;
 use serde_json::{Map, Value, json};
 
 use super::{ToolContext, bool_field, io_error, string_field};
-use crate::paths::open_child_dir;
 use crate::rpc::ToolOutput;
+use suzumio_core::fsat::remove_tree;
 
 pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
     let path = string_field(input, "path")?;
@@ -26,10 +25,8 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
                 "Cannot delete {shown}: it is a directory (set recursive: true to delete it and everything in it)"
             ));
         }
-        let mut removed = 0;
         let name = CString::new(entry.name.as_str()).map_err(|_| format!("Cannot delete {shown}"))?;
-        remove_tree(entry.dir.as_fd(), &name, &mut removed).map_err(|e| io_error("delete", &shown, &e))?;
-        removed
+        remove_tree(entry.dir.as_fd(), &name).map_err(|e| io_error("delete", &shown, &e))?
     } else {
         rustix::fs::unlinkat(&entry.dir, entry.name.as_str(), AtFlags::empty())
             .map_err(|e| io_error("delete", &shown, &e.into()))?;
@@ -49,35 +46,4 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
             .cloned(),
         ..ToolOutput::default()
     })
-}
-
-/// Remove the directory `name` of `parent` with everything in it, counting what was in it.
-fn remove_tree(parent: BorrowedFd<'_>, name: &CStr, removed: &mut u64) -> std::io::Result<()> {
-    let dir = open_child_dir(parent, name)?;
-    let mut children: Vec<(CString, FileType)> = Vec::new();
-    for entry in rustix::fs::Dir::read_from(&dir)? {
-        let entry = entry?;
-        let raw = entry.file_name();
-        if raw.to_bytes() != b"." && raw.to_bytes() != b".." {
-            children.push((raw.to_owned(), entry.file_type()));
-        }
-    }
-    for (child, kind) in children {
-        let is_dir = match kind {
-            FileType::Unknown => rustix::fs::statat(&dir, child.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
-                .is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Directory),
-            kind => kind == FileType::Directory,
-        };
-        let gone = if is_dir { remove_tree(dir.as_fd(), &child, removed) } else { Err(Errno::NOTDIR.into()) };
-        match gone {
-            Ok(()) => {}
-            // Not a directory (or no longer one: a link or file swapped in): removed as a file.
-            Err(e) if [Errno::NOTDIR, Errno::LOOP].iter().any(|c| e.raw_os_error() == Some(c.raw_os_error())) => {
-                rustix::fs::unlinkat(&dir, child.as_c_str(), AtFlags::empty())?;
-            }
-            Err(e) => return Err(e),
-        }
-        *removed += 1;
-    }
-    Ok(rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)?)
 }
