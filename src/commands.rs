@@ -193,6 +193,8 @@ pub async fn check(dir: &Path, as_json: bool) -> Result<Output, CliError> {
                     role: &a.role,
                     model: &a.model,
                     tools: &set.tools,
+                    deferred_tools: &set.deferred,
+                    permission_mode: a.permission_mode.as_str(),
                     mounted_toolpacks: &set.mounted_packs,
                 })
                 .collect(),

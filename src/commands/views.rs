@@ -8,7 +8,6 @@
 //! ([`crate::store::MessageSent`]).
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::store::{ActivationCounts, Pause, ProjectStatus, TokenUsage};
 
@@ -42,35 +41,11 @@ pub struct CheckedAgent<'a> {
     pub role: &'a str,
     pub model: &'a str,
     pub tools: &'a [String],
+    /// The allowed tools its model gets only through `tool_search`.
+    pub deferred_tools: &'a [String],
+    /// `permissionMode`: default, auto or full-access.
+    pub permission_mode: &'static str,
     pub mounted_toolpacks: &'a [String],
-}
-
-/// An item of `tools --json`.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolView<'a> {
-    pub name: &'a str,
-    pub toolpack: &'a str,
-    pub toolpack_kind: &'a str,
-    pub description: &'a str,
-    pub requires_approval: bool,
-    /// Only the hints the manifest sets.
-    pub annotations: Annotations,
-    pub allowed_agents: Vec<&'a str>,
-    pub input_schema: &'a Value,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Annotations {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub read_only_hint: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub destructive_hint: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub idempotent_hint: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub open_world_hint: Option<bool>,
 }
 
 /// `status --json`.
