@@ -6,7 +6,7 @@
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
-use crate::clock::parse_iso;
+use crate::clock::millis_between;
 use crate::store::{ActivationStatus, Store, StoreError, TokenUsage, clamp_limit};
 
 /// One activation in a list: what it did, in numbers.
@@ -70,7 +70,7 @@ fn summary_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActivationSummary
         id: r.get(0)?,
         agent_id: r.get(1)?,
         status: r.get(2)?,
-        duration_ms: duration_ms(Some(&started_at), ended_at.as_deref()),
+        duration_ms: ended_at.as_deref().and_then(|end| millis_between(&started_at, end)),
         started_at,
         ended_at,
         signal_ids: signal_ids
@@ -89,12 +89,6 @@ fn summary_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActivationSummary
             cost: r.get(14)?,
         },
     })
-}
-
-/// Milliseconds between two store timestamps.
-fn duration_ms(start: Option<&str>, end: Option<&str>) -> Option<u64> {
-    let (start, end) = (parse_iso(start?)?, parse_iso(end?)?);
-    (end - start).num_milliseconds().try_into().ok()
 }
 
 impl Store {

@@ -16,7 +16,7 @@ use rusqlite::params;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::clock::parse_iso;
+use crate::clock::millis_between;
 use crate::store::{
     ActivationStatus, HistoryEntry, RecordedCall, SignalRecord, Store, StoreError, TokenUsage, ToolCallRecord,
     ToolCallStatus,
@@ -465,11 +465,6 @@ fn place_approval(items: &mut Vec<TimelineItem>, approval: TimelineItem) {
         Some(index) => items.insert(index + 1, approval),
         None => items.push(approval),
     }
-}
-
-fn millis_between(from: &str, to: &str) -> Option<u64> {
-    let (from, to) = (parse_iso(from)?, parse_iso(to)?);
-    u64::try_from((to - from).num_milliseconds()).ok()
 }
 
 #[cfg(test)]
