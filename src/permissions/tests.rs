@@ -32,6 +32,7 @@ fn tool(name: &str, requires_approval: bool, read_only: Option<bool>, destructiv
         support_validator: None,
         output_schema: None,
         output_validator: None,
+        server_annotations: None,
     }
 }
 

@@ -218,6 +218,44 @@ pub enum ToolpackRef {
         limits: PackLimits,
         loc: Loc,
     },
+    /// `- mcp: {...}`: an MCP server whose tools become `<id>.<tool>`.
+    Mcp(McpPackConfig),
+}
+
+/// `tools.toolpacks[].mcp`: an MCP server used as a toolpack.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpPackConfig {
+    pub id: String,
+    pub transport: McpTransport,
+    /// `trusted: true`: the server's tool annotations count for permissions; otherwise they are
+    /// shown but never make a tool look safer than an unannotated one.
+    pub trusted: bool,
+    /// `tools`: the pinned tool list (not discovered; a live list that differs is reported).
+    pub pinned: Option<Vec<McpPinnedTool>>,
+    /// Deadline of one call, and of starting the server and listing its tools.
+    pub timeout_ms: u64,
+    pub loc: Loc,
+}
+
+/// How an MCP server is reached.
+#[derive(Clone, Debug, PartialEq)]
+pub enum McpTransport {
+    /// Started by the runner inside the agent's container, spoken to over its stdin/stdout.
+    Stdio { command: String, args: Vec<String>, env: Vec<(String, String)>, cwd: Option<String> },
+    /// Streamable HTTP, reached from the controller under the `web.fetch` egress rules.
+    Http { url: String, headers: Vec<(String, String)> },
+}
+
+/// One tool of a pinned MCP tool list, as the server's `tools/list` would give it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpPinnedTool {
+    /// The server's own name (without the `<id>.` prefix).
+    pub name: String,
+    pub description: Option<String>,
+    /// Absent: any object (the server checks its own input).
+    pub input_schema: Option<serde_json::Value>,
+    pub annotations: Option<serde_json::Value>,
+    pub loc: Loc,
 }
 
 /// Limits of a local pack's JavaScript (per call deadline, heap).

@@ -87,6 +87,9 @@ pub struct ToolDefinition {
     /// `deferrable` (default true): an agent with `toolLoading: deferred` may get it only
     /// through `tool_search`. Tools that end an activation are never deferred.
     pub deferrable: bool,
+    /// What an untrusted MCP server claims of the tool: shown, never used for a decision
+    /// (`annotations` holds what counts).
+    pub server_annotations: Option<ToolAnnotations>,
 }
 
 impl ToolDefinition {
@@ -381,6 +384,7 @@ fn parse_tools(
                 support_validator: support_schema.map(|(_, v)| v),
                 output_validator: output_schema.as_ref().map(|(_, v)| v.clone()),
                 output_schema: output_schema.map(|(json, _)| json),
+                server_annotations: None,
             });
             validators.push(validator);
         }
@@ -576,6 +580,7 @@ mod tests {
             support_validator: None,
             output_schema: None,
             output_validator: None,
+            server_annotations: None,
         }
     }
 

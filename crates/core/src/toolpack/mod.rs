@@ -7,6 +7,8 @@
 pub mod builtin;
 pub mod error;
 pub mod manifest;
+pub mod mcp;
+pub mod mcp_session;
 pub mod output;
 pub mod packaged;
 pub mod redact;

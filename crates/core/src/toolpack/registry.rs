@@ -10,9 +10,10 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::diag::Diagnostics;
-use crate::config::model::{AgentConfig, BuiltinPack, PackLimits, ToolLoading, ToolpackRef};
+use crate::config::model::{AgentConfig, BuiltinPack, McpPackConfig, PackLimits, ToolLoading, ToolpackRef};
 use crate::config::node::{Loc, parse_json};
 use crate::toolpack::builtin;
+use crate::toolpack::mcp::{self, McpListing};
 use crate::toolpack::manifest::{Manifest, ManifestOrigin, ToolDefinition, WebuiEntry, parse_manifest};
 use crate::toolpack::schema::{self, InputError};
 
@@ -28,6 +29,8 @@ pub enum PackSource {
         controller_module: PathBuf,
         limits: PackLimits,
     },
+    /// An MCP server; its tools come from the pinned list or from discovery.
+    Mcp(McpPackConfig),
 }
 
 #[derive(Clone, Debug)]
@@ -45,8 +48,19 @@ impl Toolpack {
         matches!(self.source, PackSource::Local { .. })
     }
 
+    pub fn mcp(&self) -> Option<&McpPackConfig> {
+        match &self.source {
+            PackSource::Mcp(m) => Some(m),
+            _ => None,
+        }
+    }
+
     pub fn kind_name(&self) -> &'static str {
-        if self.is_local() { "local" } else { "builtin" }
+        match self.source {
+            PackSource::Builtin(_) => "builtin",
+            PackSource::Local { .. } => "local",
+            PackSource::Mcp(_) => "mcp",
+        }
     }
 }
 
@@ -75,6 +89,16 @@ pub struct ToolpackRegistry {
 impl ToolpackRegistry {
     /// Load every pack the config lists. Errors and warnings go to `d`; `None` when any error.
     pub fn build(refs: &[ToolpackRef], d: &mut Diagnostics) -> Option<ToolpackRegistry> {
+        Self::build_with(refs, &BTreeMap::new(), d)
+    }
+
+    /// [`build`](Self::build), with the tool lists MCP servers gave (by pack id). A pack that
+    /// pins its list uses the pin; one with no list yet has no tools (and a warning).
+    pub fn build_with(
+        refs: &[ToolpackRef],
+        listings: &BTreeMap<String, McpListing>,
+        d: &mut Diagnostics,
+    ) -> Option<ToolpackRegistry> {
         // Each loaded pack with where the config lists it (location and key path).
         let mut packs: Vec<(Toolpack, Loc, String)> = Vec::new();
         let mut failed = false;
@@ -92,12 +116,14 @@ impl ToolpackRegistry {
                 ToolpackRef::Local { path, id, limits, loc } => {
                     load_local(path, id.as_deref(), *limits, loc, &mut pd).map(|p| (p, loc.clone()))
                 }
+                ToolpackRef::Mcp(m) => Some((load_mcp(m, listings.get(&m.id), &mut pd), m.loc.clone())),
             };
             // Tag problems with the pack id, or what stands for it when the manifest has none.
             let tag = loaded.as_ref().map(|(p, _)| p.id.clone()).or_else(|| match r {
                 ToolpackRef::Local { id: Some(id), .. } => Some(id.clone()),
                 ToolpackRef::Local { path, .. } => path.file_name().map(|n| n.to_string_lossy().into_owned()),
                 ToolpackRef::Builtin { pack, .. } => Some(pack.id().to_string()),
+                ToolpackRef::Mcp(m) => Some(m.id.clone()),
             });
             failed |= pd.has_errors() || loaded.is_none();
             d.extend_for_pack(pd, tag.as_deref());
@@ -284,6 +310,29 @@ impl ToolpackRegistry {
             }
         }
     }
+}
+
+/// An MCP pack from its pinned list, else from what its server listed.
+fn load_mcp(m: &McpPackConfig, listing: Option<&McpListing>, d: &mut Diagnostics) -> Toolpack {
+    let tools = match (mcp::pinned_tools(m), listing) {
+        (Some(pinned), _) => pinned,
+        (None, Some(listing)) if listing.error.is_none() => listing.tools.clone(),
+        (None, listing) => {
+            let why = listing.and_then(|l| l.error.clone()).map(|e| format!(": {e}")).unwrap_or_default();
+            d.warning(
+                Some(&m.loc),
+                "",
+                format!(
+                    "the MCP server {} has not listed its tools yet{why}; `suzumio check` or `suzumio run` starts it to list them (or pin them under `tools:`)",
+                    m.id
+                ),
+            );
+            Vec::new()
+        }
+    };
+    let (tools, validators) = mcp::tool_definitions(m, &tools, d);
+    let description = listing.filter(|l| l.error.is_none()).map(|l| format!("MCP server {}", l.server()));
+    Toolpack { id: m.id.clone(), description, source: PackSource::Mcp(m.clone()), tools, validators, webui: Vec::new() }
 }
 
 fn pack_from(m: Manifest, source: PackSource) -> Toolpack {

@@ -1,0 +1,235 @@
+//! One session with an MCP server through the official Rust SDK (`rmcp`), whatever carries it:
+//! the runner gives it a child process in the agent's container, the controller a Streamable
+//! HTTP connection. Starting, listing and each call run under the pack's deadline; a session
+//! whose server went away says so, so that its owner starts a new one for the next call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::IntoTransport;
+use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
+use serde_json::{Map, Value, json};
+
+use crate::toolpack::ToolError;
+use crate::toolpack::mcp::McpListing;
+use crate::toolpack::output::{IMAGE_TYPES, MAX_CONTENT_BLOCKS, ToolOutput, parse_output};
+
+/// Called when the server says its tool list changed (`notifications/tools/list_changed`).
+pub type OnListChanged = Arc<dyn Fn() + Send + Sync>;
+
+/// The client side of the session: who we are, and what to do when the list changes.
+pub struct Watcher {
+    on_list_changed: OnListChanged,
+}
+
+impl ClientHandler for Watcher {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        (self.on_list_changed)();
+        std::future::ready(())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("suzumio", env!("CARGO_PKG_VERSION")))
+    }
+}
+
+pub struct McpSession {
+    id: String,
+    service: RunningService<RoleClient, Watcher>,
+    timeout: Duration,
+}
+
+/// Why a call gave no result.
+#[derive(Debug)]
+pub enum CallError {
+    /// The server went away (exited, closed its pipe); the next call needs a new session.
+    Gone(String),
+    /// Anything else: the message is for the model.
+    Tool(ToolError),
+}
+
+impl McpSession {
+    /// Connect and initialize within `timeout`.
+    pub async fn start<T, E, A>(
+        id: &str,
+        transport: T,
+        timeout: Duration,
+        on_list_changed: OnListChanged,
+    ) -> Result<McpSession, String>
+    where
+        T: IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let watcher = Watcher { on_list_changed };
+        let service = match tokio::time::timeout(timeout, watcher.serve(transport)).await {
+            Ok(Ok(service)) => service,
+            Ok(Err(e)) => return Err(format!("the MCP server {id} did not initialize: {e}")),
+            Err(_) => {
+                return Err(format!("the MCP server {id} did not answer `initialize` within {} ms", timeout.as_millis()));
+            }
+        };
+        Ok(McpSession { id: id.to_string(), service, timeout })
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.service.is_closed()
+    }
+
+    /// `tools/list` (every page), with who the server said it is.
+    pub async fn list(&self) -> Result<McpListing, String> {
+        let tools = match tokio::time::timeout(self.timeout, self.service.peer().list_all_tools()).await {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => return Err(format!("the MCP server {} failed `tools/list`: {e}", self.id)),
+            Err(_) => {
+                return Err(format!("the MCP server {} did not list its tools within {} ms", self.id, self.timeout.as_millis()));
+            }
+        };
+        let info = self.service.peer().peer_info();
+        let server = info.as_ref().and_then(|i| i.server_info.as_ref());
+        Ok(McpListing {
+            id: self.id.clone(),
+            server_name: server.map(|s| s.name.clone()),
+            server_version: server.map(|s| s.version.clone()),
+            protocol_version: info.as_ref().map(|i| i.protocol_version.to_string()),
+            tools: tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect(),
+            error: None,
+        })
+    }
+
+    /// `tools/call` of the server's own tool name. A result the server marks `isError` is a
+    /// result (the model reads it); a JSON-RPC error is a failed call.
+    pub async fn call(&self, tool: &str, input: Value) -> Result<ToolOutput, CallError> {
+        let arguments = match input {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => {
+                return Err(CallError::Tool(ToolError::Rejected(format!("MCP tool input must be an object, got {other}"))));
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = arguments;
+        let result = match tokio::time::timeout(self.timeout, self.service.peer().call_tool(params)).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(ServiceError::McpError(e))) => {
+                return Err(CallError::Tool(ToolError::Failed(format!(
+                    "the MCP server {} refused `{tool}`: {}",
+                    self.id, e.message
+                ))));
+            }
+            Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
+                return Err(CallError::Gone(format!("the MCP server {} went away during `{tool}`", self.id)));
+            }
+            Ok(Err(e)) if self.is_closed() => {
+                return Err(CallError::Gone(format!("the MCP server {} went away during `{tool}` ({e})", self.id)));
+            }
+            Ok(Err(e)) => {
+                return Err(CallError::Tool(ToolError::Failed(format!("the MCP server {} failed `{tool}`: {e}", self.id))));
+            }
+            Err(_) => {
+                return Err(CallError::Tool(ToolError::Failed(format!(
+                    "the MCP server {} did not answer `{tool}` within {} ms (the pack's timeoutMs)",
+                    self.id,
+                    self.timeout.as_millis()
+                ))));
+            }
+        };
+        let value = serde_json::to_value(&result)
+            .map_err(|e| CallError::Tool(ToolError::Internal(format!("reading the result of {tool}: {e}"))))?;
+        output_of(&format!("MCP server {} tool {tool}", self.id), value).map_err(|e| CallError::Tool(ToolError::Failed(e)))
+    }
+
+    /// End the session (for a child process: close its stdin, then signal it).
+    pub async fn close(self) {
+        let _ = self.service.cancel().await;
+    }
+}
+
+/// An MCP `CallToolResult` as a Suzumio result: text, image and resource-link blocks pass as
+/// they are; audio, embedded resources and images of a type the models do not take become a
+/// line of text saying what was left out; past [`MAX_CONTENT_BLOCKS`] the rest is summed up.
+pub fn output_of(what: &str, result: Value) -> Result<ToolOutput, String> {
+    let mut content = Vec::new();
+    let blocks = result.get("content").and_then(Value::as_array).cloned().unwrap_or_default();
+    let total = blocks.len();
+    for block in blocks {
+        if content.len() == MAX_CONTENT_BLOCKS - 1 && total > MAX_CONTENT_BLOCKS {
+            content.push(json!({"type": "text", "text": format!("[{} more content blocks left out]", total - content.len())}));
+            break;
+        }
+        content.push(block_of(&block));
+    }
+    let mut out = Map::new();
+    out.insert("content".into(), Value::Array(content));
+    if let Some(e) = result.get("isError").filter(|e| e.is_boolean()) {
+        out.insert("isError".into(), e.clone());
+    }
+    if let Some(s) = result.get("structuredContent").filter(|s| s.is_object()) {
+        out.insert("structuredContent".into(), s.clone());
+    }
+    parse_output(what, Value::Object(out))
+}
+
+fn block_of(block: &Value) -> Value {
+    let text = |s: &str| json!({"type": "text", "text": s});
+    let field = |k: &str| block.get(k).and_then(Value::as_str).unwrap_or_default();
+    match field("type") {
+        "text" => text(field("text")),
+        "image" if IMAGE_TYPES.contains(&field("mimeType")) => {
+            json!({"type": "image", "data": field("data"), "mimeType": field("mimeType")})
+        }
+        "image" | "audio" => {
+            text(&format!("[{} {} of {} base64 characters left out]", field("type"), field("mimeType"), field("data").len()))
+        }
+        "resource_link" => {
+            let name = Some(field("name")).filter(|n| !n.is_empty()).unwrap_or(field("uri"));
+            json!({"type": "resource_link", "uri": field("uri"), "name": name})
+        }
+        "resource" => {
+            let r = block.get("resource").cloned().unwrap_or_default();
+            let uri = r.get("uri").and_then(Value::as_str).unwrap_or_default();
+            match r.get("text").and_then(Value::as_str) {
+                Some(t) => text(&format!("[{uri}]\n{t}")),
+                None => text(&format!("[resource {uri}: binary content left out]")),
+            }
+        }
+        other => text(&format!("[a {other:?} content block left out]")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mcp_blocks_become_suzumio_blocks() {
+        let result = json!({
+            "content": [
+                {"type": "text", "text": "Echo: hi"},
+                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+                {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},
+                {"type": "resource", "resource": {"uri": "file:///a.txt", "text": "body"}},
+                {"type": "resource_link", "uri": "file:///b", "name": "b"}
+            ],
+            "structuredContent": {"n": 5}
+        });
+        let out = output_of("t", result).unwrap();
+        assert_eq!(out.content.len(), 5);
+        assert_eq!(out.output, "Echo: hi\n[image image/png, 8 bytes]\n[audio audio/wav of 4 base64 characters left out]\n[file:///a.txt]\nbody\n[b](file:///b)");
+        assert_eq!(out.structured_content, Some(json!({"n": 5})));
+        assert!(!out.is_error);
+    }
+
+    #[test]
+    fn too_many_blocks_are_summed_up() {
+        let blocks: Vec<Value> = (0..20).map(|i| json!({"type": "text", "text": i.to_string()})).collect();
+        let out = output_of("t", json!({"content": blocks, "isError": true})).unwrap();
+        assert_eq!(out.content.len(), MAX_CONTENT_BLOCKS);
+        assert!(out.output.ends_with("[13 more content blocks left out]"), "{}", out.output);
+        assert!(out.is_error);
+    }
+}
