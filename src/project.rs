@@ -1,9 +1,12 @@
 //! A loaded project: its validated config together with its toolpack registry. This is the one
 //! entry point every command uses, so `check`, `tools` and (later) `run` see the same thing.
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Arc, RwLock};
 
-use crate::config::{self, Diagnostics, InvalidInput, ProjectConfig, load::EnvSource};
+use crate::config::{self, Diagnostics, InvalidInput, ProjectConfig, ToolpackRef, load::EnvSource};
+use crate::toolpack::mcp::{self, McpListing};
 use crate::toolpack::{AgentToolset, ToolpackRegistry};
 
 pub struct Project {
@@ -11,13 +14,28 @@ pub struct Project {
     pub registry: ToolpackRegistry,
     /// Warnings found while loading; they never fail a load.
     pub warnings: Diagnostics,
+    /// The toolpack list of the config, to build the registry again with new MCP lists.
+    pub toolpacks: Vec<ToolpackRef>,
+    /// The MCP lists the registry was built from (discovered or cached; not pinned ones).
+    pub mcp_lists: BTreeMap<String, McpListing>,
 }
 
 impl Project {
-    /// Load config and toolpacks, collecting every error from both before failing.
+    /// Load config and toolpacks, collecting every error from both before failing. An MCP
+    /// pack's tools come from its pinned list or from the discovery cache in `.suzumio/mcp/`.
     pub fn load(dir: &Path, env: &dyn EnvSource) -> Result<Project, InvalidInput> {
+        Self::load_with(dir, env, &BTreeMap::new())
+    }
+
+    /// [`load`](Self::load), with MCP tool lists just discovered (they win over the cache).
+    pub fn load_with(
+        dir: &Path,
+        env: &dyn EnvSource,
+        discovered: &BTreeMap<String, McpListing>,
+    ) -> Result<Project, InvalidInput> {
         let config::Loaded { config, toolpacks, diagnostics: mut d } = config::load_config(dir, env)?;
-        let registry = ToolpackRegistry::build(&toolpacks, &mut d);
+        let mcp_lists = mcp_listings(dir, &toolpacks, discovered);
+        let registry = ToolpackRegistry::build_with(&toolpacks, &mcp_lists, &mut d);
         match (config, registry) {
             (Some(config), Some(registry)) if !d.has_errors() => {
                 registry.check_allowlists(&config.agents, &mut d);
@@ -25,13 +43,128 @@ impl Project {
                 if d.has_errors() {
                     return Err(InvalidInput(d));
                 }
-                Ok(Project { config, registry, warnings: Diagnostics { errors: Vec::new(), warnings: d.warnings } })
+                Ok(Project {
+                    config,
+                    registry,
+                    warnings: Diagnostics { errors: Vec::new(), warnings: d.warnings },
+                    toolpacks,
+                    mcp_lists,
+                })
             }
             _ => Err(InvalidInput(d)),
         }
     }
 
+    /// This project with `listing` as the tool list of its MCP pack (the config as loaded: an
+    /// edited `suzumio.yaml` is not read again). Warnings of the new list are returned.
+    pub fn with_mcp_list(&self, listing: McpListing) -> Result<(Project, Diagnostics), Diagnostics> {
+        let mut lists = self.mcp_lists.clone();
+        lists.insert(listing.id.clone(), listing);
+        let mut d = Diagnostics::default();
+        let registry = ToolpackRegistry::build_with(&self.toolpacks, &lists, &mut d).ok_or_else(|| d.clone())?;
+        let project = Project {
+            config: self.config.clone(),
+            registry,
+            warnings: self.warnings.clone(),
+            toolpacks: self.toolpacks.clone(),
+            mcp_lists: lists,
+        };
+        Ok((project, d))
+    }
+
     pub fn toolsets(&self) -> Vec<AgentToolset> {
         self.config.agents.iter().map(|a| self.registry.resolve_agent(a)).collect()
+    }
+
+    /// The MCP packs an agent's allowlist may reach: one of its entries names a tool of the pack
+    /// (`<id>.x`), its namespace (`<id>.*`) or everything. Decided on the patterns, so that it
+    /// holds before the server has listed anything.
+    pub fn mcp_packs_for(&self, agent: &str) -> Vec<&config::McpPackConfig> {
+        let Some(agent) = self.config.agent(agent) else { return Vec::new() };
+        self.registry
+            .packs()
+            .iter()
+            .filter_map(|p| p.mcp())
+            .filter(|m| {
+                let prefix = format!("{}.", m.id);
+                agent.tools.entries.iter().any(|(pattern, _)| match pattern {
+                    config::AllowPattern::Exact(name) => name.starts_with(&prefix),
+                    config::AllowPattern::Namespace(ns) => ns.starts_with(&prefix) || prefix.starts_with(ns.as_str()),
+                    config::AllowPattern::All => true,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Each MCP pack's list: discovered now, else the cache made with its current transport.
+fn mcp_listings(
+    dir: &Path,
+    refs: &[ToolpackRef],
+    discovered: &BTreeMap<String, McpListing>,
+) -> BTreeMap<String, McpListing> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    refs.iter()
+        .filter_map(|r| match r {
+            ToolpackRef::Mcp(m) => discovered
+                .get(&m.id)
+                .filter(|l| l.error.is_none())
+                .cloned()
+                .or_else(|| mcp::read_cache(&dir, m).map(|c| c.listing))
+                .map(|l| (m.id.clone(), l)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The project a running controller serves, replaced when an MCP server's tools change.
+///
+/// Code everywhere holds plain `&Project` borrows (`host.project.registry.tool(..)`), so a
+/// replaced project must stay valid for as long as anyone may hold one: every version is kept
+/// for the life of the process. That costs one project per change, so at most
+/// [`LiveProject::MAX_VERSIONS`] changes are taken; after that a change waits for a restart.
+pub struct LiveProject {
+    current: RwLock<&'static Arc<Project>>,
+    versions: std::sync::atomic::AtomicUsize,
+}
+
+impl LiveProject {
+    pub const MAX_VERSIONS: usize = 64;
+
+    pub fn new(project: Arc<Project>) -> LiveProject {
+        LiveProject { current: RwLock::new(keep(project)), versions: std::sync::atomic::AtomicUsize::new(1) }
+    }
+
+    /// The project served now, to hold.
+    pub fn snapshot(&self) -> Arc<Project> {
+        Arc::clone(*self.current.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Serve `project` from now on. Refused past [`Self::MAX_VERSIONS`].
+    pub fn replace(&self, project: Project) -> Result<(), String> {
+        use std::sync::atomic::Ordering;
+        if self.versions.fetch_add(1, Ordering::SeqCst) >= Self::MAX_VERSIONS {
+            self.versions.fetch_sub(1, Ordering::SeqCst);
+            return Err(format!(
+                "the tool lists changed {} times in this run; restart `suzumio run` to use the new list",
+                Self::MAX_VERSIONS
+            ));
+        }
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = keep(Arc::new(project));
+        Ok(())
+    }
+}
+
+/// A project that lives as long as the process (see [`LiveProject`]).
+fn keep(project: Arc<Project>) -> &'static Arc<Project> {
+    Box::leak(Box::new(project))
+}
+
+impl std::ops::Deref for LiveProject {
+    type Target = Project;
+
+    fn deref(&self) -> &Project {
+        let current: &'static Arc<Project> = *self.current.read().unwrap_or_else(|p| p.into_inner());
+        current
     }
 }

@@ -188,6 +188,7 @@ impl ContainerSpec {
             match registry.pack(id).map(|p| &p.source) {
                 Some(PackSource::Local { root, .. }) => table.push(root.clone(), &pack_target(id), true)?,
                 Some(PackSource::Builtin(_)) => return Err(not_mountable("it is a built-in pack")),
+                Some(PackSource::Mcp(_)) => return Err(not_mountable("it is an MCP server (the runner starts it)")),
                 None => return Err(not_mountable("it is not registered")),
             }
         }

@@ -9,6 +9,7 @@
 pub mod broker;
 pub mod builtin_tools;
 pub mod builtin_webui;
+mod mcp_lists;
 pub mod ops;
 pub mod pack_files;
 pub mod packs;
@@ -105,7 +106,8 @@ impl From<JsError> for InvokeError {
 
 /// Everything the controller needs to run controller-side handlers for one project.
 pub struct ToolHost {
-    pub project: Arc<Project>,
+    /// The project served; replaced (for the next activation) when an MCP server's tools change.
+    pub project: crate::project::LiveProject,
     pub store: Store,
     pub state: StateFiles,
     /// The permission audit every decision is recorded in.
@@ -116,6 +118,8 @@ pub struct ToolHost {
     /// How many runners this process started, per agent (`/metrics`: a count above one is a
     /// restart).
     pub runner_starts: RunnerStarts,
+    /// One MCP list change at a time (two runners may report the same server).
+    mcp_updates: std::sync::Mutex<()>,
 }
 
 /// Runner starts per agent, counted by `runners` when a backend really started one.
@@ -137,13 +141,14 @@ impl ToolHost {
         let ops = Arc::new(ops::ControllerOps::new(project.clone(), store.clone(), state.clone()));
         let audit = crate::permissions::audit::Audit::for_project(&project.config);
         Arc::new(ToolHost {
-            project,
+            project: crate::project::LiveProject::new(project),
             store,
             state,
             audit,
             packs: packs::PackRuntimes::new(ops),
             runners: std::sync::OnceLock::new(),
             runner_starts: RunnerStarts::default(),
+            mcp_updates: std::sync::Mutex::new(()),
         })
     }
 
@@ -422,7 +427,7 @@ impl ToolHost {
             },
             Some(other) => outcome.errors.push(format!("returned wakeAt {other}, expected an ISO timestamp")),
         }
-        let ops = ops::ControllerOps::new(self.project.clone(), self.store.clone(), self.state.clone());
+        let ops = ops::ControllerOps::new(self.project.snapshot(), self.store.clone(), self.state.clone());
         for (i, item) in requests.iter().enumerate() {
             let recorded = ops.signal_request(item, None).and_then(|request| {
                 policy::check_pack_kind(&request.kind).map_err(|r| r.to_string())?;

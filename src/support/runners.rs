@@ -57,6 +57,7 @@ use crate::rpc::{
     LoadResult, PackSpec, RecordSignalParams, RequestHandler, RpcError, StopCommandParams,
 };
 use crate::store::Event;
+use crate::toolpack::mcp::{McpListing, McpServerSpec};
 use crate::toolpack::{PackSource, RunsIn, ToolError};
 
 /// How long a started runner has to connect and load.
@@ -415,7 +416,10 @@ impl AgentRunners {
             Err(e) => Err(e),
         };
         match outcome {
-            Ok(_) => {
+            Ok(loaded) => {
+                for listing in loaded.mcp {
+                    self.tools.mcp_listed(agent, listing);
+                }
                 let mut session = slot.session.lock().unwrap_or_else(|e| e.into_inner());
                 if session.as_ref().is_some_and(|s| s.is(&conn)) {
                     *session = Some(SessionState::Ready(conn));
@@ -535,6 +539,28 @@ impl AgentRunners {
                 READY_TIMEOUT.as_secs(),
                 self.backend.logs_hint(&spec)
             ))),
+        }
+    }
+
+    /// Before anything runs: for each MCP server whose tools are not known yet (not pinned, never
+    /// listed with its current command), start the runner of one agent that may use it, so its
+    /// `load` lists them and the first activation sees them.
+    pub async fn discover_mcp(&self) {
+        let project = self.tools.project.snapshot();
+        let mut started = std::collections::BTreeSet::new();
+        for pack in project.registry.packs().iter().filter_map(|p| p.mcp()) {
+            let stdio = matches!(pack.transport, crate::config::McpTransport::Stdio { .. });
+            if !stdio || pack.pinned.is_some() || project.mcp_lists.contains_key(&pack.id) {
+                continue;
+            }
+            let agent = project.config.agents.iter().find(|a| project.mcp_packs_for(&a.id).iter().any(|m| m.id == pack.id));
+            let Some(agent) = agent else { continue };
+            if started.insert(agent.id.clone()) {
+                tracing::info!(mcp = %pack.id, agent = %agent.id, "starting a runner to list the tools of an MCP server");
+                if let Err(e) = self.session(&agent.id).await {
+                    tracing::warn!(mcp = %pack.id, agent = %agent.id, "cannot list the MCP server's tools: {e}");
+                }
+            }
         }
     }
 
@@ -773,7 +799,11 @@ impl AgentRunners {
         let builtin_tools = set
             .tools
             .iter()
-            .filter(|t| p.registry.tool(t).is_some_and(|(pack, def)| !pack.is_local() && def.runs_in == RunsIn::Runner))
+            .filter(|t| {
+                p.registry.tool(t).is_some_and(|(pack, def)| {
+                    matches!(pack.source, PackSource::Builtin(_)) && def.runs_in == RunsIn::Runner
+                })
+            })
             .cloned()
             .collect();
         let mut packs = Vec::new();
@@ -800,6 +830,7 @@ impl AgentRunners {
             packs,
             builtin_tools,
             artifacts_dir: None,
+            mcp: p.mcp_packs_for(agent).into_iter().filter_map(McpServerSpec::of).collect(),
         })
     }
 }
@@ -893,6 +924,11 @@ impl RequestHandler for SessionHandler {
                     let p: RecordSignalParams = rpc::parse_params(&method, params)?;
                     let signals = broker::record_signal(&runners.tools, &slot.agent, p).map_err(tool_error_reply)?;
                     Ok(serde_json::to_value(signals).unwrap_or(Value::Null))
+                }
+                rpc::method::MCP_TOOLS_CHANGED => {
+                    let listing: McpListing = rpc::parse_params(&method, params)?;
+                    runners.tools.mcp_listed(&slot.agent, listing);
+                    Ok(json!({}))
                 }
                 other => Err(RpcError::method_not_found(other)),
             }

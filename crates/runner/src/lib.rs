@@ -16,6 +16,7 @@
 //! depends only on `suzumio-core` (`rpc`, `js`, the toolpack output types), so the build keeps
 //! them out. Everything it knows about the project comes from the hello and `load`.
 
+mod mcp;
 mod pack_context;
 mod packs;
 pub mod paths;
@@ -231,6 +232,7 @@ pub async fn run_until(config: RunnerConfig, stop: impl Future<Output = ()>) -> 
         };
     };
     service.commands().kill_all();
+    service.stop_mcp_servers().await;
     reporter.abort();
     result
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
+use super::mcp::McpServers;
 use super::pack_context::ContainerAccess;
 use super::packs::{Identity, RunnerPack};
 use super::paths::{ARTIFACTS, Roots};
@@ -62,6 +63,8 @@ pub(crate) struct RunnerService {
     running: Mutex<HashMap<String, Arc<Notify>>>,
     /// The agent's background commands: they outlive loads and controller connections.
     commands: Arc<BackgroundCommands>,
+    /// The agent's stdio MCP servers: like background commands, they outlive loads.
+    mcp: Arc<McpServers>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -77,6 +80,7 @@ impl RequestHandler for Handler {
 impl RunnerService {
     pub fn new(roots: Roots, session: watch::Receiver<Option<Session>>, shutdown: watch::Sender<bool>) -> Self {
         RunnerService {
+            mcp: McpServers::new(roots.clone(), session.clone()),
             roots,
             session,
             table: RwLock::new(Arc::new(ToolTable::default())),
@@ -96,6 +100,11 @@ impl RunnerService {
         for cancel in self.running().values() {
             cancel.notify_one();
         }
+    }
+
+    /// Stop the agent's MCP servers (the runner is ending).
+    pub async fn stop_mcp_servers(&self) {
+        self.mcp.shutdown().await;
     }
 
     /// The background commands (the runner stays for them when the controller goes).
@@ -173,6 +182,7 @@ impl RunnerService {
             method::SHUTDOWN => {
                 self.cancel_all();
                 self.commands.kill_all();
+                self.mcp.shutdown().await;
                 self.shutdown.send_replace(true);
                 Ok(json!({}))
             }
@@ -247,18 +257,22 @@ impl RunnerService {
                 }
             }
         }
+        let mcp = self.mcp.load(&params.mcp).await;
         *self.table.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(table);
-        tracing::info!(tools = names.len(), "tools loaded");
-        Ok(LoadResult { tools: names })
+        tracing::info!(tools = names.len(), mcp_servers = mcp.len(), "tools loaded");
+        Ok(LoadResult { tools: names, mcp })
     }
 
-    async fn invoke(&self, params: InvokeParams) -> Result<ToolOutput, String> {
+    async fn invoke(&self, mut params: InvokeParams) -> Result<ToolOutput, String> {
         let table = self.table.read().unwrap_or_else(|p| p.into_inner()).clone();
-        let tool = table.tools.get(&params.tool).ok_or_else(|| format!("Unknown tool: {}", params.tool))?;
-        let input = match params.input {
+        let input = match params.input.take() {
             None | Some(Value::Null) => json!({}),
             Some(input) => input,
         };
+        if !table.tools.contains_key(&params.tool) && self.mcp.owns(&params.tool) {
+            return self.invoke_mcp(&params, input).await;
+        }
+        let tool = table.tools.get(&params.tool).ok_or_else(|| format!("Unknown tool: {}", params.tool))?;
         let cancel = Arc::new(Notify::new());
         let result = match tool {
             Tool::Pack(pack) => {
@@ -271,6 +285,18 @@ impl RunnerService {
                 self.running().insert(params.call_id.clone(), cancel.clone());
                 builtins.run(*tool, input, Some(cancel)).await
             }
+        };
+        self.running().remove(&params.call_id);
+        result
+    }
+
+    /// An MCP tool: cancelled by dropping the request (rmcp then sends `notifications/cancelled`).
+    async fn invoke_mcp(&self, params: &InvokeParams, input: Value) -> Result<ToolOutput, String> {
+        let cancel = Arc::new(Notify::new());
+        self.running().insert(params.call_id.clone(), cancel.clone());
+        let result = tokio::select! {
+            result = self.mcp.call(&params.tool, input) => result,
+            _ = cancel.notified() => Err(format!("{} was cancelled", params.tool)),
         };
         self.running().remove(&params.call_id);
         result

@@ -17,6 +17,9 @@ pub mod method {
     pub const SHUTDOWN: &str = "shutdown";
     pub const LIST_COMMANDS: &str = "listCommands";
     pub const STOP_COMMAND: &str = "stopCommand";
+    /// Runner → controller: an MCP server of the agent changed its tool list (params: the new
+    /// [`McpListing`](crate::toolpack::mcp::McpListing)).
+    pub const MCP_TOOLS_CHANGED: &str = "mcpToolsChanged";
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -107,12 +110,18 @@ pub struct LoadParams {
     /// The agent's writable artifacts directory as tools see it (default `/artifacts/<agentId>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifacts_dir: Option<String>,
+    /// The stdio MCP servers to run for the agent (its MCP toolpacks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<crate::toolpack::mcp::McpServerSpec>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LoadResult {
     pub tools: Vec<String>,
+    /// What each MCP server of `mcp` listed (or why it could not).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<crate::toolpack::mcp::McpListing>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -76,6 +76,11 @@ impl McpSession {
         Ok(McpSession { id: id.to_string(), service, timeout })
     }
 
+    /// The deadline of each later request (starting may have had a shorter one).
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
     pub fn is_closed(&self) -> bool {
         self.service.is_closed()
     }
