@@ -94,7 +94,7 @@ async fn a_pack_written_for_the_original_loads_and_keeps_its_state() {
         limits: JsLimits::default(),
     };
     let ops: Arc<dyn HostOps> =
-        Arc::new(ControllerOps::new(f.host.project.clone(), f.host.store.clone(), f.host.state.clone()));
+        Arc::new(ControllerOps::new(f.host.project.snapshot(), f.host.store.clone(), f.host.state.clone()));
     let js = JsHost::spawn(spec, ops).await.unwrap_or_else(|e| panic!("loads: {e}"));
     let call = |tool: &str, input: Value| JsCall {
         export: "support",

@@ -99,8 +99,11 @@ impl Fixture {
             glue: CONTROLLER_GLUE,
             limits: JsLimits::default(),
         };
-        let ops: Arc<dyn HostOps> =
-            Arc::new(ControllerOps::new(self.host.project.clone(), self.host.store.clone(), self.host.state.clone()));
+        let ops: Arc<dyn HostOps> = Arc::new(ControllerOps::new(
+            self.host.project.snapshot(),
+            self.host.store.clone(),
+            self.host.state.clone(),
+        ));
         let js = JsHost::spawn(spec, ops).await.expect("the plan controller loads");
         let base =
             json!({"project": "plan-demo", "agent": {"id": "pm"}, "activationId": "act_test", "toolpackId": "plan"});

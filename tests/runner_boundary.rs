@@ -1,7 +1,8 @@
 //! The runner's boundary, enforced by the build: the crate that runs inside every agent's
 //! container (`suzumio-runner`) and the core it shares with the controller (`suzumio-core`)
 //! must not link the web stack, the database or the HTTP client, nor the Docker client or the
-//! terminal UI. `cargo tree` lists what each crate really links (normal dependencies, offline,
+//! terminal UI. The MCP SDK's client (`rmcp`, for the agent's stdio MCP servers) is allowed, its
+//! HTTP transports are not (they would bring hyper and reqwest). `cargo tree` lists what each crate really links (normal dependencies, offline,
 //! from the lock file).
 
 use std::collections::BTreeSet;
@@ -9,7 +10,7 @@ use std::process::Command;
 
 /// What only the controller may link.
 const CONTROLLER_ONLY: &[&str] =
-    &["axum", "hyper", "rusqlite", "libsqlite3-sys", "reqwest", "bollard", "indicatif", "rustls", "rmcp", "suzumio"];
+    &["axum", "hyper", "rusqlite", "libsqlite3-sys", "reqwest", "bollard", "indicatif", "rustls", "suzumio"];
 
 fn linked(package: &str) -> BTreeSet<String> {
     let out = Command::new(env!("CARGO"))

@@ -425,7 +425,7 @@ async fn invalid_inputs_fail_with_the_reference_messages_and_write_nothing() {
 #[tokio::test]
 async fn inputs_the_schema_refuses_are_still_checked_by_the_module() {
     let env = Env::new();
-    let ops = Arc::new(ControllerOps::new(env.host.project.clone(), env.host.store.clone(), env.host.state.clone()));
+    let ops = Arc::new(ControllerOps::new(env.host.project.snapshot(), env.host.store.clone(), env.host.state.clone()));
     let root = pack_dir().canonicalize().expect("pack dir");
     let spec = ModuleSpec {
         pack_id: "scheduler".into(),

@@ -553,7 +553,8 @@ impl AgentRunners {
             if !stdio || pack.pinned.is_some() || project.mcp_lists.contains_key(&pack.id) {
                 continue;
             }
-            let agent = project.config.agents.iter().find(|a| project.mcp_packs_for(&a.id).iter().any(|m| m.id == pack.id));
+            let agent =
+                project.config.agents.iter().find(|a| project.mcp_packs_for(&a.id).iter().any(|m| m.id == pack.id));
             let Some(agent) = agent else { continue };
             if started.insert(agent.id.clone()) {
                 tracing::info!(mcp = %pack.id, agent = %agent.id, "starting a runner to list the tools of an MCP server");

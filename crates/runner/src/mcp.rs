@@ -110,7 +110,11 @@ impl McpServers {
                     Ok(listing) => listing,
                     Err(_) => McpListing::failed(
                         &server.spec.id,
-                        format!("the MCP server {} did not start and list its tools within {} ms", server.spec.id, cap.as_millis()),
+                        format!(
+                            "the MCP server {} did not start and list its tools within {} ms",
+                            server.spec.id,
+                            cap.as_millis()
+                        ),
                     ),
                 }
             }

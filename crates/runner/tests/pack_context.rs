@@ -203,6 +203,7 @@ impl Runner {
             packs: vec![pack],
             builtin_tools: vec![],
             artifacts_dir: None,
+            mcp: Vec::new(),
         };
         within(runner.conn.call::<_, Value>(method::LOAD, &params)).await?;
         Ok(runner)

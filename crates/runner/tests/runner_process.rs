@@ -179,6 +179,7 @@ impl Harness {
             packs,
             builtin_tools: builtins.iter().map(|t| t.to_string()).collect(),
             artifacts_dir: None,
+            mcp: Vec::new(),
         };
         within("load", self.conn.call(method::LOAD, &params)).await
     }

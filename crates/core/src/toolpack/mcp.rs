@@ -253,7 +253,14 @@ pub fn tool_definitions(
         let validator = match schema::compile(&input_schema) {
             Ok(v) => v,
             Err(e) => {
-                d.warning(Some(&pack.loc), "", format!("the input schema of `{server_name}` does not compile ({} at {}); the tool is left out", e.message, e.pointer));
+                d.warning(
+                    Some(&pack.loc),
+                    "",
+                    format!(
+                        "the input schema of `{server_name}` does not compile ({} at {}); the tool is left out",
+                        e.message, e.pointer
+                    ),
+                );
                 continue;
             }
         };
@@ -298,11 +305,7 @@ fn annotations_of(tool: &Value) -> ToolAnnotations {
     let a = tool.get("annotations");
     let hint = |key: &str| a.and_then(|a| a.get(key)).and_then(Value::as_bool);
     ToolAnnotations {
-        title: a
-            .and_then(|a| a.get("title"))
-            .or_else(|| tool.get("title"))
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        title: a.and_then(|a| a.get("title")).or_else(|| tool.get("title")).and_then(Value::as_str).map(str::to_string),
         read_only_hint: hint("readOnlyHint"),
         destructive_hint: hint("destructiveHint"),
         idempotent_hint: hint("idempotentHint"),
@@ -331,7 +334,12 @@ mod tests {
     fn pack(trusted: bool) -> McpPackConfig {
         McpPackConfig {
             id: "srv".into(),
-            transport: McpTransport::Stdio { command: "node".into(), args: vec!["s.js".into()], env: vec![], cwd: None },
+            transport: McpTransport::Stdio {
+                command: "node".into(),
+                args: vec!["s.js".into()],
+                env: vec![],
+                cwd: None,
+            },
             trusted,
             pinned: None,
             timeout_ms: 1000,
@@ -388,7 +396,8 @@ mod tests {
         write_cache(dir.path(), &p, &listing, "2026-12-01T00:00:00Z").unwrap();
         assert_eq!(read_cache(dir.path(), &p).map(|c| c.listing), Some(listing));
         let mut moved = p.clone();
-        moved.transport = McpTransport::Stdio { command: "node".into(), args: vec!["t.js".into()], env: vec![], cwd: None };
+        moved.transport =
+            McpTransport::Stdio { command: "node".into(), args: vec!["t.js".into()], env: vec![], cwd: None };
         assert_eq!(read_cache(dir.path(), &moved), None);
     }
 }

@@ -70,7 +70,10 @@ impl McpSession {
             Ok(Ok(service)) => service,
             Ok(Err(e)) => return Err(format!("the MCP server {id} did not initialize: {e}")),
             Err(_) => {
-                return Err(format!("the MCP server {id} did not answer `initialize` within {} ms", timeout.as_millis()));
+                return Err(format!(
+                    "the MCP server {id} did not answer `initialize` within {} ms",
+                    timeout.as_millis()
+                ));
             }
         };
         Ok(McpSession { id: id.to_string(), service, timeout })
@@ -91,7 +94,11 @@ impl McpSession {
             Ok(Ok(tools)) => tools,
             Ok(Err(e)) => return Err(format!("the MCP server {} failed `tools/list`: {e}", self.id)),
             Err(_) => {
-                return Err(format!("the MCP server {} did not list its tools within {} ms", self.id, self.timeout.as_millis()));
+                return Err(format!(
+                    "the MCP server {} did not list its tools within {} ms",
+                    self.id,
+                    self.timeout.as_millis()
+                ));
             }
         };
         let info = self.service.peer().peer_info();
@@ -113,7 +120,9 @@ impl McpSession {
             Value::Object(map) => Some(map),
             Value::Null => None,
             other => {
-                return Err(CallError::Tool(ToolError::Rejected(format!("MCP tool input must be an object, got {other}"))));
+                return Err(CallError::Tool(ToolError::Rejected(format!(
+                    "MCP tool input must be an object, got {other}"
+                ))));
             }
         };
         let mut params = CallToolRequestParams::new(tool.to_string());
@@ -133,7 +142,10 @@ impl McpSession {
                 return Err(CallError::Gone(format!("the MCP server {} went away during `{tool}` ({e})", self.id)));
             }
             Ok(Err(e)) => {
-                return Err(CallError::Tool(ToolError::Failed(format!("the MCP server {} failed `{tool}`: {e}", self.id))));
+                return Err(CallError::Tool(ToolError::Failed(format!(
+                    "the MCP server {} failed `{tool}`: {e}",
+                    self.id
+                ))));
             }
             Err(_) => {
                 return Err(CallError::Tool(ToolError::Failed(format!(
@@ -145,7 +157,8 @@ impl McpSession {
         };
         let value = serde_json::to_value(&result)
             .map_err(|e| CallError::Tool(ToolError::Internal(format!("reading the result of {tool}: {e}"))))?;
-        output_of(&format!("MCP server {} tool {tool}", self.id), value).map_err(|e| CallError::Tool(ToolError::Failed(e)))
+        output_of(&format!("MCP server {} tool {tool}", self.id), value)
+            .map_err(|e| CallError::Tool(ToolError::Failed(e)))
     }
 
     /// End the session (for a child process: close its stdin, then signal it).
@@ -163,7 +176,9 @@ pub fn output_of(what: &str, result: Value) -> Result<ToolOutput, String> {
     let total = blocks.len();
     for block in blocks {
         if content.len() == MAX_CONTENT_BLOCKS - 1 && total > MAX_CONTENT_BLOCKS {
-            content.push(json!({"type": "text", "text": format!("[{} more content blocks left out]", total - content.len())}));
+            content.push(
+                json!({"type": "text", "text": format!("[{} more content blocks left out]", total - content.len())}),
+            );
             break;
         }
         content.push(block_of(&block));
@@ -187,9 +202,12 @@ fn block_of(block: &Value) -> Value {
         "image" if IMAGE_TYPES.contains(&field("mimeType")) => {
             json!({"type": "image", "data": field("data"), "mimeType": field("mimeType")})
         }
-        "image" | "audio" => {
-            text(&format!("[{} {} of {} base64 characters left out]", field("type"), field("mimeType"), field("data").len()))
-        }
+        "image" | "audio" => text(&format!(
+            "[{} {} of {} base64 characters left out]",
+            field("type"),
+            field("mimeType"),
+            field("data").len()
+        )),
         "resource_link" => {
             let name = Some(field("name")).filter(|n| !n.is_empty()).unwrap_or(field("uri"));
             json!({"type": "resource_link", "uri": field("uri"), "name": name})
@@ -224,7 +242,10 @@ mod tests {
         });
         let out = output_of("t", result).unwrap();
         assert_eq!(out.content.len(), 5);
-        assert_eq!(out.output, "Echo: hi\n[image image/png, 8 bytes]\n[audio audio/wav of 4 base64 characters left out]\n[file:///a.txt]\nbody\n[b](file:///b)");
+        assert_eq!(
+            out.output,
+            "Echo: hi\n[image image/png, 8 bytes]\n[audio audio/wav of 4 base64 characters left out]\n[file:///a.txt]\nbody\n[b](file:///b)"
+        );
         assert_eq!(out.structured_content, Some(json!({"n": 5})));
         assert!(!out.is_error);
     }

@@ -13,8 +13,8 @@ use crate::config::diag::Diagnostics;
 use crate::config::model::{AgentConfig, BuiltinPack, McpPackConfig, PackLimits, ToolLoading, ToolpackRef};
 use crate::config::node::{Loc, parse_json};
 use crate::toolpack::builtin;
-use crate::toolpack::mcp::{self, McpListing};
 use crate::toolpack::manifest::{Manifest, ManifestOrigin, ToolDefinition, WebuiEntry, parse_manifest};
+use crate::toolpack::mcp::{self, McpListing};
 use crate::toolpack::schema::{self, InputError};
 
 pub const MANIFEST_FILE: &str = "suzumio.toolpack.json";

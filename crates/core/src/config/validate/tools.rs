@@ -153,7 +153,11 @@ fn read_mcp(item: &Node, path: &str, d: &mut Diagnostics) -> Option<McpPackConfi
     let node = outer.get("mcp")?;
     let path = outer.path_of("mcp");
     let Value::Map(_) = &node.value else {
-        d.error(Some(&node.loc), path, format!("expected a mapping {{id, command | url, ...}}, got {}", node.kind_name()));
+        d.error(
+            Some(&node.loc),
+            path,
+            format!("expected a mapping {{id, command | url, ...}}, got {}", node.kind_name()),
+        );
         return None;
     };
     let m = Obj::open(node, &path, MCP_KEYS, &[], d)?;
@@ -170,7 +174,11 @@ fn read_mcp(item: &Node, path: &str, d: &mut Diagnostics) -> Option<McpPackConfi
     let stdio_only = ["args", "env", "cwd"].into_iter().filter(|k| m.get(k).is_some());
     let transport = match (command, url) {
         (Some(_), Some(_)) => {
-            d.error(Some(&m.key_loc("url")), m.path_of("url"), "give `command` (a stdio server) or `url` (an HTTP server), not both");
+            d.error(
+                Some(&m.key_loc("url")),
+                m.path_of("url"),
+                "give `command` (a stdio server) or `url` (an HTTP server), not both",
+            );
             return None;
         }
         (None, None) => {
@@ -190,7 +198,11 @@ fn read_mcp(item: &Node, path: &str, d: &mut Diagnostics) -> Option<McpPackConfi
             if let Some(cwd) = &cwd
                 && !cwd.starts_with('/')
             {
-                d.error(Some(&m.key_loc("cwd")), m.path_of("cwd"), format!("`cwd` is a path inside the container and must be absolute, got `{cwd}`"));
+                d.error(
+                    Some(&m.key_loc("cwd")),
+                    m.path_of("cwd"),
+                    format!("`cwd` is a path inside the container and must be absolute, got `{cwd}`"),
+                );
             }
             McpTransport::Stdio { command, args, env, cwd }
         }
@@ -237,7 +249,13 @@ fn read_pinned_tools(node: &Node, path: &str, d: &mut Diagnostics) -> Option<Vec
     for (i, item) in items.iter().enumerate() {
         let at = index(path, i);
         let tool = match &item.value {
-            Value::Str(name) => McpPinnedTool { name: name.clone(), description: None, input_schema: None, annotations: None, loc: item.loc.clone() },
+            Value::Str(name) => McpPinnedTool {
+                name: name.clone(),
+                description: None,
+                input_schema: None,
+                annotations: None,
+                loc: item.loc.clone(),
+            },
             Value::Map(_) => {
                 let Some(t) = Obj::open(item, &at, MCP_TOOL_KEYS, &[], d) else { continue };
                 let Some(name) = t.req_string("name", d) else { continue };
@@ -248,15 +266,29 @@ fn read_pinned_tools(node: &Node, path: &str, d: &mut Diagnostics) -> Option<Vec
                     d.error(Some(&t.key_loc("inputSchema")), t.path_of("inputSchema"), "expected a JSON Schema object");
                 }
                 let annotations = t.get("annotations").map(Node::to_json);
-                McpPinnedTool { name, description: t.string("description", d), input_schema, annotations, loc: item.loc.clone() }
+                McpPinnedTool {
+                    name,
+                    description: t.string("description", d),
+                    input_schema,
+                    annotations,
+                    loc: item.loc.clone(),
+                }
             }
             _ => {
-                d.error(Some(&item.loc), at, format!("expected a tool name or {{name, inputSchema}}, got {}", item.kind_name()));
+                d.error(
+                    Some(&item.loc),
+                    at,
+                    format!("expected a tool name or {{name, inputSchema}}, got {}", item.kind_name()),
+                );
                 continue;
             }
         };
         if !crate::toolpack::is_valid_tool_name(&tool.name) {
-            d.error(Some(&item.loc), index(path, i), format!("invalid MCP tool name `{}`: use A-Z a-z 0-9 _ . -", tool.name));
+            d.error(
+                Some(&item.loc),
+                index(path, i),
+                format!("invalid MCP tool name `{}`: use A-Z a-z 0-9 _ . -", tool.name),
+            );
             continue;
         }
         if out.iter().any(|t| t.name == tool.name) {

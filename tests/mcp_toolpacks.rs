@@ -1,0 +1,232 @@
+//! MCP servers as toolpacks, end to end: a real stdio server written with the official Python
+//! SDK (`tests/fixtures/mcp/tally.py`, run by the venv scripts/setup.sh makes), declared as
+//! `- mcp: {...}` and started by the agent's runner; the scripted model calls its tools through
+//! the model loop of the real `suzumio run`. What the tests read is what happened: the calls'
+//! recorded results, the discovery cache, the permission decisions.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{Controller, TempProject, suzumio, text};
+use suzumio::store::ToolCallStatus;
+
+const VENV_PYTHON: &str = "/opt/suzumio-mcp-venv/bin/python";
+const WAIT: Duration = Duration::from_secs(60);
+
+fn server_script() -> PathBuf {
+    support::repo_root().join("tests/fixtures/mcp/tally.py")
+}
+
+/// A project whose agent `counter` may use every tool of the `tally` server.
+fn project(extra_mcp: &str, agent_extra: &str, script: &str) -> TempProject {
+    assert!(
+        Path::new(VENV_PYTHON).exists(),
+        "{VENV_PYTHON} is missing: run scripts/setup.sh (it installs the official MCP SDK into a venv)"
+    );
+    let p = TempProject::copy_of("mcp");
+    let yaml = format!(
+        r#"name: mcp-toolpacks
+task: Count things.
+tools:
+  toolpacks:
+    - core
+    - mcp: {{id: tally, command: {VENV_PYTHON}, args: ["{script}"]{extra_mcp}}}
+agents:
+  counter:
+    tools: [tally.*, coordination.wait_for_signal]
+{agent_extra}backend:
+  runner:
+    model: main
+    models:
+      providers: {{local: {{type: scripted, script: ./script.yaml}}}}
+      presets: {{main: {{provider: local}}}}
+"#,
+        script = server_script().display()
+    );
+    std::fs::write(p.dir.join("suzumio.yaml"), yaml).unwrap();
+    std::fs::write(p.dir.join("script.yaml"), script).unwrap();
+    p
+}
+
+fn cli(dir: &Path, args: &[&str]) -> String {
+    let out = suzumio(dir, args);
+    assert!(out.status.success(), "suzumio {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
+    format!("{}{}", text(&out.stdout), text(&out.stderr))
+}
+
+fn dir_arg(p: &TempProject) -> String {
+    p.dir.to_string_lossy().to_string()
+}
+
+/// Every call of `tool`, oldest first, with its recorded output or error.
+fn calls(dir: &Path, tool: &str) -> Vec<(ToolCallStatus, Option<Value>, Option<String>)> {
+    let host = suzumio::controller::open_read_only(dir).unwrap_or_else(|e| panic!("{e}"));
+    let mut out: Vec<_> = host
+        .store
+        .list_tool_calls(Some(tool), None, None, 100)
+        .unwrap()
+        .into_iter()
+        .map(|s| {
+            let record = host.store.tool_call(&s.id).unwrap().unwrap();
+            (record.status, record.output, record.error)
+        })
+        .collect();
+    out.reverse();
+    out
+}
+
+fn output_text(output: &Option<Value>) -> String {
+    output.as_ref().and_then(|o| o.get("output")).and_then(Value::as_str).unwrap_or_default().to_string()
+}
+
+fn wait_for<T>(what: &str, ctl: &Controller, mut probe: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    while start.elapsed() < WAIT {
+        if let Some(v) = probe() {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}; controller stderr:\n{}", ctl.stderr());
+}
+
+#[test]
+fn a_scripted_agent_calls_an_mcp_servers_tools_and_the_list_is_cached_for_check() {
+    let script = r#"
+activations:
+  - agent: counter
+    steps:
+      - call: [{tool: tally.add, input: {a: 2, b: 3}}]
+      - call: [{tool: tally.echo, input: {message: hi}}]
+      - call: [{tool: tally.add, input: {a: "two"}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: done}}]
+"#;
+    let p = project(", trusted: true", "", script);
+    let dir = dir_arg(&p);
+    // Before any run: the server has not listed anything, and check says so.
+    let before = cli(&p.dir, &["check", &dir]);
+    assert!(before.contains("the MCP server tally has not listed its tools yet"), "{before}");
+
+    cli(&p.dir, &["send", &dir, "counter", "Add two and three."]);
+    let out = suzumio(&p.dir, &["run", &dir, "--backend", "process", "--until-idle", "--port", "0"]);
+    let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{log}");
+
+    let adds = calls(&p.dir, "tally.add");
+    assert_eq!(adds.len(), 2, "{adds:?}\n{log}");
+    assert_eq!(adds[0].0, ToolCallStatus::Completed, "{adds:?}");
+    assert_eq!(output_text(&adds[0].1), "5");
+    assert_eq!(adds[0].1.as_ref().unwrap()["structuredContent"], json!({"result": 5}));
+    // The server's schema is checked before the call reaches it.
+    assert_eq!(adds[1].0, ToolCallStatus::Failed, "{adds:?}");
+    let schema_error = adds[1].2.as_deref().unwrap_or_default();
+    assert!(schema_error.contains("/a") && schema_error.contains("integer"), "{schema_error}");
+    let echoes = calls(&p.dir, "tally.echo");
+    assert_eq!(output_text(&echoes[0].1), "Echo: hi", "{echoes:?}");
+
+    // The list is cached with the server's name and version, so check works offline.
+    let cache: Value =
+        serde_json::from_str(&std::fs::read_to_string(p.dir.join(".suzumio/mcp/tally.json")).unwrap()).unwrap();
+    assert_eq!(
+        (&cache["listing"]["serverName"], &cache["listing"]["serverVersion"]),
+        (&json!("tally"), &json!("1.4.2"))
+    );
+    let after = cli(&p.dir, &["check", &dir]);
+    assert!(!after.contains("has not listed its tools"), "{after}");
+    let tools = cli(&p.dir, &["tools", &dir]);
+    for tool in ["tally.add", "tally.echo", "tally.crash", "tally.grow"] {
+        assert!(tools.contains(tool), "{tool} missing from:\n{tools}");
+    }
+}
+
+#[test]
+fn an_untrusted_servers_read_only_claim_does_not_loosen_auto_mode_and_trusted_does() {
+    let script = "activations: []\n";
+    let auto = "    permissionMode: auto\n";
+    let explain = |p: &TempProject| {
+        cli(&p.dir, &["permissions", "explain", &dir_arg(p), "counter", "tally.add", r#"{"a": 1, "b": 2}"#])
+    };
+    for (trusted, expected) in [("", "ask"), (", trusted: true", "allow")] {
+        let p = project(trusted, auto, script);
+        // Discovery through a real run of the runner (no activation: nothing was sent).
+        let out = suzumio(&p.dir, &["run", &dir_arg(&p), "--backend", "process", "--until-idle", "--port", "0"]);
+        assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+        let said = explain(&p);
+        let decision = said.lines().find(|l| l.trim_start().starts_with("decision")).unwrap_or_default();
+        assert!(decision.contains(expected), "trusted={trusted:?}: {said}");
+    }
+    // A rule still decides, whatever the server claims.
+    let rule = "    permissionMode: full-access\n    permissions:\n      rules:\n        - {tool: tally.add, decision: deny, reason: no sums}\n";
+    let p = project(", trusted: true", rule, script);
+    let out = suzumio(&p.dir, &["run", &dir_arg(&p), "--backend", "process", "--until-idle", "--port", "0"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let said = explain(&p);
+    assert!(said.contains("deny") && said.contains("no sums"), "{said}");
+}
+
+#[test]
+fn a_server_that_crashes_mid_call_gives_a_clear_error_and_the_next_call_restarts_it() {
+    let script = r#"
+activations:
+  - agent: counter
+    steps:
+      - call: [{tool: tally.pid, input: {}}]
+      - call: [{tool: tally.crash, input: {}}]
+      - call: [{tool: tally.pid, input: {}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: done}}]
+"#;
+    let p = project(", trusted: true", "", script);
+    let dir = dir_arg(&p);
+    cli(&p.dir, &["send", &dir, "counter", "Crash it."]);
+    let out = suzumio(&p.dir, &["run", &dir, "--backend", "process", "--until-idle", "--port", "0"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let crash = calls(&p.dir, "tally.crash");
+    assert_eq!(crash[0].0, ToolCallStatus::Failed, "{crash:?}");
+    let error = crash[0].2.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("the MCP server tally went away during `crash`")
+            && error.contains("started again at the next call"),
+        "{error}"
+    );
+    let pids = calls(&p.dir, "tally.pid");
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    assert!(pids.iter().all(|c| c.0 == ToolCallStatus::Completed), "{pids:?}");
+    assert_ne!(output_text(&pids[0].1), output_text(&pids[1].1), "a new server process answered");
+}
+
+#[test]
+fn a_list_changed_notification_brings_a_new_tool_to_the_next_activation() {
+    let script = r#"
+activations:
+  - agent: counter
+    steps:
+      - call: [{tool: tally.grow, input: {}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: next}}]
+  - agent: counter
+    steps:
+      - call: [{tool: tally.grown, input: {note: later}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: done}}]
+"#;
+    let p = project(", trusted: true", "", script);
+    let dir = dir_arg(&p);
+    cli(&p.dir, &["send", &dir, "counter", "Grow."]);
+    let ctl = Controller::start(&p.dir, &[]);
+    wait_for("the grow call", &ctl, || {
+        calls(&p.dir, "tally.grow").first().filter(|c| c.0 == ToolCallStatus::Completed).cloned()
+    });
+    wait_for("the new list in the cache", &ctl, || {
+        let cache = std::fs::read_to_string(p.dir.join(".suzumio/mcp/tally.json")).ok()?;
+        cache.contains("\"grown\"").then_some(())
+    });
+    cli(&p.dir, &["send", &dir, "counter", "Use the new tool."]);
+    let grown = wait_for("the grown call", &ctl, || {
+        calls(&p.dir, "tally.grown").first().filter(|c| c.0 != ToolCallStatus::Running).cloned()
+    });
+    assert_eq!(grown.0, ToolCallStatus::Completed, "{grown:?}\n{}", ctl.stderr());
+    assert_eq!(output_text(&grown.1), "grown: later");
+    assert!(ctl.stderr().contains("changed its tools (new: grown)"), "{}", ctl.stderr());
+    assert_eq!(ctl.stop(), Some(0));
+}
