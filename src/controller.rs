@@ -274,6 +274,7 @@ pub async fn run(
     let kind = options.backend.unwrap_or(tools.project.config.backend.kind);
     let runners = runners(&tools, kind).await?;
     runners.discover_mcp().await;
+    crate::support::mcp_http::discover(&tools).await;
     let activations = Activations::new(tools.clone(), runners.clone());
     // Before the scheduler: a parked activation still holds its agent, so nothing else starts.
     activations.resume_parked();

@@ -442,6 +442,7 @@ activations:
     let base = format!("http://{}/api/projects/act", listener.local_addr().unwrap());
     let router = suzumio::web::router(w.host.clone(), None);
     tokio::spawn(async move { axum::serve(listener, router).await });
+    suzumio::support::web_fetch::tls_provider();
     let get =
         |path: String| async move { reqwest::get(path).await.unwrap().json::<serde_json::Value>().await.unwrap() };
     let context = get(format!("{base}/activations/{}/context", act.id)).await;

@@ -92,6 +92,7 @@ async fn tools_scenario(b: &Browser, c: &Controller) -> webdriver::Result<()> {
     open_tool(b, c, "schedule.once").await?;
     // The page's "Agents" table is the catalog's (`GET …/tools`): each allowed agent with its
     // default permission decision and how the tool is loaded for it.
+    suzumio::support::web_fetch::tls_provider();
     let catalog: Value = reqwest::get(c.url(&format!("{PROJECT}/tools"))).await.unwrap().json().await.unwrap();
     let entry = catalog.as_array().unwrap().iter().find(|e| e["name"] == "schedule.once").cloned().unwrap();
     let agents = entry["allowedAgents"].as_array().unwrap();
@@ -172,6 +173,7 @@ async fn events_scenario(b: &Browser, c: &Controller) -> webdriver::Result<()> {
     b.execute("window.suzumioNoReload = true;", vec![]).await?;
 
     let body = "Browser check: pushed over SSE";
+    suzumio::support::web_fetch::tls_provider();
     let http = reqwest::Client::builder().no_proxy().build().expect("the HTTP client builds");
     let message = json!({ "recipient": "pm", "body": body });
     let sent = http.post(c.url(&format!("{PROJECT}/messages"))).json(&message).send().await.expect("an answer");
@@ -301,6 +303,7 @@ async fn the_history_page_shows_an_image_a_tool_returned() {
 }
 
 async fn image_scenario(b: &Browser, c: &Controller) -> webdriver::Result<()> {
+    suzumio::support::web_fetch::tls_provider();
     let http = reqwest::Client::builder().no_proxy().build().expect("the HTTP client builds");
     let message = json!({ "recipient": "pm", "body": "Take a picture." });
     let sent = http.post(c.url("/api/projects/rich/messages")).json(&message).send().await.expect("an answer");

@@ -484,6 +484,7 @@ fn paused_worker_controller() -> (World, support::Controller) {
 #[tokio::test]
 async fn the_overview_shows_a_banner_for_a_paused_agent_and_resumes_it() {
     let (_w, c) = paused_worker_controller();
+    suzumio::support::web_fetch::tls_provider();
     let http = reqwest::Client::builder().no_proxy().build().expect("the HTTP client builds");
     let sent = http
         .post(c.url("/api/projects/budgets/messages"))

@@ -230,3 +230,97 @@ activations:
     assert!(ctl.stderr().contains("changed its tools (new: grown)"), "{}", ctl.stderr());
     assert_eq!(ctl.stop(), Some(0));
 }
+
+/// The tally server over Streamable HTTP on a free loopback port, until dropped.
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start() -> HttpServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new(VENV_PYTHON)
+            .arg("-c")
+            .arg(format!(
+                "import runpy, sys; sys.argv = ['tally']; m = runpy.run_path({:?}); m['server'].run('streamable-http', host='127.0.0.1', port={port})",
+                server_script().display().to_string()
+            ))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python starts");
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(start.elapsed() < WAIT, "the HTTP MCP server did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        HttpServer { child, url: format!("http://127.0.0.1:{port}/mcp") }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_http_mcp_server_is_reached_from_the_controller_under_the_egress_rules() {
+    let server = HttpServer::start();
+    let script = r#"
+activations:
+  - agent: counter
+    steps:
+      - call: [{tool: remote.add, input: {a: 20, b: 22}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: done}}]
+"#;
+    let write = |p: &TempProject, allow: bool| {
+        let yaml = format!(
+            r#"name: mcp-http
+task: Count remotely.
+tools:
+  toolpacks:
+    - core
+    - mcp: {{id: remote, url: "{url}", headers: {{X-Team: blue}}, trusted: true}}
+{web}agents:
+  counter:
+    tools: [remote.*, coordination.wait_for_signal]
+backend:
+  runner:
+    model: main
+    models:
+      providers: {{local: {{type: scripted, script: ./script.yaml}}}}
+      presets: {{main: {{provider: local}}}}
+"#,
+            url = server.url,
+            web = if allow { "  webFetch: {allowPrivateAddresses: true}\n" } else { "" }
+        );
+        std::fs::write(p.dir.join("suzumio.yaml"), yaml).unwrap();
+        std::fs::write(p.dir.join("script.yaml"), script).unwrap();
+    };
+
+    // Loopback is a private address: refused unless the project allows it.
+    let refused = TempProject::copy_of("mcp");
+    write(&refused, false);
+    let out =
+        suzumio(&refused.dir, &["run", &dir_arg(&refused), "--backend", "process", "--until-idle", "--port", "0"]);
+    let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(log.contains("the MCP server remote refuses 127.0.0.1") && log.contains("allowPrivateAddresses"), "{log}");
+    assert!(!refused.dir.join(".suzumio/mcp/remote.json").exists());
+
+    let allowed = TempProject::copy_of("mcp");
+    write(&allowed, true);
+    let dir = dir_arg(&allowed);
+    cli(&allowed.dir, &["send", &dir, "counter", "Add."]);
+    let out = suzumio(&allowed.dir, &["run", &dir, "--backend", "process", "--until-idle", "--port", "0"]);
+    let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{log}");
+    let adds = calls(&allowed.dir, "remote.add");
+    assert_eq!(adds.len(), 1, "{log}");
+    assert_eq!(output_text(&adds[0].1), "42", "{adds:?}");
+    // The cache keeps the header's hash, not its value.
+    let cache = std::fs::read_to_string(allowed.dir.join(".suzumio/mcp/remote.json")).unwrap();
+    assert!(cache.contains("\"serverVersion\": \"1.4.2\"") && !cache.contains("blue"), "{cache}");
+}

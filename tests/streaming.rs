@@ -95,6 +95,7 @@ backend:
 }
 
 fn client() -> reqwest::Client {
+    suzumio::support::web_fetch::tls_provider();
     reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(60)).build().unwrap()
 }
 

@@ -28,6 +28,7 @@ use webdriver::{Browser, arg};
 const P: &str = "/api/projects/team";
 
 fn client() -> reqwest::Client {
+    suzumio::support::web_fetch::tls_provider();
     reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().unwrap()
 }
 

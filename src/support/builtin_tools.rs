@@ -55,6 +55,10 @@ fn ready<'a>(result: Result<ToolOutput, InvokeError>) -> HandlerFuture<'a> {
 
 /// Run a controller-side built-in tool (`Rejected` when `tool` is not one).
 pub async fn call(host: &ToolHost, caller: &Caller, tool: &str, input: &Value) -> Result<ToolOutput, ToolError> {
+    let http_mcp = host.project.registry.tool(tool).and_then(|(pack, _)| pack.mcp()).cloned();
+    if let Some(pack) = http_mcp {
+        return super::mcp_http::call(host, &pack, tool, input.clone()).await;
+    }
     match handler(tool) {
         Some(run) => run(host, caller, input).await,
         None => Err(ToolError::Rejected(format!("{tool} has no controller-side handler"))),

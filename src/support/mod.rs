@@ -9,6 +9,7 @@
 pub mod broker;
 pub mod builtin_tools;
 pub mod builtin_webui;
+pub mod mcp_http;
 mod mcp_lists;
 pub mod ops;
 pub mod pack_files;
@@ -120,6 +121,10 @@ pub struct ToolHost {
     pub runner_starts: RunnerStarts,
     /// One MCP list change at a time (two runners may report the same server).
     mcp_updates: std::sync::Mutex<()>,
+    /// Sessions with the project's HTTP MCP servers.
+    pub(crate) http_mcp: mcp_http::HttpMcp,
+    /// This host, for tasks it starts that outlive a call.
+    me: std::sync::Weak<ToolHost>,
 }
 
 /// Runner starts per agent, counted by `runners` when a backend really started one.
@@ -140,7 +145,9 @@ impl ToolHost {
     pub fn new(project: Arc<Project>, store: Store, state: StateFiles) -> Arc<ToolHost> {
         let ops = Arc::new(ops::ControllerOps::new(project.clone(), store.clone(), state.clone()));
         let audit = crate::permissions::audit::Audit::for_project(&project.config);
-        Arc::new(ToolHost {
+        Arc::new_cyclic(|me| ToolHost {
+            me: me.clone(),
+            http_mcp: mcp_http::HttpMcp::default(),
             project: crate::project::LiveProject::new(project),
             store,
             state,
@@ -160,6 +167,11 @@ impl ToolHost {
     /// The agents' runners, when this process runs them (`suzumio run`, not `suzumio tool`).
     pub fn runners(&self) -> Option<Arc<runners::AgentRunners>> {
         self.runners.get().and_then(std::sync::Weak::upgrade)
+    }
+
+    /// This host as an `Arc` (it always lives in one).
+    pub fn arc(&self) -> Option<Arc<ToolHost>> {
+        self.me.upgrade()
     }
 
     pub fn name(&self) -> &str {

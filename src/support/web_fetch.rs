@@ -32,27 +32,8 @@ pub async fn fetch(config: &WebFetchConfig, input: &Value) -> Result<ToolOutput,
     if !url.username().is_empty() || url.password().is_some() {
         return Err(ToolError::Rejected("URL credentials are not allowed".into()));
     }
-    let host = url
-        .host_str()
-        .ok_or_else(|| ToolError::Rejected(format!("web.fetch failed for {raw}: the URL has no host")))?
-        .to_string();
-    let port = url.port_or_known_default().unwrap_or(80);
-    let lookup_host = host.trim_start_matches('[').trim_end_matches(']').to_string();
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((lookup_host.as_str(), port))
-        .await
-        .map_err(|e| fail(format!("cannot resolve {host}: {e}")))?
-        .collect();
-    if addrs.is_empty() {
-        return Err(fail(format!("cannot resolve {host}")));
-    }
-    if !config.allow_private_addresses
-        && let Some(bad) = addrs.iter().find(|a| !is_public(a.ip()))
-    {
-        return Err(ToolError::Rejected(format!(
-            "web.fetch refuses {host}: it resolves to {}, a loopback, private or link-local address (set tools.webFetch.allowPrivateAddresses to allow it)",
-            bad.ip()
-        )));
-    }
+    let (lookup_host, addrs) = resolve_allowed(config, &url, "web.fetch").await?;
+    crate::support::web_fetch::tls_provider();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_millis(timeout))
         .redirect(reqwest::redirect::Policy::none())
@@ -95,6 +76,50 @@ pub async fn fetch(config: &WebFetchConfig, input: &Value) -> Result<ToolOutput,
         .cloned(),
         ..ToolOutput::default()
     })
+}
+
+/// Every HTTP client of the controller uses rustls with the ring provider (reqwest is built
+/// without one: the default, aws-lc, needs cmake and a long C build). Call before building one.
+pub fn tls_provider() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// The addresses `url`'s host resolves to, when the egress rules let `who` reach them: a
+/// loopback, private or link-local address is refused unless the project sets
+/// `tools.webFetch.allowPrivateAddresses`. Connect to these addresses only (`resolve_to_addrs`),
+/// so that DNS cannot swap in another address afterwards.
+pub async fn resolve_allowed(
+    config: &WebFetchConfig,
+    url: &reqwest::Url,
+    who: &str,
+) -> Result<(String, Vec<SocketAddr>), ToolError> {
+    let raw = url.as_str();
+    let fail = |e: String| ToolError::Failed(format!("{who} failed for {raw}: {e}"));
+    let host = url
+        .host_str()
+        .ok_or_else(|| ToolError::Rejected(format!("{who} failed for {raw}: the URL has no host")))?
+        .to_string();
+    let port = url.port_or_known_default().unwrap_or(80);
+    let lookup_host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((lookup_host.as_str(), port))
+        .await
+        .map_err(|e| fail(format!("cannot resolve {host}: {e}")))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(fail(format!("cannot resolve {host}")));
+    }
+    if !config.allow_private_addresses
+        && let Some(bad) = addrs.iter().find(|a| !is_public(a.ip()))
+    {
+        return Err(ToolError::Rejected(format!(
+            "{who} refuses {host}: it resolves to {}, a loopback, private or link-local address (set tools.webFetch.allowPrivateAddresses to allow it)",
+            bad.ip()
+        )));
+    }
+    Ok((lookup_host, addrs))
 }
 
 fn describe(e: &reqwest::Error) -> String {

@@ -208,6 +208,7 @@ fn wait_with_timeout(child: &mut std::process::Child, limit: std::time::Duration
 pub fn client() -> &'static reqwest::blocking::Client {
     static CLIENT: std::sync::OnceLock<reqwest::blocking::Client> = std::sync::OnceLock::new();
     CLIENT.get_or_init(|| {
+        suzumio::support::web_fetch::tls_provider();
         reqwest::blocking::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())

@@ -241,6 +241,7 @@ impl Drop for Browser {
         let closed = self.session.as_ref().is_none_or(|id| {
             let url = format!("{}/session/{id}", self.driver_url);
             std::thread::spawn(move || {
+                suzumio::support::web_fetch::tls_provider();
                 reqwest::blocking::Client::builder()
                     .no_proxy()
                     .timeout(Duration::from_secs(10))
@@ -269,6 +270,7 @@ impl Drop for DriverProcess {
 }
 
 async fn wait_for_driver(url: &str, driver: &mut DriverProcess, log: &std::path::Path) -> Result<()> {
+    suzumio::support::web_fetch::tls_provider();
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(5))

@@ -103,6 +103,7 @@ impl HttpClient {
         secrets.extend(settings.api_key.iter().cloned());
         let timeout = config.timeout_ms.map(Duration::from_millis);
         let connect_timeout = timeout.map_or(CONNECT_TIMEOUT, |t| t.min(CONNECT_TIMEOUT));
+        crate::support::web_fetch::tls_provider();
         let mut builder = reqwest::Client::builder().connect_timeout(connect_timeout);
         if let Some(timeout) = timeout {
             builder = builder.timeout(timeout);

@@ -1,0 +1,163 @@
+//! MCP servers reached over Streamable HTTP (`- mcp: {id, url, headers}`), from the controller
+//! (containers have no network). The connection obeys the egress rules of `web.fetch`: the
+//! host is resolved first and a loopback, private or link-local address is refused unless the
+//! project allows private addresses; the client then connects to those addresses only and
+//! follows no redirect. `headers` (a token, say) stay in the controller: never in a container,
+//! a log line or the cache (which keeps only their hash).
+//!
+//! One session per server, opened at the first use and opened again after the server went
+//! away. A `tools/list_changed` from the server lists it again (the new list serves the next
+//! activation, as for stdio servers).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::Value;
+
+use super::ToolHost;
+use crate::config::{McpPackConfig, McpTransport};
+use crate::toolpack::ToolError;
+use crate::toolpack::mcp::McpListing;
+use crate::toolpack::mcp_session::{CallError, McpSession};
+use crate::toolpack::output::ToolOutput;
+
+/// How long connecting may take (the pack's `timeoutMs` bounds each request).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The controller's sessions with HTTP MCP servers.
+#[derive(Default)]
+pub struct HttpMcp {
+    sessions: tokio::sync::Mutex<BTreeMap<String, Arc<McpSession>>>,
+    /// Ids of servers whose list changed, for the task that lists them again.
+    changed: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<String>>,
+}
+
+/// Call `tool` (`<id>.<name>`) of the HTTP server of `pack`.
+pub async fn call(host: &ToolHost, pack: &McpPackConfig, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
+    let name = tool.strip_prefix(&format!("{}.", pack.id)).unwrap_or(tool);
+    let session = session_of(host, pack).await.map_err(ToolError::Failed)?;
+    match session.call(name, input).await {
+        Ok(out) => Ok(out),
+        Err(CallError::Tool(e)) => Err(e),
+        Err(CallError::Gone(why)) => {
+            forget(host, pack, &session).await;
+            Err(ToolError::Failed(format!("{why}: the call did not complete. The next call connects again.")))
+        }
+    }
+}
+
+/// List the server's tools now (startup discovery), and take the list.
+pub async fn discover(host: &ToolHost) {
+    let packs: Vec<McpPackConfig> = host
+        .project
+        .registry
+        .packs()
+        .iter()
+        .filter_map(|p| p.mcp())
+        .filter(|m| matches!(m.transport, McpTransport::Http { .. }))
+        .cloned()
+        .collect();
+    for pack in packs {
+        let listing = list(host, &pack).await;
+        host.mcp_listed("controller", listing);
+    }
+}
+
+async fn list(host: &ToolHost, pack: &McpPackConfig) -> McpListing {
+    let session = match session_of(host, pack).await {
+        Ok(s) => s,
+        Err(e) => return McpListing::failed(&pack.id, e),
+    };
+    session.list().await.unwrap_or_else(|e| McpListing::failed(&pack.id, e))
+}
+
+async fn session_of(host: &ToolHost, pack: &McpPackConfig) -> Result<Arc<McpSession>, String> {
+    let mut sessions = host.http_mcp.sessions.lock().await;
+    if let Some(s) = sessions.get(&pack.id).filter(|s| !s.is_closed()) {
+        return Ok(s.clone());
+    }
+    let session = Arc::new(connect(host, pack).await?);
+    sessions.insert(pack.id.clone(), session.clone());
+    Ok(session)
+}
+
+async fn forget(host: &ToolHost, pack: &McpPackConfig, session: &Arc<McpSession>) {
+    let mut sessions = host.http_mcp.sessions.lock().await;
+    if sessions.get(&pack.id).is_some_and(|s| Arc::ptr_eq(s, session)) {
+        sessions.remove(&pack.id);
+    }
+}
+
+async fn connect(host: &ToolHost, pack: &McpPackConfig) -> Result<McpSession, String> {
+    let McpTransport::Http { url, headers } = &pack.transport else {
+        return Err(format!("the MCP server {} is not an HTTP server", pack.id));
+    };
+    let who = format!("the MCP server {}", pack.id);
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{who} has an invalid URL: {e}"))?;
+    let (lookup_host, addrs) = super::web_fetch::resolve_allowed(&host.project.config.web_fetch, &parsed, &who)
+        .await
+        .map_err(|e| e.to_string())?;
+    super::web_fetch::tls_provider();
+    let client = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .resolve_to_addrs(&lookup_host, &addrs)
+        .user_agent(concat!("suzumio/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("{who}: {e}"))?;
+    let mut custom = HashMap::new();
+    for (name, value) in headers {
+        let name =
+            http::HeaderName::try_from(name.as_str()).map_err(|_| format!("{who}: `{name}` is not a header name"))?;
+        let value = http::HeaderValue::try_from(value.as_str())
+            .map_err(|_| format!("{who}: the value of header {name} is not valid"))?;
+        custom.insert(name, value);
+    }
+    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+    let transport = StreamableHttpClientTransport::with_client(client, config);
+    let changed = changes(host);
+    let id = pack.id.clone();
+    let notify = Arc::new(move || {
+        let _ = changed.send(id.clone());
+    });
+    let mut session =
+        McpSession::start(&pack.id, transport, CONNECT_TIMEOUT.min(Duration::from_millis(pack.timeout_ms)), notify)
+            .await?;
+    session.set_timeout(Duration::from_millis(pack.timeout_ms));
+    tracing::info!(mcp = %pack.id, "connected to the MCP server");
+    Ok(session)
+}
+
+/// The sender of list changes, with the task that takes them started on first use.
+fn changes(host: &ToolHost) -> tokio::sync::mpsc::UnboundedSender<String> {
+    host.http_mcp
+        .changed
+        .get_or_init(|| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+            let weak: Weak<ToolHost> = host.me.clone();
+            tokio::spawn(async move {
+                while let Some(id) = rx.recv().await {
+                    let Some(host) = weak.upgrade() else { return };
+                    let pack = host.project.registry.pack(&id).and_then(|p| p.mcp()).cloned();
+                    if let Some(pack) = pack {
+                        let listing = relist(&host, &pack).await;
+                        host.mcp_listed("controller", listing);
+                    }
+                }
+            });
+            tx
+        })
+        .clone()
+}
+
+/// `tools/list` on the open session (no new connection: a list change comes from a live one).
+async fn relist(host: &ToolHost, pack: &McpPackConfig) -> McpListing {
+    let session = host.http_mcp.sessions.lock().await.get(&pack.id).cloned();
+    match session {
+        Some(s) => s.list().await.unwrap_or_else(|e| McpListing::failed(&pack.id, e)),
+        None => McpListing::failed(&pack.id, "the session closed before the new list was read".into()),
+    }
+}
