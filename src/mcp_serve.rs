@@ -6,19 +6,24 @@
 //! (in `suzumio run`, in the agent's running container).
 //!
 //! An `ask` becomes the usual durable approval request; while the call waits on it, a client that
-//! declared the `elicitation` capability is asked in place (`elicitation/create`: tool, redacted
-//! arguments, reason, allow or not). Its answer resolves the stored request like `suzumio
-//! approvals allow|deny` does, as "mcp elicitation", so the waiting call, the records and the
-//! audit go the one way of `permissions::approvals`. A client that cannot be asked (or does not
-//! answer) leaves the request to the CLI, the API and the WebUI, and to its deadline.
+//! declared the `elicitation` capability is asked in place: tool, redacted arguments, reason,
+//! allow or not — by an `elicitation/create` request on protocols up to 2025-11-25, and on
+//! 2026-07-28 (which forbids requests to the client) as an "input required" result whose retry
+//! carries the answer, the call waiting meanwhile in a task of its own. The answer resolves the
+//! stored request like `suzumio approvals allow|deny` does, as "mcp elicitation", so the waiting
+//! call, the records and the audit go the one way of `permissions::approvals`. A client that
+//! cannot be asked (or does not answer) leaves the request to the CLI, the API and the WebUI, and
+//! to its deadline.
 
+use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use base64::Engine as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as McpBlock, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as McpBlock, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, InputRequest, InputRequests,
+    InputRequiredResult, InputResponses, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
     ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
@@ -28,12 +33,12 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use rustix::fs::{CWD, Mode, OFlags};
 use serde_json::Value;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
 use crate::activation::RunnerTools;
 use crate::config::BackendKind;
-use crate::store::{ApprovalStatus, Event, Resolution, StoreError};
+use crate::store::{ApprovalStatus, Event, EventRecord, Resolution, StoreError};
 use crate::support::ToolHost;
 use crate::support::runners::AgentRunners;
 use crate::toolpack::output::{ContentBlock, ToolOutput};
@@ -79,11 +84,28 @@ impl Runners {
     }
 }
 
+#[derive(Clone)]
 pub struct McpServer {
     host: Arc<ToolHost>,
     agent: String,
     runners: Arc<Runners>,
+    /// Calls of clients on protocol 2026-07-28 (no requests to the client) that returned
+    /// "input required" for an approval, by the handle the client echoes as `requestState`.
+    /// Shared by every session of the agent: each request may come on a new one.
+    parked: Arc<std::sync::Mutex<HashMap<String, Parked>>>,
 }
+
+/// A call that waits for the client's answer to its approval request.
+struct Parked {
+    /// The request the client was last asked about.
+    approval: Option<String>,
+    activation: String,
+    call: tokio::task::JoinHandle<Result<ToolOutput, String>>,
+    events: broadcast::Receiver<EventRecord>,
+}
+
+/// The key of the approval question in an "input required" result.
+const APPROVAL_INPUT: &str = "approval";
 
 /// `/mcp/<agent>` for `agent`: a Streamable HTTP endpoint with sessions in memory, closed when
 /// `stopping` is cancelled. The API's guard in front of it checks `Host`, `Origin` and the token
@@ -100,13 +122,14 @@ pub fn http_service(
         .disable_allowed_origins()
         .with_max_request_body_bytes(MAX_REQUEST_BYTES)
         .with_cancellation_token(stopping);
-    let factory = move || Ok(McpServer::new(host.clone(), agent.clone(), runners.clone()));
+    let server = McpServer::new(host, agent, runners);
+    let factory = move || Ok(server.clone());
     StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config)
 }
 
 impl McpServer {
     pub fn new(host: Arc<ToolHost>, agent: String, runners: Arc<Runners>) -> McpServer {
-        McpServer { host, agent, runners }
+        McpServer { host, agent, runners, parked: Arc::default() }
     }
 
     fn tools(&self) -> Vec<Tool> {
@@ -139,11 +162,10 @@ impl McpServer {
             .collect()
     }
 
-    /// One call, framed by its own activation, as `suzumio tool call` does it; an `ask` on the
-    /// way is put to `peer` while the call waits.
-    async fn call(&self, tool: &str, input: Value, peer: &Peer<RoleServer>) -> Result<ToolOutput, String> {
+    /// Refused before a runner (or a Docker engine) is asked for, as `suzumio tool call` does;
+    /// then the runner (for a runner-side tool) and the call's own activation.
+    async fn begin(&self, tool: &str) -> Result<(Option<Arc<AgentRunners>>, String), String> {
         let host = &self.host;
-        // Refused before a runner (or a Docker engine) is asked for, as `suzumio tool call` does.
         let Some((_, def)) = host.project.registry.tool(tool) else { return Err(format!("Unknown tool: {tool}")) };
         if host.project.config.agent(&self.agent).is_none_or(|a| !a.tools.allows(tool)) {
             return Err(format!("Tool not allowed for {}: {tool}", self.agent));
@@ -151,76 +173,148 @@ impl McpServer {
         let runners = if def.runs_in == crate::toolpack::RunsIn::Runner {
             let started =
                 self.runners.get(host).await.map_err(|e| format!("starting the runner of {}: {e}", self.agent))?;
-            Some(started)
+            Some(started.clone())
         } else {
             None
         };
+        let activation =
+            host.store.start_activation(&self.agent, &format!("suzumio mcp {tool}"), &[]).map_err(|e| e.to_string())?;
+        Ok((runners, activation.id))
+    }
+
+    /// The call through `execute_tool` in its activation, which it then ends: as `suzumio tool
+    /// call` does it. Owned, so that it can outlive the request that started it.
+    async fn run(
+        self,
+        runners: Option<Arc<AgentRunners>>,
+        activation: String,
+        tool: String,
+        input: Value,
+    ) -> Result<ToolOutput, String> {
+        let host = &self.host;
         let no_runner = crate::activation::NoRunner("not needed".into());
-        let runner: &dyn RunnerTools = match runners {
+        let runner: &dyn RunnerTools = match &runners {
             Some(r) => r.as_ref(),
             None => &no_runner,
         };
-        let activation =
-            host.store.start_activation(&self.agent, &format!("suzumio mcp {tool}"), &[]).map_err(|e| e.to_string())?;
-        // Subscribed before the call starts, so its approval request cannot be missed.
-        let asks = self.answer_asks(peer, &activation.id, host.store.subscribe());
-        let call = crate::activation::run::execute_tool(host, runner, &self.agent, &activation.id, tool, input);
-        // The call ends on its own (whoever decided its request); an elicitation still open
-        // then is dropped with it.
-        let result = tokio::select! {
-            result = call => result,
-            never = asks => match never {},
-        };
+        let result = crate::activation::run::execute_tool(host, runner, &self.agent, &activation, &tool, input).await;
         if let Err(e) =
-            host.store.finish_activation(&activation.id, crate::store::ActivationOutcome::Completed, None, None)
+            host.store.finish_activation(&activation, crate::store::ActivationOutcome::Completed, None, None)
         {
             tracing::warn!("recording the end of the call's activation: {e}");
         }
         result.map_err(|e| e.to_string())
     }
 
+    /// One `tools/call`; an `ask` on the way is put to the client the way its protocol allows.
+    async fn call(&self, request: CallToolRequestParams, context: &RequestContext<RoleServer>) -> CallToolResponse {
+        if let Some(handle) = request.request_state {
+            return self.resume(&handle, request.input_responses).await;
+        }
+        let (runners, activation) = match self.begin(&request.name).await {
+            Ok(begun) => begun,
+            Err(message) => return CallToolResult::error(vec![McpBlock::text(message)]).into(),
+        };
+        // Subscribed before the call starts, so that its approval request cannot be missed.
+        let events = self.host.store.subscribe();
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        let call = self.clone().run(runners, activation.clone(), request.name.to_string(), input);
+        let modern = context.meta.protocol_version().is_some_and(|v| !v.has_initialize());
+        if modern {
+            // 2026-07-28 forbids requests to the client: the call goes on in a task, and an ask
+            // is returned as "input required", answered by the client's retry.
+            if !context.meta.client_capabilities().is_some_and(|c| asks_forms(c.elicitation.as_ref())) {
+                return finished(Ok(call.await));
+            }
+            let parked = Parked { approval: None, activation, call: tokio::spawn(call), events };
+            return self.until_asked(parked).await;
+        }
+        let asking = peer_asks(&context.peer);
+        // The call ends on its own (whoever decided its request); an elicitation still open
+        // then is dropped with it.
+        let result = tokio::select! {
+            result = call => result,
+            never = self.answer_asks(&context.peer, &activation, events), if asking => match never {},
+        };
+        finished(Ok(result))
+    }
+
     /// Puts each approval request of `activation` to the client, one at a time, for as long as
-    /// the call runs. Without the client's `elicitation` (form) capability it only waits.
+    /// the call runs (`elicitation/create`, protocols before 2026-07-28).
     async fn answer_asks(
         &self,
         peer: &Peer<RoleServer>,
         activation: &str,
-        mut events: tokio::sync::broadcast::Receiver<crate::store::EventRecord>,
+        mut events: broadcast::Receiver<EventRecord>,
     ) -> std::convert::Infallible {
-        if !peer.supported_elicitation_modes().contains(&ElicitationMode::Form) {
-            return std::future::pending().await;
-        }
         loop {
-            let requests = match events.recv().await {
-                Ok(record) => match record.event {
-                    Event::ApprovalRequested { approval_id, activation_id, .. } if activation_id == activation => {
-                        vec![approval_id]
-                    }
-                    _ => continue,
-                },
-                // Fell behind: ask the store which requests of this call are open.
-                Err(RecvError::Lagged(_)) => match self.host.store.approvals(true, crate::store::MAX_LIMIT) {
-                    Ok(open) => open.into_iter().filter(|r| r.activation_id == activation).map(|r| r.id).collect(),
-                    Err(e) => {
-                        tracing::warn!("reading the open approval requests: {e}");
-                        continue;
-                    }
-                },
-                Err(RecvError::Closed) => return std::future::pending().await,
-            };
-            for id in requests {
-                self.elicit(peer, &id).await;
+            let id = next_request(&self.host.store, activation, &mut events).await;
+            let Some(params) = self.elicitation(&id) else { continue };
+            match peer.create_elicitation(params).await {
+                Ok(answer) => self.record_answer(&id, answer),
+                // The request stays open for a person (CLI, API, WebUI) or its deadline.
+                Err(e) => tracing::warn!(agent = %self.agent, "asking the MCP client about request {id}: {e}"),
             }
         }
     }
 
-    /// Asks the client about one pending request and records its answer as the decision.
-    async fn elicit(&self, peer: &Peer<RoleServer>, id: &str) {
-        let store = &self.host.store;
-        let request = match store.approval(id) {
+    /// Waits for the parked call to end or to ask; an ask is returned to the client as "input
+    /// required" (an elicitation), and the call is parked under the handle it gets back.
+    async fn until_asked(&self, mut parked: Parked) -> CallToolResponse {
+        loop {
+            // A request still open (its answer missing or unreadable) is asked again.
+            let open = parked.approval.as_deref().and_then(|id| self.elicitation(id));
+            let params = match open {
+                Some(params) => params,
+                None => {
+                    let id = tokio::select! {
+                        joined = &mut parked.call => return finished(joined),
+                        id = next_request(&self.host.store, &parked.activation, &mut parked.events) => id,
+                    };
+                    let Some(params) = self.elicitation(&id) else { continue };
+                    parked.approval = Some(id);
+                    params
+                }
+            };
+            let handle = crate::store::new_token();
+            let mut calls = self.parked.lock().unwrap_or_else(|e| e.into_inner());
+            // Calls whose client never came back ended on their own (decided elsewhere, or
+            // their deadline): nothing is left to resume.
+            calls.retain(|_, p| !p.call.is_finished());
+            calls.insert(handle.clone(), parked);
+            let asked = InputRequest::Elicitation(ElicitRequest::new(params));
+            return InputRequiredResult::new(
+                Some(InputRequests::from([(APPROVAL_INPUT.to_string(), asked)])),
+                Some(handle),
+            )
+            .into();
+        }
+    }
+
+    /// The client's retry of a call that returned "input required": its answer decides the
+    /// request, then the call is waited for (or asks again).
+    async fn resume(&self, handle: &str, responses: Option<InputResponses>) -> CallToolResponse {
+        let parked = self.parked.lock().unwrap_or_else(|e| e.into_inner()).remove(handle);
+        let Some(parked) = parked else {
+            let message = "This call is no longer waiting for an answer (unknown requestState): it ended, or the server restarted. Call the tool again.";
+            return CallToolResult::error(vec![McpBlock::text(message)]).into();
+        };
+        let answer = responses.and_then(|mut r| r.remove(APPROVAL_INPUT)).and_then(|v| serde_json::from_value(v).ok());
+        if let (Some(id), Some(answer)) = (parked.approval.as_deref(), answer) {
+            self.record_answer(id, answer);
+        }
+        self.until_asked(parked).await
+    }
+
+    /// What the client is asked about one pending request; `None` once it is decided.
+    fn elicitation(&self, id: &str) -> Option<ElicitRequestParams> {
+        let request = match self.host.store.approval(id) {
             Ok(Some(r)) if r.status == ApprovalStatus::Pending => r,
-            Ok(_) => return,
-            Err(e) => return tracing::warn!("reading approval request {id}: {e}"),
+            Ok(_) => return None,
+            Err(e) => {
+                tracing::warn!("reading approval request {id}: {e}");
+                return None;
+            }
         };
         let arguments = self.host.audit.redacted(&request.input);
         let message = format!(
@@ -234,12 +328,11 @@ impl McpServer {
             .required_bool_property("allow", |b| b.title("Allow this call").with_default(true))
             .string_property("feedback", |s| s.title("Feedback for the agent (optional)"))
             .build_unchecked();
-        let params = ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema };
-        let answer = match peer.create_elicitation(params).await {
-            Ok(answer) => answer,
-            // The request stays open for a person (CLI, API, WebUI) or its deadline.
-            Err(e) => return tracing::warn!(agent = %self.agent, "asking the MCP client about request {id}: {e}"),
-        };
+        Some(ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema })
+    }
+
+    /// The client's answer as the request's decision, like `suzumio approvals allow|deny`.
+    fn record_answer(&self, id: &str, answer: ElicitResult) {
         let content = answer.content.unwrap_or(Value::Null);
         let feedback = content.get("feedback").and_then(Value::as_str).map(str::trim).filter(|f| !f.is_empty());
         let (allow, feedback) = match answer.action {
@@ -258,7 +351,7 @@ impl McpServer {
             remember: None,
             whole_activation: false,
         };
-        match store.resolve_approval(id, &resolution) {
+        match self.host.store.resolve_approval(id, &resolution) {
             Ok(_) => {}
             // Somebody decided first (the CLI, the WebUI, the deadline): theirs stands.
             Err(StoreError::ApprovalResolved { .. }) => {}
@@ -273,6 +366,54 @@ impl McpServer {
     fn uri_prefix(&self) -> String {
         format!("suzumio://artifacts/{}/", self.agent)
     }
+}
+
+/// The next approval request of `activation`: from its event, or, when this receiver fell
+/// behind, from the store.
+async fn next_request(
+    store: &crate::store::Store,
+    activation: &str,
+    events: &mut broadcast::Receiver<EventRecord>,
+) -> String {
+    loop {
+        match events.recv().await {
+            Ok(record) => match record.event {
+                Event::ApprovalRequested { approval_id, activation_id, .. } if activation_id == activation => {
+                    return approval_id;
+                }
+                _ => {}
+            },
+            Err(RecvError::Lagged(_)) => match store.approvals(true, crate::store::MAX_LIMIT) {
+                Ok(open) => {
+                    if let Some(r) = open.into_iter().find(|r| r.activation_id == activation) {
+                        return r.id;
+                    }
+                }
+                Err(e) => tracing::warn!("reading the open approval requests: {e}"),
+            },
+            Err(RecvError::Closed) => std::future::pending::<()>().await,
+        }
+    }
+}
+
+/// Whether an `elicitation` capability includes forms (none named: forms, as before modes).
+fn asks_forms(capability: Option<&rmcp::model::ElicitationCapability>) -> bool {
+    capability.is_some_and(|c| c.form.is_some() || c.url.is_none())
+}
+
+/// Whether the client of a session declared form elicitation at `initialize`.
+fn peer_asks(peer: &Peer<RoleServer>) -> bool {
+    peer.supported_elicitation_modes().contains(&ElicitationMode::Form)
+}
+
+/// A call's end as its MCP result: a refusal, denial or failure is a tool error with its text.
+fn finished(joined: Result<Result<ToolOutput, String>, tokio::task::JoinError>) -> CallToolResponse {
+    let result = match joined {
+        Ok(Ok(out)) => to_result(out),
+        Ok(Err(message)) => CallToolResult::error(vec![McpBlock::text(message)]),
+        Err(e) => CallToolResult::error(vec![McpBlock::text(format!("the call stopped: {e}"))]),
+    };
+    result.into()
 }
 
 /// Why a request was not allowed, with what the person added.
@@ -324,12 +465,7 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let input = Value::Object(request.arguments.unwrap_or_default());
-        let result = match self.call(&request.name, input, &context.peer).await {
-            Ok(out) => to_result(out),
-            Err(message) => CallToolResult::error(vec![McpBlock::text(message)]),
-        };
-        Ok(result.into())
+        Ok(self.call(request, &context).await)
     }
 
     async fn list_resources(

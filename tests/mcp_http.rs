@@ -1,7 +1,8 @@
 //! `/mcp/<agent>` of a real `suzumio run` (the process backend) against the official Python MCP
 //! SDK (`mcp`, installed into /opt/suzumio-mcp-venv by scripts/setup.sh) over Streamable HTTP:
 //! the agent's tools listed and called through the permission engine, the guard of the API in
-//! front of it, and an `ask` put to a client that supports elicitation.
+//! front of it, and an `ask` put to a client that supports elicitation — by a request on the
+//! session (protocol 2025-11-25) and as "input required" on the stateless 2026-07-28.
 
 mod support;
 
@@ -77,6 +78,51 @@ async def main():
 asyncio.run(main())
 "#;
 
+/// The SDK's high-level `Client`, which negotiates protocol 2026-07-28 (no session, no requests
+/// to the client): runs each `[tool, args]` call, answering "input required" elicitations per
+/// `answer`, and prints `{"version", "results", "asked"}`.
+const MODERN_CLIENT: &str = r#"
+import asyncio, json, sys
+from mcp import Client, types
+
+async def main():
+    url, answer, calls = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    asked = []
+    async def elicit(context, params):
+        asked.append(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+        if answer == "accept":
+            return types.ElicitResult(action="accept", content={"allow": True})
+        return types.ElicitResult(action="decline")
+    out = []
+    async with Client(url, elicitation_callback=elicit) as client:
+        for tool, args in calls:
+            result = await client.call_tool(tool, args)
+            out.append(result.model_dump(mode="json", by_alias=True, exclude_none=True))
+        version = client.protocol_version
+    print(json.dumps({"version": version, "results": out, "asked": asked}))
+
+asyncio.run(main())
+"#;
+
+/// One session of [`MODERN_CLIENT`]: the protocol version, the results and the elicitations.
+fn modern_session(dir: &std::path::Path, url: &str, answer: &str, calls: Value) -> (String, Vec<Value>, Vec<Value>) {
+    let script = dir.join("modern_client.py");
+    std::fs::write(&script, MODERN_CLIENT).expect("write the client");
+    let out = Command::new(VENV_PYTHON)
+        .arg(&script)
+        .arg(url)
+        .arg(answer)
+        .arg(calls.to_string())
+        .current_dir(dir)
+        .env("NO_PROXY", "*")
+        .output()
+        .unwrap_or_else(|e| panic!("{VENV_PYTHON} runs (scripts/setup.sh installs it): {e}"));
+    assert!(out.status.success(), "client failed:\n{}\n{}", text(&out.stdout), text(&out.stderr));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)));
+    let list = |key: &str| printed[key].as_array().cloned().unwrap_or_else(|| panic!("{key}: {printed}"));
+    (printed["version"].as_str().unwrap_or_default().to_string(), list("results"), list("asked"))
+}
+
 /// One client session against `url`: the step results and the elicitations it was sent.
 fn session(dir: &std::path::Path, url: &str, answer: &str, steps: Value) -> (Vec<Value>, Vec<Value>) {
     session_with_token(dir, url, answer, "", steps)
@@ -110,6 +156,32 @@ fn session_with_token(
 fn texts(result: &Value) -> String {
     let blocks = result["content"].as_array().cloned().unwrap_or_default();
     blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n")
+}
+
+/// The status line of a POST of `size` bytes to `path`. The server answers before it has read
+/// the whole body and closes, so the body is written from another thread while the answer is
+/// read (an HTTP client that finishes sending first sees only the reset).
+fn oversized_post(base: &str, path: &str, size: usize) -> String {
+    use std::io::{BufRead, Write};
+    let authority = base.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = std::net::TcpStream::connect(authority).expect("connect");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {size}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).expect("send the head");
+    let mut writer = stream.try_clone().expect("clone the socket");
+    std::thread::spawn(move || {
+        let chunk = vec![b' '; 64 << 10];
+        for _ in 0..size.div_ceil(chunk.len()) {
+            if writer.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let mut line = String::new();
+    std::io::BufReader::new(stream).read_line(&mut line).expect("a status line");
+    line
 }
 
 fn project() -> tempfile::TempDir {
@@ -196,9 +268,8 @@ fn an_mcp_client_over_http_lists_and_calls_an_agents_tools_behind_the_apis_guard
     let foreign = http("POST", &url, &[accept, ("Origin", "http://evil.example")], Some(&initialize));
     assert_eq!(foreign.status, 403, "{}", foreign.body);
     assert!(foreign.json()["error"].as_str().unwrap_or_default().contains("evil.example"), "{}", foreign.body);
-    let huge = json!({"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"pad": "x".repeat(3 << 20)}});
-    let too_large = http("POST", &url, &[accept], Some(&huge.to_string()));
-    assert_eq!(too_large.status, 413, "the body is bounded: {}", &too_large.body[..too_large.body.len().min(200)]);
+    let status = oversized_post(&controller.base, "/mcp/writer", 3 << 20);
+    assert!(status.starts_with("HTTP/1.1 413"), "the body is bounded: {status}");
     let ok = http("POST", &url, &[accept], Some(&initialize));
     assert_eq!(ok.status, 200, "the same request without them is served: {}", ok.body);
 
@@ -285,4 +356,43 @@ fn with_an_api_token_the_endpoint_needs_it_too() {
     let (results, _) = session_with_token(dir, &url, "none", "mcp-t0ken-for-tests", json!([["list_tools", []]]));
     assert_eq!(results[0]["tools"].as_array().map(Vec::len), Some(5), "{}", results[0]);
     assert_eq!(controller.stop(), Some(0));
+}
+
+#[test]
+fn a_client_on_the_stateless_protocol_is_asked_through_input_required() {
+    let tmp = project();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("workspaces/writer")).expect("workspace");
+    std::fs::write(dir.join("workspaces/writer/draft.md"), "x").expect("a file to list");
+    let controller = Controller::start(dir, &[]);
+    let url = controller.url("/mcp/writer");
+
+    let (version, results, asked) = modern_session(
+        dir,
+        &url,
+        "accept",
+        json!([["file.write", {"path": "a.md", "content": "plain"}], ["file.list", {"path": "."}]]),
+    );
+    assert_eq!(version, "2026-07-28", "the client negotiated the stateless protocol");
+    assert_ne!(results[0]["isError"], true, "a call that needs no approval just runs: {}", results[0]);
+    assert_eq!(asked.len(), 1, "the ask came back as input required, once: {asked:?}");
+    let message = asked[0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("file.list") && message.contains("listing is looked at first"), "{message}");
+    assert_ne!(results[1]["isError"], true, "{}", results[1]);
+    assert!(texts(&results[1]).contains("draft.md"), "{}", results[1]);
+
+    let (_, results, asked) = modern_session(dir, &url, "decline", json!([["file.list", {"path": "."}]]));
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(results[0]["isError"], true, "{}", results[0]);
+    assert!(texts(&results[0]).contains("declined in the MCP client"), "{}", results[0]);
+
+    assert_eq!(controller.stop(), Some(0));
+    let resolutions: Vec<(String, String)> = audit(dir, "file.list")
+        .iter()
+        .filter(|e| e["kind"] == "resolution")
+        .map(|e| (e["userAction"].as_str().unwrap_or("").to_string(), e["source"].as_str().unwrap_or("").to_string()))
+        .collect();
+    assert_eq!(resolutions.len(), 2, "{resolutions:?}");
+    assert_eq!((resolutions[0].0.as_str(), resolutions[1].0.as_str()), ("allow", "deny"), "{resolutions:?}");
+    assert!(resolutions.iter().all(|(_, source)| source.ends_with("by mcp elicitation")), "{resolutions:?}");
 }

@@ -1,7 +1,7 @@
 //! `suzumio mcp` against the official Python MCP SDK (`mcp`, installed into
 //! /opt/suzumio-mcp-venv by scripts/setup.sh): the client launches the real binary over stdio
 //! (the process backend), lists the agent's tools, calls them through the permission engine, and
-//! reads the agent's artifacts as resources.
+//! reads the agent's artifacts as resources; an `ask` is put to a client with elicitation.
 
 mod support;
 
