@@ -289,7 +289,7 @@ pub async fn run(
     let following = stopping.clone();
     tasks.spawn(async move { store.follow_other_writers(following).await });
     tasks.spawn(activations.clone().stop_ended_elsewhere(stopping.clone()));
-    let mut served = tasks.spawn(listener.serve(tools.clone(), stopping.clone().cancelled_owned()));
+    let mut served = tasks.spawn(listener.serve(tools.clone(), runners.clone(), stopping.clone().cancelled_owned()));
     on_listening(&tools, address);
     let idle = became_idle(tools.clone(), activations.clone(), scheduler.clone(), runners.clone());
     let mut failure = None;

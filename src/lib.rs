@@ -22,6 +22,7 @@ pub mod catalog;
 pub mod clock;
 pub mod commands;
 pub mod controller;
+pub mod mcp_serve;
 pub mod permissions;
 pub mod progress;
 pub mod project;

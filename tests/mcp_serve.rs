@@ -1,7 +1,7 @@
 //! `suzumio mcp` against the official Python MCP SDK (`mcp`, installed into
 //! /opt/suzumio-mcp-venv by scripts/setup.sh): the client launches the real binary over stdio
 //! (the process backend), lists the agent's tools, calls them through the permission engine, and
-//! reads the agent's artifacts as resources.
+//! reads the agent's artifacts as resources; an `ask` is put to a client with elicitation.
 
 mod support;
 
@@ -35,20 +35,29 @@ backend:
         main: {provider: local}
 "#;
 
-/// Runs each `[method, args]` step in one session and prints the results as one JSON list;
-/// a step the server answers with a protocol error gives `{"error": ...}`. `call_approved`
-/// calls a tool and, while the call waits, allows its approval request with the real CLI.
+/// Runs each `[method, args]` step in one session and prints `{"results", "asked"}`: the
+/// results (a step the server answers with a protocol error gives `{"error": ...}`) and the
+/// elicitations the server sent, answered per `answer` (`accept`, `decline`, or `none`: no
+/// elicitation support declared). `call_approved` calls a tool and, while the call waits,
+/// allows its approval request with the real CLI.
 const CLIENT: &str = r#"
 import asyncio, json, subprocess, sys
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 async def main():
     suzumio, project, agent, steps = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    answer = sys.argv[5]
+    asked = []
+    async def elicit(context, params):
+        asked.append(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+        if answer == "accept":
+            return types.ElicitResult(action="accept", content={"allow": True})
+        return types.ElicitResult(action="decline")
     params = StdioServerParameters(command=suzumio, args=["mcp", project, "--agent", agent, "--backend", "process"])
     out = []
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, elicitation_callback=None if answer == "none" else elicit) as session:
             await session.initialize()
             for method, args in steps:
                 try:
@@ -74,12 +83,18 @@ async def main():
                     out.append(result.model_dump(mode="json", by_alias=True, exclude_none=True))
                 except Exception as e:
                     out.append({"error": str(e)})
-    print(json.dumps(out))
+    print(json.dumps({"results": out, "asked": asked}))
 
 asyncio.run(main())
 "#;
 
 fn session(project: &std::path::Path, agent: &str, steps: Value) -> Vec<Value> {
+    session_answering(project, agent, "none", steps).0
+}
+
+/// [`session`] with a client that answers elicitations (`accept` or `decline`): the results,
+/// and the elicitations it was sent.
+fn session_answering(project: &std::path::Path, agent: &str, answer: &str, steps: Value) -> (Vec<Value>, Vec<Value>) {
     let script = project.join("client.py");
     std::fs::write(&script, CLIENT).expect("write the client");
     let out = Command::new(VENV_PYTHON)
@@ -88,11 +103,14 @@ fn session(project: &std::path::Path, agent: &str, steps: Value) -> Vec<Value> {
         .arg(project)
         .arg(agent)
         .arg(steps.to_string())
+        .arg(answer)
         .current_dir(project)
         .output()
         .unwrap_or_else(|e| panic!("{VENV_PYTHON} runs (scripts/setup.sh installs it): {e}"));
     assert!(out.status.success(), "client failed:\n{}\n{}", text(&out.stdout), text(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)))
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)));
+    let list = |key: &str| printed[key].as_array().cloned().unwrap_or_else(|| panic!("{key}: {printed}"));
+    (list("results"), list("asked"))
 }
 
 fn texts(result: &Value) -> String {
@@ -235,4 +253,38 @@ fn rich_results_keep_their_blocks_and_saved_images_are_blob_resources() {
     assert_eq!(read["contents"][0]["mimeType"], "image/png", "{read}");
     let image = read["contents"][0]["blob"].as_str().unwrap_or_else(|| panic!("a blob: {read}"));
     assert_eq!(image, snap["content"][1]["data"], "the saved image is the one returned");
+}
+
+#[test]
+fn an_ask_is_put_to_a_stdio_client_that_supports_elicitation() {
+    let tmp = tempfile::Builder::new().prefix("suzumio-mcp-").tempdir().expect("temp dir");
+    let dir = tmp.path();
+    std::fs::write(dir.join("suzumio.yaml"), PROJECT).expect("write the project");
+    std::fs::create_dir_all(dir.join("workspaces/writer")).expect("workspace");
+    std::fs::write(dir.join("workspaces/writer/draft.md"), "x").expect("a file to list");
+
+    let (accepted, asked) =
+        session_answering(dir, "writer", "accept", json!([["call_tool", ["file.list", {"path": "."}]]]));
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let message = asked[0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("file.list") && message.contains("listing is looked at first"), "{message}");
+    assert_ne!(accepted[0]["isError"], true, "{}", accepted[0]);
+    assert!(texts(&accepted[0]).contains("draft.md"), "{}", accepted[0]);
+
+    let (declined, _) =
+        session_answering(dir, "writer", "decline", json!([["call_tool", ["file.list", {"path": "."}]]]));
+    assert_eq!(declined[0]["isError"], true, "{}", declined[0]);
+    assert!(texts(&declined[0]).contains("declined in the MCP client"), "{}", declined[0]);
+
+    let dir_arg = dir.to_str().expect("utf-8 path");
+    let audit = support::suzumio(dir, &["audit", dir_arg, "--json", "--agent", "writer"]);
+    let resolutions: Vec<(String, String)> = text(&audit.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|e| e["kind"] == "resolution")
+        .map(|e| (e["userAction"].as_str().unwrap_or("").to_string(), e["source"].as_str().unwrap_or("").to_string()))
+        .collect();
+    assert_eq!(resolutions.len(), 2, "{resolutions:?}");
+    assert_eq!((resolutions[0].0.as_str(), resolutions[1].0.as_str()), ("allow", "deny"), "{resolutions:?}");
+    assert!(resolutions.iter().all(|(_, source)| source.ends_with("by mcp elicitation")), "{resolutions:?}");
 }

@@ -126,7 +126,7 @@ impl Audit {
 
     /// Queues one entry (redacted and bounded); never waits.
     pub fn record(&self, mut entry: AuditEntry) {
-        entry.arguments = bound(self.redact_value(&entry.arguments));
+        entry.arguments = self.redacted(&entry.arguments);
         entry.feedback = entry.feedback.map(|f| cap(&self.redact_text(&f)));
         entry.reason = self.redact_text(&entry.reason);
         let line = match serde_json::to_string(&entry) {
@@ -177,6 +177,12 @@ impl Audit {
     pub async fn flush_async(&self, deadline: Duration) -> bool {
         let audit = self.clone();
         tokio::task::spawn_blocking(move || audit.flush(deadline)).await.unwrap_or(false)
+    }
+
+    /// A call's arguments as the audit writes them (secrets masked, strings and size bounded):
+    /// also what is shown of them outside the project, e.g. in an MCP client's approval prompt.
+    pub fn redacted(&self, arguments: &Value) -> Value {
+        bound(self.redact_value(arguments))
     }
 
     fn redact_text(&self, text: &str) -> String {

@@ -13,6 +13,7 @@ mod approvals;
 mod assets;
 pub mod body;
 mod host;
+mod mcp;
 mod metrics;
 mod stream;
 pub mod views;
@@ -27,6 +28,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 use crate::store::StoreError;
+use crate::support::runners::AgentRunners;
 use crate::support::{InvokeError, ToolHost, describe_input_errors};
 use axum::Router;
 use axum::extract::{Request, State};
@@ -34,6 +36,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -81,7 +84,14 @@ const SESSION_COOKIE: &str = "suzumio_session";
 /// The router with every route and its guard, for a caller that bound a loopback socket itself:
 /// loopback host names on any port, default stream limits.
 pub fn router(tools: Arc<ToolHost>, token: Option<String>) -> Router {
-    app(tools, token, None, HostPolicy::loopback_any_port(), StreamLimits::default())
+    app(tools, token, None, HostPolicy::loopback_any_port(), StreamLimits::default(), None)
+}
+
+/// `/mcp/<agent>`: what it needs from the running controller.
+struct McpRoutes {
+    runners: Arc<AgentRunners>,
+    /// Ends the MCP sessions (their streams would hold a graceful shutdown open).
+    stopping: CancellationToken,
 }
 
 /// The router answering for `hosts`, with a one-time login code for browsers (`/login/<code>`
@@ -92,7 +102,9 @@ fn app(
     login_code: Option<String>,
     hosts: HostPolicy,
     streams: StreamLimits,
+    mcp: Option<McpRoutes>,
 ) -> Router {
+    let mcp = mcp.map(|m| mcp::routes(&tools, m.runners, &m.stopping)).unwrap_or_default();
     let state = AppState {
         tools,
         token: token.map(Arc::from),
@@ -105,6 +117,7 @@ fn app(
         .merge(approvals::routes())
         .merge(assets::routes())
         .merge(metrics::routes())
+        .merge(mcp)
         .route("/login/{code}", axum::routing::get(login))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
@@ -158,19 +171,26 @@ impl Listener {
         self.listener.local_addr().map_err(ServeError::Serve)
     }
 
-    /// Serve until `shutdown` resolves, then finish the requests in flight.
+    /// Serve until `shutdown` resolves, then finish the requests in flight; `/mcp/<agent>`
+    /// calls run in `runners`.
     pub async fn serve(
         self,
         tools: Arc<ToolHost>,
+        runners: Arc<AgentRunners>,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
         let Listener { listener, options } = self;
         // The real port (the options may say 0).
         let hosts = HostPolicy::new(listener.local_addr().map_err(ServeError::Serve)?, options.allowed_hosts);
-        let app = app(tools, options.token, options.login_code, hosts, options.streams);
+        let stopping = CancellationToken::new();
+        let mcp = McpRoutes { runners, stopping: stopping.clone() };
+        let app = app(tools, options.token, options.login_code, hosts, options.streams, Some(mcp));
         // The peer address is what stream limits count per client.
         axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(shutdown)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                stopping.cancel();
+            })
             .await
             .map_err(ServeError::Serve)
     }

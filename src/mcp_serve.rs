@@ -1,0 +1,576 @@
+//! An agent's allowed tools, and its artifacts as read-only resources, as an MCP server (the
+//! official Rust SDK, `rmcp`): the one [`McpServer`] that `suzumio mcp` serves over stdio and
+//! `suzumio run` at `/mcp/<agent>` (Streamable HTTP, [`http_service`]). Every call takes the
+//! path of `suzumio tool call`: a short activation around `execute_tool`, so the allowlist, the
+//! schema, the permission engine, the records and the audit all apply, and it runs as the agent
+//! (in `suzumio run`, in the agent's running container).
+//!
+//! An `ask` becomes the usual durable approval request; while the call waits on it, a client that
+//! declared the `elicitation` capability is asked in place: tool, redacted arguments, reason,
+//! allow or not — by an `elicitation/create` request on protocols up to 2025-11-25, and on
+//! 2026-07-28 (which forbids requests to the client) as an "input required" result whose retry
+//! carries the answer, the call waiting meanwhile in a task of its own. The answer resolves the
+//! stored request like `suzumio approvals allow|deny` does, as "mcp elicitation", so the waiting
+//! call, the records and the audit go the one way of `permissions::approvals`. A client that
+//! cannot be asked (or does not answer) leaves the request to the CLI, the API and the WebUI, and
+//! to its deadline.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use base64::Engine as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as McpBlock, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, InputRequest, InputRequests,
+    InputRequiredResult, InputResponses, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{ElicitationMode, RequestContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use rustix::fs::{CWD, Mode, OFlags};
+use serde_json::Value;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio_util::sync::CancellationToken;
+
+use crate::activation::RunnerTools;
+use crate::config::BackendKind;
+use crate::store::{ApprovalStatus, Event, EventRecord, Resolution, StoreError};
+use crate::support::ToolHost;
+use crate::support::runners::AgentRunners;
+use crate::toolpack::output::{ContentBlock, ToolOutput};
+
+/// At most this many bytes of one artifact returned by `resources/read`.
+const MAX_RESOURCE_BYTES: u64 = 4 << 20;
+
+/// At most this many bytes in one POST to `/mcp/<agent>`: axum's JSON limit, the API's own.
+const MAX_REQUEST_BYTES: usize = 2 << 20;
+
+/// Who an elicitation's answer is recorded as having decided the request.
+const ELICITATION_RESOLVER: &str = "mcp elicitation";
+
+/// Where the agent's runner comes from.
+pub enum Runners {
+    /// `suzumio run`'s, already listening: calls run in the agent's running container.
+    Running(Arc<AgentRunners>),
+    /// `suzumio mcp`: started at the first call that needs one, kept for the session.
+    OnDemand { kind: BackendKind, started: tokio::sync::OnceCell<Arc<AgentRunners>> },
+}
+
+impl Runners {
+    pub fn on_demand(kind: BackendKind) -> Arc<Runners> {
+        Arc::new(Runners::OnDemand { kind, started: tokio::sync::OnceCell::new() })
+    }
+
+    async fn get(&self, host: &Arc<ToolHost>) -> Result<&Arc<AgentRunners>, String> {
+        match self {
+            Runners::Running(r) => Ok(r),
+            Runners::OnDemand { kind, started } => {
+                started.get_or_try_init(|| crate::controller::runners(host, *kind)).await.map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Stops runners this session started (a running controller stops its own).
+    pub async fn shutdown(&self) {
+        if let Runners::OnDemand { started, .. } = self
+            && let Some(r) = started.get()
+        {
+            r.shutdown().await;
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct McpServer {
+    host: Arc<ToolHost>,
+    agent: String,
+    runners: Arc<Runners>,
+    /// Calls of clients on protocol 2026-07-28 (no requests to the client) that returned
+    /// "input required" for an approval, by the handle the client echoes as `requestState`.
+    /// Shared by every session of the agent: each request may come on a new one.
+    parked: Arc<std::sync::Mutex<HashMap<String, Parked>>>,
+}
+
+/// A call that waits for the client's answer to its approval request.
+struct Parked {
+    /// The request the client was last asked about.
+    approval: Option<String>,
+    activation: String,
+    call: tokio::task::JoinHandle<Result<ToolOutput, String>>,
+    events: broadcast::Receiver<EventRecord>,
+}
+
+/// The key of the approval question in an "input required" result.
+const APPROVAL_INPUT: &str = "approval";
+
+/// `/mcp/<agent>` for `agent`: a Streamable HTTP endpoint with sessions in memory, closed when
+/// `stopping` is cancelled. The API's guard in front of it checks `Host`, `Origin` and the token
+/// (with the bound port and `--allowed-host`, stricter than `rmcp`'s own loopback-name list,
+/// which would refuse a reverse proxy's name the user allowed), so `rmcp`'s checks are off.
+pub fn http_service(
+    host: Arc<ToolHost>,
+    agent: String,
+    runners: Arc<Runners>,
+    stopping: CancellationToken,
+) -> StreamableHttpService<McpServer, LocalSessionManager> {
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(MAX_REQUEST_BYTES)
+        .with_cancellation_token(stopping);
+    let server = McpServer::new(host, agent, runners);
+    let factory = move || Ok(server.clone());
+    StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config)
+}
+
+impl McpServer {
+    pub fn new(host: Arc<ToolHost>, agent: String, runners: Arc<Runners>) -> McpServer {
+        McpServer { host, agent, runners, parked: Arc::default() }
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        let registry = &self.host.project.registry;
+        let Some(agent) = self.host.project.config.agent(&self.agent) else { return Vec::new() };
+        registry
+            .resolve_agent(agent)
+            .tools
+            .iter()
+            .filter_map(|name| registry.tool(name))
+            .map(|(_, def)| {
+                let schema = match &def.input_schema {
+                    Value::Object(map) => map.clone(),
+                    _ => serde_json::Map::new(),
+                };
+                let a = &def.annotations;
+                let mut annotations = ToolAnnotations::new();
+                annotations.title = a.title.clone();
+                annotations.read_only_hint = a.read_only_hint;
+                annotations.destructive_hint = a.destructive_hint;
+                annotations.idempotent_hint = a.idempotent_hint;
+                annotations.open_world_hint = a.open_world_hint;
+                let mut tool = Tool::new(def.name.clone(), def.description.clone(), Arc::new(schema))
+                    .with_annotations(annotations);
+                if let Some(label) = def.presentation.as_ref().and_then(|p| p.label.clone()).or(a.title.clone()) {
+                    tool = tool.with_title(label);
+                }
+                tool
+            })
+            .collect()
+    }
+
+    /// Refused before a runner (or a Docker engine) is asked for, as `suzumio tool call` does;
+    /// then the runner (for a runner-side tool) and the call's own activation.
+    async fn begin(&self, tool: &str) -> Result<(Option<Arc<AgentRunners>>, String), String> {
+        let host = &self.host;
+        let Some((_, def)) = host.project.registry.tool(tool) else { return Err(format!("Unknown tool: {tool}")) };
+        if host.project.config.agent(&self.agent).is_none_or(|a| !a.tools.allows(tool)) {
+            return Err(format!("Tool not allowed for {}: {tool}", self.agent));
+        }
+        let runners = if def.runs_in == crate::toolpack::RunsIn::Runner {
+            let started =
+                self.runners.get(host).await.map_err(|e| format!("starting the runner of {}: {e}", self.agent))?;
+            Some(started.clone())
+        } else {
+            None
+        };
+        let activation =
+            host.store.start_activation(&self.agent, &format!("suzumio mcp {tool}"), &[]).map_err(|e| e.to_string())?;
+        Ok((runners, activation.id))
+    }
+
+    /// The call through `execute_tool` in its activation, which it then ends: as `suzumio tool
+    /// call` does it. Owned, so that it can outlive the request that started it.
+    async fn run(
+        self,
+        runners: Option<Arc<AgentRunners>>,
+        activation: String,
+        tool: String,
+        input: Value,
+    ) -> Result<ToolOutput, String> {
+        let host = &self.host;
+        let no_runner = crate::activation::NoRunner("not needed".into());
+        let runner: &dyn RunnerTools = match &runners {
+            Some(r) => r.as_ref(),
+            None => &no_runner,
+        };
+        let result = crate::activation::run::execute_tool(host, runner, &self.agent, &activation, &tool, input).await;
+        if let Err(e) =
+            host.store.finish_activation(&activation, crate::store::ActivationOutcome::Completed, None, None)
+        {
+            tracing::warn!("recording the end of the call's activation: {e}");
+        }
+        result.map_err(|e| e.to_string())
+    }
+
+    /// One `tools/call`; an `ask` on the way is put to the client the way its protocol allows.
+    async fn call(&self, request: CallToolRequestParams, context: &RequestContext<RoleServer>) -> CallToolResponse {
+        if let Some(handle) = request.request_state {
+            return self.resume(&handle, request.input_responses).await;
+        }
+        let (runners, activation) = match self.begin(&request.name).await {
+            Ok(begun) => begun,
+            Err(message) => return CallToolResult::error(vec![McpBlock::text(message)]).into(),
+        };
+        // Subscribed before the call starts, so that its approval request cannot be missed.
+        let events = self.host.store.subscribe();
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        let call = self.clone().run(runners, activation.clone(), request.name.to_string(), input);
+        let modern = context.meta.protocol_version().is_some_and(|v| !v.has_initialize());
+        if modern {
+            // 2026-07-28 forbids requests to the client: the call goes on in a task, and an ask
+            // is returned as "input required", answered by the client's retry.
+            if !context.meta.client_capabilities().is_some_and(|c| asks_forms(c.elicitation.as_ref())) {
+                return finished(Ok(call.await));
+            }
+            let parked = Parked { approval: None, activation, call: tokio::spawn(call), events };
+            return self.until_asked(parked).await;
+        }
+        let asking = peer_asks(&context.peer);
+        // The call ends on its own (whoever decided its request); an elicitation still open
+        // then is dropped with it.
+        let result = tokio::select! {
+            result = call => result,
+            never = self.answer_asks(&context.peer, &activation, events), if asking => match never {},
+        };
+        finished(Ok(result))
+    }
+
+    /// Puts each approval request of `activation` to the client, one at a time, for as long as
+    /// the call runs (`elicitation/create`, protocols before 2026-07-28).
+    async fn answer_asks(
+        &self,
+        peer: &Peer<RoleServer>,
+        activation: &str,
+        mut events: broadcast::Receiver<EventRecord>,
+    ) -> std::convert::Infallible {
+        loop {
+            let id = next_request(&self.host.store, activation, &mut events).await;
+            let Some(params) = self.elicitation(&id) else { continue };
+            match peer.create_elicitation(params).await {
+                Ok(answer) => self.record_answer(&id, answer),
+                // The request stays open for a person (CLI, API, WebUI) or its deadline.
+                Err(e) => tracing::warn!(agent = %self.agent, "asking the MCP client about request {id}: {e}"),
+            }
+        }
+    }
+
+    /// Waits for the parked call to end or to ask; an ask is returned to the client as "input
+    /// required" (an elicitation), and the call is parked under the handle it gets back.
+    async fn until_asked(&self, mut parked: Parked) -> CallToolResponse {
+        loop {
+            // A request still open (its answer missing or unreadable) is asked again.
+            let open = parked.approval.as_deref().and_then(|id| self.elicitation(id));
+            let params = match open {
+                Some(params) => params,
+                None => {
+                    let id = tokio::select! {
+                        joined = &mut parked.call => return finished(joined),
+                        id = next_request(&self.host.store, &parked.activation, &mut parked.events) => id,
+                    };
+                    let Some(params) = self.elicitation(&id) else { continue };
+                    parked.approval = Some(id);
+                    params
+                }
+            };
+            let handle = crate::store::new_token();
+            let mut calls = self.parked.lock().unwrap_or_else(|e| e.into_inner());
+            // Calls whose client never came back ended on their own (decided elsewhere, or
+            // their deadline): nothing is left to resume.
+            calls.retain(|_, p| !p.call.is_finished());
+            calls.insert(handle.clone(), parked);
+            let asked = InputRequest::Elicitation(ElicitRequest::new(params));
+            return InputRequiredResult::new(
+                Some(InputRequests::from([(APPROVAL_INPUT.to_string(), asked)])),
+                Some(handle),
+            )
+            .into();
+        }
+    }
+
+    /// The client's retry of a call that returned "input required": its answer decides the
+    /// request, then the call is waited for (or asks again).
+    async fn resume(&self, handle: &str, responses: Option<InputResponses>) -> CallToolResponse {
+        let parked = self.parked.lock().unwrap_or_else(|e| e.into_inner()).remove(handle);
+        let Some(parked) = parked else {
+            let message = "This call is no longer waiting for an answer (unknown requestState): it ended, or the server restarted. Call the tool again.";
+            return CallToolResult::error(vec![McpBlock::text(message)]).into();
+        };
+        let answer = responses.and_then(|mut r| r.remove(APPROVAL_INPUT)).and_then(|v| serde_json::from_value(v).ok());
+        if let (Some(id), Some(answer)) = (parked.approval.as_deref(), answer) {
+            self.record_answer(id, answer);
+        }
+        self.until_asked(parked).await
+    }
+
+    /// What the client is asked about one pending request; `None` once it is decided.
+    fn elicitation(&self, id: &str) -> Option<ElicitRequestParams> {
+        let request = match self.host.store.approval(id) {
+            Ok(Some(r)) if r.status == ApprovalStatus::Pending => r,
+            Ok(_) => return None,
+            Err(e) => {
+                tracing::warn!("reading approval request {id}: {e}");
+                return None;
+            }
+        };
+        let arguments = self.host.audit.redacted(&request.input);
+        let message = format!(
+            "The agent `{}` asks to run {}.\nArguments: {arguments}\nWhy it needs approval: {}\n\
+             Allow this call? (Approval request {id}; it can also be decided with `suzumio approvals`.)",
+            self.agent,
+            request.tool,
+            request.reason(),
+        );
+        let schema = ElicitationSchema::builder()
+            .required_bool_property("allow", |b| b.title("Allow this call").with_default(true))
+            .string_property("feedback", |s| s.title("Feedback for the agent (optional)"))
+            .build_unchecked();
+        Some(ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema })
+    }
+
+    /// The client's answer as the request's decision, like `suzumio approvals allow|deny`.
+    fn record_answer(&self, id: &str, answer: ElicitResult) {
+        let content = answer.content.unwrap_or(Value::Null);
+        let feedback = content.get("feedback").and_then(Value::as_str).map(str::trim).filter(|f| !f.is_empty());
+        let (allow, feedback) = match answer.action {
+            ElicitationAction::Accept if content.get("allow").and_then(Value::as_bool) != Some(false) => {
+                (true, feedback.map(str::to_string))
+            }
+            ElicitationAction::Accept => (false, Some(feedback.unwrap_or("not allowed in the MCP client").to_string())),
+            ElicitationAction::Decline => (false, Some(with_feedback("declined in the MCP client", feedback))),
+            // Cancel, and whatever a later protocol adds: not an allow.
+            _ => (false, Some(with_feedback("cancelled in the MCP client", feedback))),
+        };
+        let resolution = Resolution {
+            allow,
+            by: ELICITATION_RESOLVER,
+            feedback: feedback.as_deref(),
+            remember: None,
+            whole_activation: false,
+        };
+        match self.host.store.resolve_approval(id, &resolution) {
+            Ok(_) => {}
+            // Somebody decided first (the CLI, the WebUI, the deadline): theirs stands.
+            Err(StoreError::ApprovalResolved { .. }) => {}
+            Err(e) => tracing::warn!(agent = %self.agent, "recording the MCP client's answer to request {id}: {e}"),
+        }
+    }
+
+    fn artifacts_dir(&self) -> PathBuf {
+        crate::backend::spec::artifacts_dir(&self.host.project.config.root, &self.agent)
+    }
+
+    fn uri_prefix(&self) -> String {
+        format!("suzumio://artifacts/{}/", self.agent)
+    }
+}
+
+/// The next approval request of `activation`: from its event, or, when this receiver fell
+/// behind, from the store.
+async fn next_request(
+    store: &crate::store::Store,
+    activation: &str,
+    events: &mut broadcast::Receiver<EventRecord>,
+) -> String {
+    loop {
+        match events.recv().await {
+            Ok(record) => match record.event {
+                Event::ApprovalRequested { approval_id, activation_id, .. } if activation_id == activation => {
+                    return approval_id;
+                }
+                _ => {}
+            },
+            Err(RecvError::Lagged(_)) => match store.approvals(true, crate::store::MAX_LIMIT) {
+                Ok(open) => {
+                    if let Some(r) = open.into_iter().find(|r| r.activation_id == activation) {
+                        return r.id;
+                    }
+                }
+                Err(e) => tracing::warn!("reading the open approval requests: {e}"),
+            },
+            Err(RecvError::Closed) => std::future::pending::<()>().await,
+        }
+    }
+}
+
+/// Whether an `elicitation` capability includes forms (none named: forms, as before modes).
+fn asks_forms(capability: Option<&rmcp::model::ElicitationCapability>) -> bool {
+    capability.is_some_and(|c| c.form.is_some() || c.url.is_none())
+}
+
+/// Whether the client of a session declared form elicitation at `initialize`.
+fn peer_asks(peer: &Peer<RoleServer>) -> bool {
+    peer.supported_elicitation_modes().contains(&ElicitationMode::Form)
+}
+
+/// A call's end as its MCP result: a refusal, denial or failure is a tool error with its text.
+fn finished(joined: Result<Result<ToolOutput, String>, tokio::task::JoinError>) -> CallToolResponse {
+    let result = match joined {
+        Ok(Ok(out)) => to_result(out),
+        Ok(Err(message)) => CallToolResult::error(vec![McpBlock::text(message)]),
+        Err(e) => CallToolResult::error(vec![McpBlock::text(format!("the call stopped: {e}"))]),
+    };
+    result.into()
+}
+
+/// Why a request was not allowed, with what the person added.
+fn with_feedback(what: &str, feedback: Option<&str>) -> String {
+    match feedback {
+        Some(f) => format!("{what}: {f}"),
+        None => what.to_string(),
+    }
+}
+
+/// A tool's result as MCP content: its blocks when it has them, else its text.
+fn to_result(out: ToolOutput) -> CallToolResult {
+    let blocks: Vec<McpBlock> = if out.content.is_empty() {
+        vec![McpBlock::text(out.output)]
+    } else {
+        out.content
+            .into_iter()
+            .map(|b| match b {
+                ContentBlock::Text { text } => McpBlock::text(text),
+                ContentBlock::Image { data, mime_type } => McpBlock::image(data, mime_type),
+                ContentBlock::ResourceLink { uri, name } => McpBlock::resource_link(Resource::new(uri, name)),
+            })
+            .collect()
+    };
+    let mut result = if out.is_error { CallToolResult::error(blocks) } else { CallToolResult::success(blocks) };
+    result.structured_content = out.structured_content;
+    result
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder().enable_tools().enable_resources().build();
+        ServerConfig::new(capabilities).with_instructions(format!(
+            "The Suzumio agent `{}`: its allowed tools, and its artifacts as resources.",
+            self.agent
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        Ok(self.call(request, &context).await)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut files = Vec::new();
+        list_files(&self.artifacts_dir(), Path::new(""), &mut files);
+        files.sort();
+        let prefix = self.uri_prefix();
+        let resources = files
+            .into_iter()
+            .map(|(rel, size)| {
+                let rel = rel.to_string_lossy().into_owned();
+                Resource::new(format!("{prefix}{rel}"), rel).with_size(size)
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let refused =
+            || ErrorData::resource_not_found(format!("No such artifact of {}: {}", self.agent, request.uri), None);
+        let rel = request.uri.strip_prefix(&self.uri_prefix()).ok_or_else(refused)?;
+        let bytes = read_artifact(&self.artifacts_dir(), Path::new(rel)).map_err(|e| match e {
+            ReadError::Refused => refused(),
+            ReadError::Io(e) => ErrorData::internal_error(format!("reading {}: {e}", request.uri), None),
+        })?;
+        // Text as text; anything else (the saved images of rich results) as a base64 blob.
+        let contents = match String::from_utf8(bytes) {
+            Ok(text) => ResourceContents::text(text, request.uri.clone()),
+            Err(e) => {
+                let blob = base64::engine::general_purpose::STANDARD.encode(e.into_bytes());
+                ResourceContents::blob(blob, request.uri.clone()).with_mime_type(mime_type(rel))
+            }
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+}
+
+/// The regular files under `dir` (relative paths and sizes); links are not followed.
+fn list_files(dir: &Path, rel: &Path, out: &mut Vec<(PathBuf, u64)>) {
+    let Ok(entries) = std::fs::read_dir(dir.join(rel)) else { return };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else { continue };
+        let path = rel.join(entry.file_name());
+        if kind.is_dir() {
+            list_files(dir, &path, out);
+        } else if kind.is_file() {
+            out.push((path, entry.metadata().map(|m| m.len()).unwrap_or(0)));
+        }
+    }
+}
+
+enum ReadError {
+    Refused,
+    Io(std::io::Error),
+}
+
+/// The type of a binary artifact, from its name.
+fn mime_type(name: &str) -> &'static str {
+    let ext = Path::new(name).extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    match ext.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "pdf" => "application/pdf",
+        _ => "application/octet-stream",
+    }
+}
+
+/// The bytes of `rel` under `dir`: plain components only, each directory opened from its parent
+/// with `O_NOFOLLOW`, so neither `..` nor a link leads out of the agent's artifacts.
+fn read_artifact(dir: &Path, rel: &Path) -> Result<Vec<u8>, ReadError> {
+    let parts: Vec<&std::ffi::OsStr> = rel
+        .components()
+        .map(|c| match c {
+            Component::Normal(p) => Ok(p),
+            _ => Err(ReadError::Refused),
+        })
+        .collect::<Result<_, _>>()?;
+    let Some((file, dirs)) = parts.split_last() else { return Err(ReadError::Refused) };
+    let nofollow = |e: rustix::io::Errno| match e {
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR | rustix::io::Errno::NOENT => ReadError::Refused,
+        e => ReadError::Io(e.into()),
+    };
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut fd = rustix::fs::openat(CWD, dir, dir_flags, Mode::empty()).map_err(nofollow)?;
+    for part in dirs {
+        fd = rustix::fs::openat(&fd, *part, dir_flags, Mode::empty()).map_err(nofollow)?;
+    }
+    let file_flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let fd = rustix::fs::openat(&fd, *file, file_flags, Mode::empty()).map_err(nofollow)?;
+    let file = std::fs::File::from(fd);
+    if !file.metadata().map_err(ReadError::Io)?.is_file() {
+        return Err(ReadError::Refused);
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_RESOURCE_BYTES), &mut bytes)
+        .map_err(ReadError::Io)?;
+    Ok(bytes)
+}
