@@ -160,8 +160,12 @@ fn json_input(input: Option<&str>) -> Result<serde_json::Value, CliError> {
 }
 
 /// `suzumio check <dir> [--json]`.
-pub async fn check(dir: &Path, as_json: bool) -> Result<Output, CliError> {
-    let project = Project::load(dir, &ProcessEnv)?;
+pub async fn check(dir: &Path, as_json: bool, backend: Option<BackendKind>) -> Result<Output, CliError> {
+    let mut project = Project::load(dir, &ProcessEnv)?;
+    if crate::support::mcp_discovery::undiscovered(&project) {
+        let listed = crate::support::mcp_discovery::discover(dir, backend).await?;
+        project = Project::load_with(dir, &ProcessEnv, &listed)?;
+    }
     let modules = check_modules(&project).await;
     if modules.has_errors() {
         return Err(CliError::Invalid(InvalidInput(modules)));

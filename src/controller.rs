@@ -56,6 +56,11 @@ pub fn open(dir: &Path) -> Result<Arc<ToolHost>, RunError> {
     for w in crate::config::diag::sorted(&project.warnings.warnings) {
         tracing::warn!("{w}");
     }
+    open_project(project)
+}
+
+/// [`open`] of a project already loaded (its warnings are the caller's to show).
+pub fn open_project(project: Project) -> Result<Arc<ToolHost>, RunError> {
     let store = Store::open(&project.config, Arc::new(SystemClock))?;
     let state = StateFiles::new(&project.config.root);
     Ok(ToolHost::new(Arc::new(project), store, state))
@@ -273,7 +278,7 @@ pub async fn run(
     }
     let kind = options.backend.unwrap_or(tools.project.config.backend.kind);
     let runners = runners(&tools, kind).await?;
-    runners.discover_mcp().await;
+    let _ = runners.discover_mcp().await;
     crate::support::mcp_http::discover(&tools).await;
     let activations = Activations::new(tools.clone(), runners.clone());
     // Before the scheduler: a parked activation still holds its agent, so nothing else starts.

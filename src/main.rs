@@ -54,6 +54,10 @@ enum Command {
         /// Print JSON instead of text (warnings included in it).
         #[arg(long)]
         json: bool,
+        /// Where to start an MCP server whose tools are not known yet, to list them (default: the
+        /// project's backend).
+        #[arg(long, value_enum)]
+        backend: Option<BackendArg>,
     },
     /// Print the resolved tool catalogue: name, pack, description, approval, allowed agents.
     Tools {
@@ -596,7 +600,11 @@ fn main() -> ExitCode {
             finish(init(&dir, &InitOptions { template: template.into(), force, copy_packs }))
         }
         Command::Toolpack { command: ToolpackCommand::New { dir, force } } => finish(toolpack_new(&dir, force)),
-        Command::Check { dir, json } => block_on(async move { finish_json(commands::check(&dir, json).await, json) }),
+        Command::Check { dir, json, backend } => {
+            block_on(
+                async move { finish_json(commands::check(&dir, json, backend.map(BackendKind::from)).await, json) },
+            )
+        }
         Command::Tools { dir, agent, json } => finish_json(commands::tools(&dir, agent.as_deref(), json), json),
         Command::Run { dir, host, port, token, allowed_hosts, backend, until_idle, paused, log_format } => {
             block_on(async move {

@@ -106,12 +106,17 @@ fn mcp_listings(
     let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     refs.iter()
         .filter_map(|r| match r {
-            ToolpackRef::Mcp(m) => discovered
-                .get(&m.id)
-                .filter(|l| l.error.is_none())
-                .cloned()
-                .or_else(|| mcp::read_cache(&dir, m).map(|c| c.listing))
-                .map(|l| (m.id.clone(), l)),
+            // A failed listing is kept only when there is nothing better: it says why there
+            // are no tools.
+            ToolpackRef::Mcp(m) => {
+                let fresh = discovered.get(&m.id);
+                fresh
+                    .filter(|l| l.error.is_none())
+                    .cloned()
+                    .or_else(|| mcp::read_cache(&dir, m).map(|c| c.listing))
+                    .or_else(|| fresh.cloned())
+                    .map(|l| (m.id.clone(), l))
+            }
             _ => None,
         })
         .collect()

@@ -106,10 +106,10 @@ activations:
 "#;
     let p = project(", trusted: true", "", script);
     let dir = dir_arg(&p);
-    // Before any run: the server has not listed anything, and check says so.
-    let before = cli(&p.dir, &["check", &dir]);
-    assert!(before.contains("the MCP server tally has not listed its tools yet"), "{before}");
-
+    // `check` lists a server it does not know yet (here as a local process), and caches it.
+    let first = cli(&p.dir, &["check", &dir, "--backend", "process"]);
+    assert!(first.contains("tally.add") && !first.contains("has not listed"), "{first}");
+    assert!(p.dir.join(".suzumio/mcp/tally.json").exists());
     cli(&p.dir, &["send", &dir, "counter", "Add two and three."]);
     let out = suzumio(&p.dir, &["run", &dir, "--backend", "process", "--until-idle", "--port", "0"]);
     let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
@@ -134,12 +134,31 @@ activations:
         (&cache["listing"]["serverName"], &cache["listing"]["serverVersion"]),
         (&json!("tally"), &json!("1.4.2"))
     );
-    let after = cli(&p.dir, &["check", &dir]);
-    assert!(!after.contains("has not listed its tools"), "{after}");
+    // From the cache: no runner, no Docker engine needed.
+    let offline = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["check", &dir])
+        .env("DOCKER_HOST", "unix:///nonexistent.sock")
+        .output()
+        .unwrap();
+    let after = format!("{}{}", text(&offline.stdout), text(&offline.stderr));
+    assert!(offline.status.success() && after.contains("tally.grow") && !after.contains("has not listed"), "{after}");
     let tools = cli(&p.dir, &["tools", &dir]);
     for tool in ["tally.add", "tally.echo", "tally.crash", "tally.grow"] {
         assert!(tools.contains(tool), "{tool} missing from:\n{tools}");
     }
+}
+
+#[test]
+fn a_server_that_cannot_start_is_named_by_check_with_why() {
+    let p = project("", "", "activations: []\n");
+    let yaml =
+        std::fs::read_to_string(p.dir.join("suzumio.yaml")).unwrap().replace(VENV_PYTHON, "/nonexistent/python3");
+    std::fs::write(p.dir.join("suzumio.yaml"), yaml).unwrap();
+    let said = cli(&p.dir, &["check", &dir_arg(&p), "--backend", "process"]);
+    assert!(
+        said.contains("the MCP server tally has not listed its tools yet: the MCP server tally could not be started (`/nonexistent/python3`)"),
+        "{said}"
+    );
 }
 
 #[test]

@@ -10,6 +10,11 @@ use crate::toolpack::mcp::{self, McpListing};
 use super::ToolHost;
 
 impl ToolHost {
+    /// What each MCP server listed last in this process, by pack id.
+    pub(crate) fn mcp_seen(&self) -> std::collections::BTreeMap<String, McpListing> {
+        self.mcp_seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Take what `agent`'s runner (or the controller, for an HTTP server) got from a server.
     pub(crate) fn mcp_listed(&self, agent: &str, listing: McpListing) {
         let _one_at_a_time = self.mcp_updates.lock().unwrap_or_else(|p| p.into_inner());
@@ -25,6 +30,7 @@ impl ToolHost {
             tracing::warn!(%agent, mcp = %id, "refused a tool list of an MCP server this agent does not run");
             return;
         }
+        self.mcp_seen.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), listing.clone());
         if let Some(error) = &listing.error {
             tracing::warn!(%agent, mcp = %id, "the MCP server's tools are not available: {error}");
             return;

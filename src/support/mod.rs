@@ -9,6 +9,7 @@
 pub mod broker;
 pub mod builtin_tools;
 pub mod builtin_webui;
+pub mod mcp_discovery;
 pub mod mcp_http;
 mod mcp_lists;
 pub mod ops;
@@ -121,6 +122,8 @@ pub struct ToolHost {
     pub runner_starts: RunnerStarts,
     /// One MCP list change at a time (two runners may report the same server).
     mcp_updates: std::sync::Mutex<()>,
+    /// What each MCP server listed last in this process (or why it could not).
+    mcp_seen: std::sync::Mutex<std::collections::BTreeMap<String, crate::toolpack::mcp::McpListing>>,
     /// Sessions with the project's HTTP MCP servers.
     pub(crate) http_mcp: mcp_http::HttpMcp,
     /// This host, for tasks it starts that outlive a call.
@@ -148,6 +151,7 @@ impl ToolHost {
         Arc::new_cyclic(|me| ToolHost {
             me: me.clone(),
             http_mcp: mcp_http::HttpMcp::default(),
+            mcp_seen: std::sync::Mutex::default(),
             project: crate::project::LiveProject::new(project),
             store,
             state,

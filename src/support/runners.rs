@@ -545,8 +545,10 @@ impl AgentRunners {
     /// Before anything runs: for each MCP server whose tools are not known yet (not pinned, never
     /// listed with its current command), start the runner of one agent that may use it, so its
     /// `load` lists them and the first activation sees them.
-    pub async fn discover_mcp(&self) {
+    /// Returns a failed listing for each server whose runner could not be started.
+    pub async fn discover_mcp(&self) -> Vec<McpListing> {
         let project = self.tools.project.snapshot();
+        let mut failed = Vec::new();
         let mut started = std::collections::BTreeSet::new();
         for pack in project.registry.packs().iter().filter_map(|p| p.mcp()) {
             let stdio = matches!(pack.transport, crate::config::McpTransport::Stdio { .. });
@@ -560,9 +562,11 @@ impl AgentRunners {
                 tracing::info!(mcp = %pack.id, agent = %agent.id, "starting a runner to list the tools of an MCP server");
                 if let Err(e) = self.session(&agent.id).await {
                     tracing::warn!(mcp = %pack.id, agent = %agent.id, "cannot list the MCP server's tools: {e}");
+                    failed.push(McpListing::failed(&pack.id, format!("the runner of {} did not start: {e}", agent.id)));
                 }
             }
         }
+        failed
     }
 
     /// Start every agent's runner now (instead of at its first tool call).

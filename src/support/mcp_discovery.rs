@@ -1,0 +1,63 @@
+//! `suzumio check` lists the MCP servers whose tools are not known yet (not pinned, never
+//! listed with their current command or URL), so that a project checks with its real tools:
+//! HTTP servers from here, stdio servers by starting the runner of one agent that may use each
+//! (in its container, as `suzumio run` does), which lists them at its `load`. What they list is
+//! cached like at run time, so the next `check` needs neither the servers nor Docker.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::config::{BackendKind, McpTransport};
+use crate::controller::RunError;
+use crate::project::Project;
+use crate::toolpack::mcp::McpListing;
+
+/// Whether some MCP pack of `project` has no list yet.
+pub fn undiscovered(project: &Project) -> bool {
+    !missing(project).is_empty()
+}
+
+/// The MCP packs without a list: (id, whether it is a stdio server).
+fn missing(project: &Project) -> Vec<(String, bool)> {
+    project
+        .registry
+        .packs()
+        .iter()
+        .filter_map(|p| p.mcp())
+        .filter(|m| m.pinned.is_none() && !project.mcp_lists.contains_key(&m.id))
+        .map(|m| (m.id.clone(), matches!(m.transport, McpTransport::Stdio { .. })))
+        .collect()
+}
+
+/// List what is missing; a server that cannot be listed gives a listing with its error.
+pub async fn discover(dir: &Path, backend: Option<BackendKind>) -> Result<BTreeMap<String, McpListing>, RunError> {
+    // Its warnings are the ones `check` is about to print (with the lists found).
+    let project = Project::load(dir, &crate::config::load::ProcessEnv)?;
+    let host = crate::controller::open_project(project)?;
+    let wanted = missing(&host.project);
+    let mut failed: Vec<McpListing> = Vec::new();
+    if wanted.iter().any(|(_, stdio)| !stdio) {
+        super::mcp_http::discover(&host).await;
+    }
+    if wanted.iter().any(|(_, stdio)| *stdio) {
+        let kind = backend.unwrap_or(host.project.config.backend.kind);
+        match crate::controller::runners(&host, kind).await {
+            Ok(runners) => {
+                failed.extend(runners.discover_mcp().await);
+                runners.shutdown().await;
+            }
+            Err(e) => failed.extend(
+                wanted
+                    .iter()
+                    .filter(|(_, stdio)| *stdio)
+                    .map(|(id, _)| McpListing::failed(id, format!("no runner could be started to list it ({e})"))),
+            ),
+        }
+    }
+    let mut listed = host.mcp_seen();
+    for listing in failed {
+        listed.entry(listing.id.clone()).or_insert(listing);
+    }
+    listed.retain(|id, _| wanted.iter().any(|(w, _)| w == id));
+    Ok(listed)
+}
