@@ -28,6 +28,9 @@ pub struct CatalogEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub icon: Option<String>,
     pub annotations: BTreeMap<&'static str, bool>,
+    /// What an untrusted MCP server claims (shown as advisory; `annotations` is what counts).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub server_annotations: BTreeMap<&'static str, bool>,
     pub input_schema: Value,
     pub requires_approval: bool,
     /// Where it runs: `runner` (the agent's container) or `controller`.
@@ -87,7 +90,8 @@ pub fn catalog(project: &Project, agent: Option<&AgentConfig>) -> Vec<CatalogEnt
                 toolpack_kind: pack.kind_name(),
                 group: presentation.and_then(|p| p.group.clone()).unwrap_or_else(|| pack.id.clone()),
                 icon: presentation.and_then(|p| p.icon.clone()),
-                annotations: annotations(def),
+                annotations: hints(&def.annotations),
+                server_annotations: def.server_annotations.as_ref().map(hints).unwrap_or_default(),
                 input_schema: def.input_schema.clone(),
                 requires_approval: def.requires_approval,
                 runs_in: def.runs_in.as_str(),
@@ -109,8 +113,7 @@ fn display_name(def: &ToolDefinition) -> String {
         .unwrap_or_else(|| def.name.clone())
 }
 
-fn annotations(def: &ToolDefinition) -> BTreeMap<&'static str, bool> {
-    let a = &def.annotations;
+fn hints(a: &crate::toolpack::ToolAnnotations) -> BTreeMap<&'static str, bool> {
     [
         ("readOnlyHint", a.read_only_hint),
         ("destructiveHint", a.destructive_hint),

@@ -114,6 +114,9 @@ function toolHeader(tool, def) {
       tool.requiresApproval ? [" ", h("span", { class: "badge warn", text: "requires approval" })] : null,
       def?.annotations?.readOnlyHint ? [" ", h("span", { class: "badge", text: "read-only" })] : null,
       def?.annotations?.destructiveHint ? [" ", h("span", { class: "badge warn", text: "destructive" })] : null,
+      def?.serverAnnotations?.readOnlyHint
+        ? [" ", h("span", { class: "badge", title: "claimed by the MCP server, which is not trusted: not used for permissions", text: "server says read-only (advisory)" })]
+        : null,
       def ? [" ", h("span", { class: "badge", text: `runs in the ${def.runsIn}` })] : null,
     ),
     tool.description ? h("p", { class: "desc", text: tool.description }) : null,
