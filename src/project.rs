@@ -35,6 +35,7 @@ impl Project {
     ) -> Result<Project, InvalidInput> {
         let config::Loaded { config, toolpacks, diagnostics: mut d } = config::load_config(dir, env)?;
         let mcp_lists = mcp_listings(dir, &toolpacks, discovered);
+        pinned_differences(dir, &toolpacks, discovered, &mut d);
         let registry = ToolpackRegistry::build_with(&toolpacks, &mcp_lists, &mut d);
         match (config, registry) {
             (Some(config), Some(registry)) if !d.has_errors() => {
@@ -94,6 +95,39 @@ impl Project {
                 })
             })
             .collect()
+    }
+}
+
+/// A warning for each pinned MCP pack whose server last listed something else (now, or in the
+/// discovery cache of the last run).
+fn pinned_differences(
+    dir: &Path,
+    refs: &[ToolpackRef],
+    discovered: &BTreeMap<String, McpListing>,
+    d: &mut Diagnostics,
+) {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    for r in refs {
+        let ToolpackRef::Mcp(m) = r else { continue };
+        let Some(pinned) = mcp::pinned_tools(m) else { continue };
+        let live = discovered
+            .get(&m.id)
+            .filter(|l| l.error.is_none())
+            .map(|l| (l.clone(), "now".to_string()))
+            .or_else(|| mcp::read_cache(&dir, m).map(|c| (c.listing, format!("at {}", c.discovered_at))));
+        let Some((live, when)) = live else { continue };
+        let diff = mcp::diff(&pinned, &live.tools);
+        if !diff.is_empty() {
+            d.warning(
+                Some(&m.loc),
+                "",
+                format!(
+                    "toolpack {}: {} listed other tools {when} than the ones pinned ({diff}); the pinned list is used",
+                    m.id,
+                    live.server()
+                ),
+            );
+        }
     }
 }
 

@@ -343,3 +343,41 @@ backend:
     let cache = std::fs::read_to_string(allowed.dir.join(".suzumio/mcp/remote.json")).unwrap();
     assert!(cache.contains("\"serverVersion\": \"1.4.2\"") && !cache.contains("blue"), "{cache}");
 }
+
+#[test]
+fn a_pinned_list_is_used_and_a_server_listing_something_else_is_reported() {
+    let script = r#"
+activations:
+  - agent: counter
+    steps:
+      - call: [{tool: tally.add, input: {a: 1, b: 1}}]
+      - call: [{tool: tally.retired, input: {}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: done}}]
+"#;
+    let pin = r#", trusted: true, tools: [{name: add, inputSchema: {type: object, properties: {a: {type: integer}, b: {type: integer}}, required: [a, b]}}, retired]"#;
+    let p = project(pin, "", script);
+    let dir = dir_arg(&p);
+    // Pinned: check needs no server at all.
+    let pinned = cli(&p.dir, &["check", &dir]);
+    assert!(pinned.contains("allowed tools (3): coordination.wait_for_signal, tally.add, tally.retired"), "{pinned}");
+    cli(&p.dir, &["send", &dir, "counter", "Add."]);
+    let out = suzumio(&p.dir, &["run", &dir, "--backend", "process", "--until-idle", "--port", "0"]);
+    let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("tally 1.4.2 lists other tools than the ones pinned in the config (new: crash, echo, grow, pid; gone: retired; changed: add); the pinned list is used"),
+        "{log}"
+    );
+    assert_eq!(output_text(&calls(&p.dir, "tally.add")[0].1), "2");
+    // A pinned tool the server no longer has: the server's own answer, as a failed call.
+    let retired = &calls(&p.dir, "tally.retired")[0];
+    assert_eq!(retired.0, ToolCallStatus::Failed, "{retired:?}");
+    // And check reports it from what the run saw.
+    let after = cli(&p.dir, &["check", &dir]);
+    assert!(
+        after.contains("listed other tools at ")
+            && after.contains("(new: crash, echo, grow, pid; gone: retired; changed: add)"),
+        "{after}"
+    );
+    assert!(after.contains("allowed tools (3)"), "{after}");
+}
