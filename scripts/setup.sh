@@ -6,6 +6,8 @@
 #   until it answers. Nothing is ever pulled: the runner image is built offline.
 # - Chromium and ChromeDriver for the browser tests (tests/browser.rs): Debian's chromium and
 #   chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver). The tests run them headless.
+# - npm and pip, which fetch the MCP servers of the MCP test image from the npm registry and PyPI
+#   (the image itself is built from the local debian image; nothing is pulled).
 # Safe to run again: it only does what is missing.
 set -euo pipefail
 
@@ -23,6 +25,10 @@ command -v python3 >/dev/null 2>&1 || need_pkgs+=(python3)
 # tests/mcp_serve.rs drives `suzumio mcp` with the official Python MCP SDK, in its own venv.
 MCP_VENV=/opt/suzumio-mcp-venv
 [ -x "$MCP_VENV/bin/python" ] || python3 -c 'import ensurepip' >/dev/null 2>&1 || need_pkgs+=(python3-venv)
+# The MCP test image (tests/support/mcp_image.rs) is the debian image plus MCP servers installed
+# on the host at test set-up: server-everything with npm, the Python SDK with pip.
+command -v npm >/dev/null 2>&1 || need_pkgs+=(npm)
+python3 -m pip --version >/dev/null 2>&1 || need_pkgs+=(python3-pip)
 # `suzumio image build --base debian` (tests/debian_image.rs) builds its rootfs with mmdebstrap.
 command -v mmdebstrap >/dev/null 2>&1 || need_pkgs+=(mmdebstrap)
 # Tool icons in the WebUI are emoji; without this font screenshots show empty boxes.

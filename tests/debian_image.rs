@@ -7,29 +7,8 @@ mod support;
 
 use std::process::Command;
 
-use support::containers;
+use support::{containers, debian_image};
 use suzumio::backend::DEBIAN_IMAGE;
-
-/// The image, built through the CLI when the engine does not have it yet.
-fn debian_image() {
-    let present = Command::new("docker").args(["image", "inspect", DEBIAN_IMAGE]).output().expect("docker CLI");
-    if present.status.success() {
-        return;
-    }
-    let out = Command::new(env!("CARGO_BIN_EXE_suzumio"))
-        .args(["image", "build", "--base", "debian"])
-        .output()
-        .expect("suzumio image build");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "suzumio image build --base debian failed (start Docker and install mmdebstrap with scripts/setup.sh): \
-         {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.starts_with(&format!("Built {DEBIAN_IMAGE} (")), "{stdout}");
-    assert!(stdout.contains("git, python3, nodejs, ripgrep"), "{stdout}");
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_debian_image_runs_real_tools_in_a_hardened_container() {

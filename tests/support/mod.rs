@@ -6,7 +6,9 @@
 #![allow(dead_code)]
 
 pub mod containers;
+pub mod mcp_image;
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -252,4 +254,52 @@ pub fn http(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str
     let (status, headers) = (response.status().as_u16(), response.headers().clone());
     let body = response.text().unwrap_or_else(|e| panic!("{url}: reading the body: {e}"));
     Response { status, headers, body }
+}
+
+/// An exclusive lock on `target/test-locks/<name>.lock`, held until the file is dropped: nextest
+/// runs test binaries in parallel, and two of them must not build the same image at once.
+pub fn cross_process_lock(name: &str) -> File {
+    let dir = repo_root().join("target/test-locks");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    let path = dir.join(format!("{name}.lock"));
+    let file = File::create(&path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
+    file.lock().unwrap_or_else(|e| panic!("locking {}: {e}", path.display()));
+    file
+}
+
+/// The id of `image` in the engine, `None` when it has none (a test that needs Docker fails when
+/// the engine is unreachable).
+pub fn image_id(image: &str) -> Option<String> {
+    let out = Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", image])
+        .output()
+        .expect("the docker CLI runs (install and start Docker with scripts/setup.sh)");
+    out.status.success().then(|| text(&out.stdout).trim().to_string())
+}
+
+/// `suzumio-runner:debian`, built through the CLI (`suzumio image build --base debian`) when the
+/// engine does not have it yet; kept in the engine between runs.
+pub fn debian_image() -> &'static str {
+    use suzumio::backend::DEBIAN_IMAGE;
+    if image_id(DEBIAN_IMAGE).is_some() {
+        return DEBIAN_IMAGE;
+    }
+    let _lock = cross_process_lock("debian-image");
+    if image_id(DEBIAN_IMAGE).is_some() {
+        return DEBIAN_IMAGE;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["image", "build", "--base", "debian"])
+        .output()
+        .expect("suzumio image build");
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "suzumio image build --base debian failed (start Docker and install mmdebstrap with scripts/setup.sh): \
+         {stdout}{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.starts_with(&format!("Built {DEBIAN_IMAGE} (")), "{stdout}");
+    assert!(stdout.contains("git, python3, nodejs, ripgrep"), "{stdout}");
+    DEBIAN_IMAGE
 }
