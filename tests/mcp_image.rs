@@ -111,8 +111,7 @@ async fn session(
 
 const EVERYTHING: (&str, &[&str], &[(&str, &str)]) =
     (mcp_image::EVERYTHING_COMMAND, mcp_image::EVERYTHING_ARGS, mcp_image::EVERYTHING_ENV);
-const CHANGING: (&str, &[&str], &[(&str, &str)]) =
-    (mcp_image::CHANGING_COMMAND, mcp_image::CHANGING_ARGS, mcp_image::CHANGING_ENV);
+const TALLY: (&str, &[&str], &[(&str, &str)]) = (mcp_image::TALLY_COMMAND, mcp_image::TALLY_ARGS, mcp_image::TALLY_ENV);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn server_everything_answers_a_real_session_in_a_hardened_container() {
@@ -150,20 +149,20 @@ async fn the_python_sdk_server_answers_grows_and_crashes_in_a_hardened_container
 
     let messages =
         [initialize(), initialized(), request(2, "tools/list", json!({})), call(3, "echo", json!({"message": "hi"}))];
-    let s = session(&project, CHANGING, &[&messages]).await;
+    let s = session(&project, TALLY, &[&messages]).await;
     let init = &s.response(1)["result"];
-    assert_eq!(init["serverInfo"]["name"], mcp_image::CHANGING_NAME, "{}", s.transcript);
-    assert_eq!(init["serverInfo"]["version"], mcp_image::CHANGING_VERSION, "{}", s.transcript);
+    assert_eq!(init["serverInfo"]["name"], mcp_image::TALLY_NAME, "{}", s.transcript);
+    assert_eq!(init["serverInfo"]["version"], mcp_image::TALLY_VERSION, "{}", s.transcript);
     assert_eq!(init["capabilities"]["tools"]["listChanged"], true, "{}", s.transcript);
     let mut tools = s.tool_names(2);
     tools.sort();
-    assert_eq!(tools, ["crash", "echo", "grow", "pid"], "{}", s.transcript);
-    assert_eq!(s.call_text(3), "hi");
+    assert_eq!(tools, ["add", "crash", "echo", "grow", "pid"], "{}", s.transcript);
+    assert_eq!(s.call_text(3), "Echo: hi");
     assert_eq!(s.exit, 0, "{}", s.transcript);
 
     // `grow` announces the new tool, which the next tools/list has; `pid` is the server's own.
     let grow = [initialize(), initialized(), call(2, "pid", json!({})), call(3, "grow", json!({}))];
-    let s = session(&project, CHANGING, &[&grow, &[request(4, "tools/list", json!({}))]]).await;
+    let s = session(&project, TALLY, &[&grow, &[request(4, "tools/list", json!({}))]]).await;
     assert!(
         s.messages.iter().any(|m| m["method"] == "notifications/tools/list_changed"),
         "no list_changed notification:\n{}",
@@ -174,7 +173,7 @@ async fn the_python_sdk_server_answers_grows_and_crashes_in_a_hardened_container
     assert!(s.tool_names(4).contains(&"grown"), "{}", s.transcript);
 
     // `crash` ends the process mid-call: no answer, exit status 3.
-    let s = session(&project, CHANGING, &[&[initialize(), initialized(), call(2, "crash", json!({}))]]).await;
+    let s = session(&project, TALLY, &[&[initialize(), initialized(), call(2, "crash", json!({}))]]).await;
     assert_eq!(s.exit, 3, "{}", s.transcript);
     assert!(!s.messages.iter().any(|m| m["id"] == json!(2)), "{}", s.transcript);
 }

@@ -381,3 +381,115 @@ activations:
     );
     assert!(after.contains("allowed tools (3)"), "{after}");
 }
+
+/// server-everything (npm, the MCP reference server) in the agent's hardened container, from
+/// the test image: a scripted agent in `auto` mode sums through it (a rule allows `get-sum`),
+/// its `echo` is asked although the server says it is read-only, and a server killed in the
+/// middle of a long call fails that call clearly while the next call starts it again.
+#[test]
+fn server_everything_runs_in_the_agents_container_under_its_permissions() {
+    let image = support::mcp_image::mcp_image();
+    support::static_runner();
+    let script = r#"
+activations:
+  - agent: counter
+    steps:
+      - call: [{tool: everything.get-sum, input: {a: 2, b: 3}}]
+      - call: [{tool: everything.echo, input: {message: from the container}}]
+      - call: [{tool: everything.trigger-long-running-operation, input: {duration: 60, steps: 6}}]
+      - call: [{tool: everything.get-sum, input: {a: 40, b: 2}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: done}}]
+"#;
+    let p = TempProject::copy_of("mcp");
+    let unique = p.dir.file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_lowercase();
+    let name = format!("mcp-everything-{unique}");
+    let args: Vec<String> = support::mcp_image::EVERYTHING_ARGS.iter().map(|a| format!("{a:?}")).collect();
+    let yaml = format!(
+        r#"name: {name}
+task: Sum in the container.
+tools:
+  toolpacks:
+    - core
+    - mcp: {{id: everything, command: {command}, args: [{args}]}}
+agents:
+  counter:
+    permissionMode: auto
+    tools: [everything.*, coordination.wait_for_signal]
+    permissions:
+      rules:
+        - {{tool: everything.get-sum, decision: allow, reason: sums are fine}}
+        - {{tool: everything.trigger-long-running-operation, decision: allow, reason: waiting is fine}}
+backend:
+  image: {image}
+  runner:
+    model: main
+    models:
+      providers: {{local: {{type: scripted, script: ./script.yaml}}}}
+      presets: {{main: {{provider: local}}}}
+"#,
+        command = support::mcp_image::EVERYTHING_COMMAND,
+        args = args.join(", "),
+    );
+    std::fs::write(p.dir.join("suzumio.yaml"), yaml).unwrap();
+    std::fs::write(p.dir.join("script.yaml"), script).unwrap();
+    let dir = dir_arg(&p);
+    cli(&p.dir, &["send", &dir, "counter", "Sum it up."]);
+    let ctl = Controller::start(&p.dir, &["--backend", "docker"]);
+
+    let sum = wait_for("the first sum", &ctl, || {
+        calls(&p.dir, "everything.get-sum").first().filter(|c| c.0 != ToolCallStatus::Running).cloned()
+    });
+    assert_eq!(sum.0, ToolCallStatus::Completed, "{sum:?}\n{}", ctl.stderr());
+    assert!(output_text(&sum.1).contains('5'), "{sum:?}");
+
+    // `echo` says it is read-only; the server is not trusted, so auto mode asks.
+    let pending = wait_for("the echo approval request", &ctl, || {
+        let listed = suzumio(&p.dir, &["approvals", "list", &dir, "--json"]);
+        let list: Vec<Value> = serde_json::from_slice(&listed.stdout).ok()?;
+        list.into_iter().find(|r| r["tool"] == "everything.echo")
+    });
+    let id = pending["id"].as_str().unwrap().to_string();
+    cli(&p.dir, &["approvals", "allow", &dir, &id]);
+    let echo = wait_for("the echo result", &ctl, || {
+        calls(&p.dir, "everything.echo").first().filter(|c| c.0 != ToolCallStatus::Running).cloned()
+    });
+    assert!(output_text(&echo.1).contains("from the container"), "{echo:?}");
+
+    // Kill the server inside the container while the long call runs.
+    wait_for("the long call to start", &ctl, || {
+        calls(&p.dir, "everything.trigger-long-running-operation").first().cloned()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let container = suzumio::backend::container_name(&name, "counter");
+    let killed = std::process::Command::new("docker")
+        .args(["exec", &container, "sh", "-c", // `[t]`: the pattern does not match this script's own command line.
+            "for p in /proc/[0-9]*; do grep -q 'server-everything/dis[t]' $p/cmdline 2>/dev/null && kill -9 ${p#/proc/}; done; echo killed"])
+        .output()
+        .expect("docker exec");
+    assert!(
+        text(&killed.stdout).contains("killed"),
+        "docker exec {container}: {}{}",
+        text(&killed.stdout),
+        text(&killed.stderr)
+    );
+    let long = wait_for("the long call to fail", &ctl, || {
+        calls(&p.dir, "everything.trigger-long-running-operation")
+            .first()
+            .filter(|c| c.0 != ToolCallStatus::Running)
+            .cloned()
+    });
+    assert_eq!(long.0, ToolCallStatus::Failed, "{long:?}");
+    let error = long.2.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("went away during `trigger-long-running-operation`")
+            && error.contains("started again at the next call"),
+        "{error}"
+    );
+    let sums = wait_for("the sum after the restart", &ctl, || {
+        let all = calls(&p.dir, "everything.get-sum");
+        (all.len() == 2 && all[1].0 != ToolCallStatus::Running).then_some(all)
+    });
+    assert_eq!(sums[1].0, ToolCallStatus::Completed, "{sums:?}");
+    assert!(output_text(&sums[1].1).contains("42"), "{sums:?}");
+    assert_eq!(ctl.stop(), Some(0));
+}

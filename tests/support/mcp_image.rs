@@ -1,7 +1,7 @@
 //! The test image with real MCP servers in it, for the tests of MCP servers as toolpacks inside
 //! the agent's container: `suzumio-runner:debian` plus the npm reference server
 //! `@modelcontextprotocol/server-everything` and a server written with the official Python SDK
-//! (`tests/fixtures/mcp/changing_server.py`). Both are installed on the host at test set-up (the
+//! (`tests/fixtures/mcp/tally.py`). Both are installed on the host at test set-up (the
 //! containers have no network) from pinned trees in `tests/fixtures/mcp/` and copied in with a
 //! legacy `docker build`. The image is built once per engine and rebuilt only when those inputs
 //! or the base image change (a label holds their hash); a lock file keeps parallel test binaries
@@ -27,29 +27,29 @@ pub const EVERYTHING_ARGS: &[&str] =
     &["/opt/mcp/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js", "stdio"];
 pub const EVERYTHING_ENV: &[(&str, &str)] = &[];
 
-/// The Python SDK server (`tests/fixtures/mcp/changing_server.py`): tools `echo`, `pid`, `grow`
+/// The Python SDK server (`tests/fixtures/mcp/tally.py`): tools `add`, `echo`, `pid`, `grow`
 /// (adds `grown`, sends `notifications/tools/list_changed`) and `crash` (exits with status 3
 /// mid-call). The SDK lives outside the interpreter's path, and bytecode must not be written to
 /// the read-only root.
-pub const CHANGING_COMMAND: &str = "python3";
-pub const CHANGING_ARGS: &[&str] = &["/opt/mcp/changing_server.py"];
-pub const CHANGING_ENV: &[(&str, &str)] = &[("PYTHONPATH", "/opt/mcp/python"), ("PYTHONDONTWRITEBYTECODE", "1")];
+pub const TALLY_COMMAND: &str = "python3";
+pub const TALLY_ARGS: &[&str] = &["/opt/mcp/tally.py"];
+pub const TALLY_ENV: &[(&str, &str)] = &[("PYTHONPATH", "/opt/mcp/python"), ("PYTHONDONTWRITEBYTECODE", "1")];
 /// The `serverInfo` the Python server announces.
-pub const CHANGING_NAME: &str = "suzumio-changing-server";
-pub const CHANGING_VERSION: &str = "1.0.0";
+pub const TALLY_NAME: &str = "tally";
+pub const TALLY_VERSION: &str = "1.4.2";
 
 /// The label on the image holding the hash of what it was built from.
 const INPUTS_LABEL: &str = "io.suzumio.test-mcp-inputs";
 
 /// The files the image is made of, relative to `tests/fixtures/mcp/`.
 const INPUT_FILES: &[&str] =
-    &["everything/package.json", "everything/package-lock.json", "python-requirements.txt", "changing_server.py"];
+    &["everything/package.json", "everything/package-lock.json", "python-requirements.txt", "tally.py"];
 
 const DOCKERFILE: &str = "\
 FROM suzumio-runner:debian
 COPY everything /opt/mcp/everything
 COPY python /opt/mcp/python
-COPY changing_server.py /opt/mcp/changing_server.py
+COPY tally.py /opt/mcp/tally.py
 ";
 
 /// The image's tag, after building it if the engine does not have it from the current inputs.
@@ -122,7 +122,7 @@ fn build(inputs: &str) {
         "installing the Python MCP SDK (mcp from PyPI) with pip",
     );
 
-    std::fs::copy(fixtures.join("changing_server.py"), dir.join("changing_server.py")).expect("copy file");
+    std::fs::copy(fixtures.join("tally.py"), dir.join("tally.py")).expect("copy file");
     std::fs::write(dir.join("Dockerfile"), format!("{DOCKERFILE}LABEL {INPUTS_LABEL}={inputs}\n")).expect("write file");
     // The legacy builder: BuildKit is not installed, and nothing is pulled (the base is local).
     run(
