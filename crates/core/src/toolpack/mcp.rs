@@ -389,6 +389,37 @@ mod tests {
     }
 
     #[test]
+    fn a_server_tool_taking_another_packs_name_is_left_out_and_the_project_still_loads() {
+        use crate::config::model::{BuiltinPack, McpPinnedTool, ToolpackRef};
+        use crate::toolpack::ToolpackRegistry;
+        let loc = Loc::file(Path::new("suzumio.yaml").into());
+        let mut file = pack(false);
+        file.id = "file".into();
+        file.pinned = Some(
+            ["read", "shred"]
+                .map(|n| McpPinnedTool {
+                    name: n.into(),
+                    description: None,
+                    input_schema: None,
+                    annotations: None,
+                    loc: loc.clone(),
+                })
+                .to_vec(),
+        );
+        let refs = [ToolpackRef::Mcp(file), ToolpackRef::Builtin { pack: BuiltinPack::Core, loc }];
+        let mut d = Diagnostics::default();
+        let registry = ToolpackRegistry::build(&refs, &mut d).expect("the project loads");
+        assert!(d.errors.is_empty(), "{:?}", d.errors);
+        assert!(
+            d.warnings.iter().any(|w| w.to_string().contains("file.read has the name of another toolpack's tool")),
+            "{:?}",
+            d.warnings
+        );
+        assert_eq!(registry.tool("file.read").map(|(p, _)| p.id.as_str()), Some("core"));
+        assert_eq!(registry.tool("file.shred").map(|(p, _)| p.id.as_str()), Some("file"));
+    }
+
+    #[test]
     fn the_cache_is_stale_once_the_transport_changes() {
         let dir = tempfile::tempdir().unwrap();
         let p = pack(false);

@@ -136,6 +136,7 @@ impl ToolpackRegistry {
                 packs.push((pack, loc, entry_path));
             }
         }
+        drop_taken_mcp_names(&mut packs, d);
         let mut by_tool: BTreeMap<String, (usize, usize)> = BTreeMap::new();
         for (pi, (pack, loc, entry_path)) in packs.iter().enumerate() {
             for (ti, tool) in pack.tools.iter().enumerate() {
@@ -308,6 +309,39 @@ impl ToolpackRegistry {
                     );
                 }
             }
+        }
+    }
+}
+
+/// A server names its own tools, so one of them may take a name another pack declares
+/// (`file` as the pack id and `read` as a tool is `file.read`): such a tool is left out with a
+/// warning, and the project still loads. Declared packs win over servers; among servers, the
+/// one listed first.
+fn drop_taken_mcp_names(packs: &mut [(Toolpack, Loc, String)], d: &mut Diagnostics) {
+    let mut taken: std::collections::BTreeSet<String> = packs
+        .iter()
+        .filter(|(p, _, _)| p.mcp().is_none())
+        .flat_map(|(p, _, _)| p.tools.iter().map(|t| t.name.clone()))
+        .collect();
+    for (pack, loc, _) in packs.iter_mut().filter(|(p, _, _)| p.mcp().is_some()) {
+        let mut i = 0;
+        while i < pack.tools.len() {
+            if taken.insert(pack.tools[i].name.clone()) {
+                i += 1;
+                continue;
+            }
+            let mut w = Diagnostics::default();
+            w.warning(
+                Some(loc),
+                "",
+                format!(
+                    "the server's tool {} has the name of another toolpack's tool; it is left out",
+                    pack.tools[i].name
+                ),
+            );
+            d.extend_for_pack(w, Some(&pack.id));
+            pack.tools.remove(i);
+            pack.validators.remove(i);
         }
     }
 }
