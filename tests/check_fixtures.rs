@@ -109,6 +109,7 @@ mod invalid {
         permissions_hook_pack,
         runner_syntax_error,
         runner_tool_without_handler,
+        mcp_entries,
     );
 }
 
@@ -125,6 +126,7 @@ mod valid {
         allowlist_typo,
         deferred_tools,
         permissions,
+        mcp_pinned,
     );
 }
 

@@ -42,6 +42,7 @@ const CONFIG_REJECTED: &[&str] = &[
     "communication_unknown_priority",             // enum
     "disk_quota_not_a_size",                      // size pattern
     "empty_agents",                               // minProperties
+    "mcp_entries",                                // oneOf command | url, patterns
     "missing_name",                               // required
     "model_list_with_provider",                   // dependentSchemas
     "mount_target_relative",                      // pattern

@@ -161,6 +161,8 @@ fn read_mcp(item: &Node, path: &str, d: &mut Diagnostics) -> Option<McpPackConfi
         return None;
     };
     let m = Obj::open(node, &path, MCP_KEYS, &[], d)?;
+    // An entry with any error is left out, so nothing downstream talks of a server that cannot run.
+    let errors_before = d.errors.len();
     let id = m.req_string("id", d);
     if let Some(id) = &id
         && !crate::toolpack::is_valid_pack_id(id)
@@ -210,7 +212,7 @@ fn read_mcp(item: &Node, path: &str, d: &mut Diagnostics) -> Option<McpPackConfi
             for key in stdio_only {
                 d.error(Some(&m.key_loc(key)), m.path_of(key), format!("`{key}` is for a stdio server (`command`)"));
             }
-            match reqwest_like_url_check(&url) {
+            match check_server_url(&url) {
                 Ok(()) => {}
                 Err(why) => d.error(Some(&m.key_loc("url")), m.path_of("url"), why),
             }
@@ -219,11 +221,14 @@ fn read_mcp(item: &Node, path: &str, d: &mut Diagnostics) -> Option<McpPackConfi
         }
     };
     let pinned = m.get("tools").and_then(|tools| read_pinned_tools(tools, &m.path_of("tools"), d));
+    if d.errors.len() > errors_before {
+        return None;
+    }
     Some(McpPackConfig { id: id?, transport, trusted, pinned, timeout_ms, loc: item.loc.clone() })
 }
 
 /// What can be said of an MCP server URL without a URL crate: http(s), a host, no credentials.
-fn reqwest_like_url_check(url: &str) -> Result<(), String> {
+fn check_server_url(url: &str) -> Result<(), String> {
     let lower = url.to_ascii_lowercase();
     let rest = lower
         .strip_prefix("http://")
