@@ -100,16 +100,15 @@ async fn tools_scenario(b: &Browser, c: &Controller) -> webdriver::Result<()> {
     for agent in agents {
         let agent = agent.as_str().unwrap();
         let decision = entry["decisions"][agent]["decision"].as_str().unwrap();
-        let row = b.wait_for_text(&format!(r#"[data-tool-access] tr[data-agent="{agent}"]"#), decision).await?;
-        let text = row.text().await?;
+        let (_, text) =
+            b.wait_for_text_of(&format!(r#"[data-tool-access] tr[data-agent="{agent}"]"#), decision).await?;
         assert!(text.contains("always"), "not deferred for {agent}: {text}");
     }
     let card = b.find(ONCE).await?;
     fill(&b.find_in(&card, r#"[name="body"]"#).await?, "Standup reminder").await?;
     fill(&b.find_in(&card, r#"[name="afterMinutes"]"#).await?, "5").await?;
     b.click(&b.find_in(&card, r#"button[type="submit"]"#).await?).await?;
-    let result = b.wait_for_text(&format!("{ONCE} [data-result] pre"), "Scheduled sch_").await?;
-    let output = result.text().await?;
+    let (_, output) = b.wait_for_text_of(&format!("{ONCE} [data-result] pre"), "Scheduled sch_").await?;
     let job_id = output.split_whitespace().find(|w| w.starts_with("sch_")).map(|w| w.trim_end_matches('.'));
     let job_id = job_id.unwrap_or_else(|| panic!("no job id in:\n{output}")).to_string();
     assert!(output.contains("Route: scheduler -> pm"), "defaults to the coordinator:\n{output}");
@@ -117,8 +116,7 @@ async fn tools_scenario(b: &Browser, c: &Controller) -> webdriver::Result<()> {
     open_tool(b, c, "schedule.list").await?;
     let panel = b.find(JOBS).await?;
     b.click(&b.find_in(&panel, "button[data-refresh]").await?).await?;
-    let listed = b.wait_for_text(&format!("{JOBS} [data-result] pre"), "Standup reminder").await?;
-    let listed = listed.text().await?;
+    let (_, listed) = b.wait_for_text_of(&format!("{JOBS} [data-result] pre"), "Standup reminder").await?;
     assert!(listed.contains(&job_id), "the listed job is the one just scheduled ({job_id}):\n{listed}");
 
     // A priority the schema does not allow, forced into the form as a user's tampering would:

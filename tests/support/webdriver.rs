@@ -210,12 +210,18 @@ impl Browser {
     /// The first element matching `css` whose text contains `needle`, polling (at most
     /// `self.patience`). On timeout the error shows the texts it saw last.
     pub async fn wait_for_text(&self, css: &str, needle: &str) -> Result<Element> {
+        self.wait_for_text_of(css, needle).await.map(|(element, _)| element)
+    }
+
+    /// [`wait_for_text`](Self::wait_for_text), with the text it matched: read in the same look,
+    /// so a page that re-renders right after cannot make it stale.
+    pub async fn wait_for_text_of(&self, css: &str, needle: &str) -> Result<(Element, String)> {
         let started = Instant::now();
         loop {
             let mut seen = Vec::new();
             for element in self.client.find_all(Locator::Css(css)).await? {
                 match element.text().await {
-                    Ok(text) if text.contains(needle) => return Ok(element),
+                    Ok(text) if text.contains(needle) => return Ok((element, text)),
                     Ok(text) => seen.push(text),
                     // The page re-rendered between the two calls: look again.
                     Err(e) if e.is_stale_element_reference() => {}
