@@ -149,6 +149,8 @@ pub(super) fn read_toolpacks(top: &Obj, config_dir: &Path, d: &mut Diagnostics) 
 /// `- mcp: {id, command, args, env, cwd}` (stdio, in the agent's container) or
 /// `- mcp: {id, url, headers}` (Streamable HTTP, from the controller).
 fn read_mcp(item: &Node, path: &str, d: &mut Diagnostics) -> Option<McpPackConfig> {
+    // An entry with any error is left out, so nothing downstream talks of a server that cannot run.
+    let errors_before = d.errors.len();
     let outer = Obj::open(item, path, &["mcp"], &[], d)?;
     let node = outer.get("mcp")?;
     let path = outer.path_of("mcp");
@@ -161,8 +163,6 @@ fn read_mcp(item: &Node, path: &str, d: &mut Diagnostics) -> Option<McpPackConfi
         return None;
     };
     let m = Obj::open(node, &path, MCP_KEYS, &[], d)?;
-    // An entry with any error is left out, so nothing downstream talks of a server that cannot run.
-    let errors_before = d.errors.len();
     let id = m.req_string("id", d);
     if let Some(id) = &id
         && !crate::toolpack::is_valid_pack_id(id)
@@ -212,9 +212,8 @@ fn read_mcp(item: &Node, path: &str, d: &mut Diagnostics) -> Option<McpPackConfi
             for key in stdio_only {
                 d.error(Some(&m.key_loc(key)), m.path_of(key), format!("`{key}` is for a stdio server (`command`)"));
             }
-            match check_server_url(&url) {
-                Ok(()) => {}
-                Err(why) => d.error(Some(&m.key_loc("url")), m.path_of("url"), why),
+            if let Err(why) = check_server_url(&url) {
+                d.error(Some(&m.key_loc("url")), m.path_of("url"), why);
             }
             let headers = m.string_map("headers", d).into_iter().map(|(k, v, _)| (k, v)).collect();
             McpTransport::Http { url, headers }
