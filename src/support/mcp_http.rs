@@ -97,17 +97,11 @@ async fn connect(host: &ToolHost, pack: &McpPackConfig) -> Result<McpSession, St
     };
     let who = format!("the MCP server {}", pack.id);
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("{who} has an invalid URL: {e}"))?;
-    let (lookup_host, addrs) = super::web_fetch::resolve_allowed(&host.project.config.web_fetch, &parsed, &who)
-        .await
-        .map_err(|e| e.to_string())?;
-    super::web_fetch::tls_provider();
-    let client = reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .resolve_to_addrs(&lookup_host, &addrs)
-        .user_agent(concat!("suzumio/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| format!("{who}: {e}"))?;
+    let client = super::web_fetch::egress_client(&host.project.config.web_fetch, &parsed, &who, |b| {
+        b.connect_timeout(CONNECT_TIMEOUT)
+    })
+    .await
+    .map_err(|e| e.to_string())?;
     let mut custom = HashMap::new();
     for (name, value) in headers {
         let name =

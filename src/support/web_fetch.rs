@@ -26,21 +26,7 @@ pub async fn fetch(config: &WebFetchConfig, input: &Value) -> Result<ToolOutput,
     let format = input.get("format").and_then(Value::as_str).unwrap_or("text");
     let fail = |e: String| ToolError::Failed(format!("web.fetch failed for {raw}: {e}"));
     let url = reqwest::Url::parse(&raw).map_err(|e| ToolError::Rejected(format!("web.fetch failed for {raw}: {e}")))?;
-    if url.scheme() != "http" && url.scheme() != "https" {
-        return Err(ToolError::Rejected(format!("Unsupported URL protocol: {}:", url.scheme())));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(ToolError::Rejected("URL credentials are not allowed".into()));
-    }
-    let (lookup_host, addrs) = resolve_allowed(config, &url, "web.fetch").await?;
-    crate::support::web_fetch::tls_provider();
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_millis(timeout))
-        .redirect(reqwest::redirect::Policy::none())
-        .resolve_to_addrs(&lookup_host, &addrs)
-        .user_agent(concat!("suzumio/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| fail(e.to_string()))?;
+    let client = egress_client(config, &url, "web.fetch", |b| b.timeout(Duration::from_millis(timeout))).await?;
     let mut response = client.get(url.clone()).send().await.map_err(|e| fail(describe(&e)))?;
     let status = response.status().as_u16();
     let content_type =
@@ -87,11 +73,34 @@ pub fn tls_provider() {
     });
 }
 
-/// The addresses `url`'s host resolves to, when the egress rules let `who` reach them: a
-/// loopback, private or link-local address is refused unless the project sets
-/// `tools.webFetch.allowPrivateAddresses`. Connect to these addresses only (`resolve_to_addrs`),
-/// so that DNS cannot swap in another address afterwards.
-pub async fn resolve_allowed(
+/// A client for `url` under the egress rules every connection of the controller obeys (`who`
+/// names the caller in refusals): http or https, no credentials in the URL, the host resolved
+/// first and refused if it is a loopback, private or link-local address (unless the project sets
+/// `tools.webFetch.allowPrivateAddresses`), connections pinned to the resolved addresses so that
+/// DNS cannot swap in another one, no redirects. `configure` adds the caller's timeouts.
+pub async fn egress_client(
+    config: &WebFetchConfig,
+    url: &reqwest::Url,
+    who: &str,
+    configure: impl FnOnce(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
+) -> Result<reqwest::Client, ToolError> {
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(ToolError::Rejected(format!("Unsupported URL protocol: {}:", url.scheme())));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ToolError::Rejected("URL credentials are not allowed".into()));
+    }
+    let (lookup_host, addrs) = resolve_allowed(config, url, who).await?;
+    tls_provider();
+    let builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .resolve_to_addrs(&lookup_host, &addrs)
+        .user_agent(concat!("suzumio/", env!("CARGO_PKG_VERSION")));
+    configure(builder).build().map_err(|e| ToolError::Failed(format!("{who} failed for {url}: {e}")))
+}
+
+/// The addresses `url`'s host resolves to, when the egress rules let `who` reach them.
+async fn resolve_allowed(
     config: &WebFetchConfig,
     url: &reqwest::Url,
     who: &str,
