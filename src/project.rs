@@ -77,23 +77,14 @@ impl Project {
         self.config.agents.iter().map(|a| self.registry.resolve_agent(a)).collect()
     }
 
-    /// The MCP packs an agent's allowlist may reach: one of its entries names a tool of the pack
-    /// (`<id>.x`), its namespace (`<id>.*`) or everything. Decided on the patterns, so that it
-    /// holds before the server has listed anything.
+    /// The MCP packs an agent's allowlist may reach, before their servers have listed anything.
     pub fn mcp_packs_for(&self, agent: &str) -> Vec<&config::McpPackConfig> {
         let Some(agent) = self.config.agent(agent) else { return Vec::new() };
         self.registry
             .packs()
             .iter()
             .filter_map(|p| p.mcp())
-            .filter(|m| {
-                let prefix = format!("{}.", m.id);
-                agent.tools.entries.iter().any(|(pattern, _)| match pattern {
-                    config::AllowPattern::Exact(name) => name.starts_with(&prefix),
-                    config::AllowPattern::Namespace(ns) => ns.starts_with(&prefix) || prefix.starts_with(ns.as_str()),
-                    config::AllowPattern::All => true,
-                })
-            })
+            .filter(|m| agent.tools.may_reach(&format!("{}.", m.id)))
             .collect()
     }
 }

@@ -126,6 +126,16 @@ impl Allowlist {
     pub fn allows(&self, tool: &str) -> bool {
         self.entries.iter().any(|(p, _)| p.matches(tool))
     }
+
+    /// Whether some entry may allow a tool whose name starts with `prefix` (`<pack>.`), decided
+    /// on the patterns alone: it holds before the pack's tools are known.
+    pub fn may_reach(&self, prefix: &str) -> bool {
+        self.entries.iter().any(|(p, _)| match p {
+            AllowPattern::Exact(name) => name.starts_with(prefix),
+            AllowPattern::Namespace(ns) => ns.starts_with(prefix) || prefix.starts_with(ns.as_str()),
+            AllowPattern::All => true,
+        })
+    }
 }
 
 /// One allowlist entry: an exact tool name, `ns.*` or `*`.
