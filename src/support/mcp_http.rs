@@ -21,7 +21,7 @@ use super::ToolHost;
 use crate::config::{McpPackConfig, McpTransport};
 use crate::toolpack::ToolError;
 use crate::toolpack::mcp::McpListing;
-use crate::toolpack::mcp_session::{CallError, McpSession};
+use crate::toolpack::mcp_session::{CallError, McpSession, McpSlot};
 use crate::toolpack::output::ToolOutput;
 
 /// How long connecting may take (the pack's `timeoutMs` bounds each request).
@@ -30,7 +30,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The controller's sessions with HTTP MCP servers.
 #[derive(Default)]
 pub struct HttpMcp {
-    sessions: tokio::sync::Mutex<BTreeMap<String, Arc<McpSession>>>,
+    sessions: std::sync::Mutex<BTreeMap<String, Arc<McpSlot>>>,
     /// Ids of servers whose list changed, for the task that lists them again.
     changed: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<String>>,
 }
@@ -38,12 +38,12 @@ pub struct HttpMcp {
 /// Call `tool` (`<id>.<name>`) of the HTTP server of `pack`.
 pub async fn call(host: &ToolHost, pack: &McpPackConfig, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
     let name = tool.strip_prefix(&format!("{}.", pack.id)).unwrap_or(tool);
-    let session = session_of(host, pack).await.map_err(ToolError::Failed)?;
-    match session.call(name, input).await {
+    let slot = slot_of(host, &pack.id);
+    let session = slot.get_or_start(|| connect(host, pack)).await.map_err(ToolError::Failed)?;
+    match slot.call(&session, name, input).await {
         Ok(out) => Ok(out),
         Err(CallError::Tool(e)) => Err(e),
         Err(CallError::Gone(why)) => {
-            forget(host, pack, &session).await;
             Err(ToolError::Failed(format!("{why}: the call did not complete. The next call connects again.")))
         }
     }
@@ -67,28 +67,16 @@ pub async fn discover(host: &ToolHost) {
 }
 
 async fn list(host: &ToolHost, pack: &McpPackConfig) -> McpListing {
-    let session = match session_of(host, pack).await {
+    let session = match slot_of(host, &pack.id).get_or_start(|| connect(host, pack)).await {
         Ok(s) => s,
         Err(e) => return McpListing::failed(&pack.id, e),
     };
     session.list().await.unwrap_or_else(|e| McpListing::failed(&pack.id, e))
 }
 
-async fn session_of(host: &ToolHost, pack: &McpPackConfig) -> Result<Arc<McpSession>, String> {
-    let mut sessions = host.http_mcp.sessions.lock().await;
-    if let Some(s) = sessions.get(&pack.id).filter(|s| !s.is_closed()) {
-        return Ok(s.clone());
-    }
-    let session = Arc::new(connect(host, pack).await?);
-    sessions.insert(pack.id.clone(), session.clone());
-    Ok(session)
-}
-
-async fn forget(host: &ToolHost, pack: &McpPackConfig, session: &Arc<McpSession>) {
-    let mut sessions = host.http_mcp.sessions.lock().await;
-    if sessions.get(&pack.id).is_some_and(|s| Arc::ptr_eq(s, session)) {
-        sessions.remove(&pack.id);
-    }
+fn slot_of(host: &ToolHost, id: &str) -> Arc<McpSlot> {
+    let mut sessions = host.http_mcp.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    sessions.entry(id.to_string()).or_default().clone()
 }
 
 async fn connect(host: &ToolHost, pack: &McpPackConfig) -> Result<McpSession, String> {
@@ -149,8 +137,7 @@ fn changes(host: &ToolHost) -> tokio::sync::mpsc::UnboundedSender<String> {
 
 /// `tools/list` on the open session (no new connection: a list change comes from a live one).
 async fn relist(host: &ToolHost, pack: &McpPackConfig) -> McpListing {
-    let session = host.http_mcp.sessions.lock().await.get(&pack.id).cloned();
-    match session {
+    match slot_of(host, &pack.id).current().await {
         Some(s) => s.list().await.unwrap_or_else(|e| McpListing::failed(&pack.id, e)),
         None => McpListing::failed(&pack.id, "the session closed before the new list was read".into()),
     }

@@ -22,7 +22,7 @@ use crate::paths::{ARTIFACTS, Roots, WORKSPACE};
 use crate::service::Session;
 use suzumio_core::rpc::{Empty, ToolOutput, method};
 use suzumio_core::toolpack::mcp::{McpListing, McpServerSpec};
-use suzumio_core::toolpack::mcp_session::{CallError, McpSession};
+use suzumio_core::toolpack::mcp_session::{CallError, McpSession, McpSlot};
 
 /// Starting a server and listing its tools at `load` waits at most this long (whatever the
 /// pack's `timeoutMs`), so a server that hangs cannot hold the agent's runner back.
@@ -44,8 +44,7 @@ pub(crate) struct McpServers {
 
 struct Server {
     spec: McpServerSpec,
-    /// The live session; `None` before the first start and after the server went away.
-    live: tokio::sync::Mutex<Option<Arc<McpSession>>>,
+    live: McpSlot,
     stderr: Arc<Mutex<VecDeque<u8>>>,
 }
 
@@ -89,7 +88,7 @@ impl McpServers {
                 servers.entry(spec.id.clone()).or_insert_with(|| {
                     Arc::new(Server {
                         spec: spec.clone(),
-                        live: tokio::sync::Mutex::new(None),
+                        live: McpSlot::default(),
                         stderr: Arc::new(Mutex::new(VecDeque::new())),
                     })
                 });
@@ -97,9 +96,7 @@ impl McpServers {
             (servers.values().cloned().collect::<Vec<_>>(), gone)
         };
         for server in gone {
-            if let Some(session) = server.live.lock().await.take() {
-                close(session).await;
-            }
+            server.live.close().await;
         }
         let listings = keep.iter().map(|server| {
             let this = self.clone();
@@ -131,16 +128,10 @@ impl McpServers {
     pub async fn call(self: &Arc<Self>, tool: &str, input: Value) -> Result<ToolOutput, String> {
         let (server, name) = self.split(tool).ok_or_else(|| format!("Unknown tool: {tool}"))?;
         let session = self.session_of(&server).await?;
-        match session.call(&name, input).await {
+        match server.live.call(&session, &name, input).await {
             Ok(out) => Ok(out.into()),
             Err(CallError::Tool(e)) => Err(e.to_string()),
             Err(CallError::Gone(why)) => {
-                // Keep the dead session from the next call, which starts the server again.
-                let mut live = server.live.lock().await;
-                if live.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session)) {
-                    live.take();
-                }
-                drop(live);
                 // Its last words reach the pipe a moment after the exit.
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 let tail = stderr_tail(&server.stderr);
@@ -154,9 +145,7 @@ impl McpServers {
     pub async fn shutdown(&self) {
         let servers: Vec<Arc<Server>> = std::mem::take(&mut *self.lock()).into_values().collect();
         for server in servers {
-            if let Some(session) = server.live.lock().await.take() {
-                close(session).await;
-            }
+            server.live.close().await;
         }
     }
 
@@ -186,13 +175,7 @@ impl McpServers {
 
     /// The live session of `server`, started if there is none.
     async fn session_of(self: &Arc<Self>, server: &Arc<Server>) -> Result<Arc<McpSession>, String> {
-        let mut live = server.live.lock().await;
-        if let Some(session) = live.as_ref().filter(|s| !s.is_closed()) {
-            return Ok(session.clone());
-        }
-        let session = Arc::new(self.start(server).await?);
-        *live = Some(session.clone());
-        Ok(session)
+        server.live.get_or_start(|| self.start(server)).await
     }
 
     async fn start(self: &Arc<Self>, server: &Arc<Server>) -> Result<McpSession, String> {
@@ -280,12 +263,6 @@ impl McpServers {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Server>>> {
         self.servers.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-async fn close(session: Arc<McpSession>) {
-    if let Ok(session) = Arc::try_unwrap(session) {
-        session.close().await;
     }
 }
 

@@ -167,6 +167,56 @@ impl McpSession {
     }
 }
 
+/// The live session with one server, for whoever runs it (the runner for a stdio server, the
+/// controller for an HTTP one): started at the first use, and again after the server went away.
+#[derive(Default)]
+pub struct McpSlot {
+    live: tokio::sync::Mutex<Option<Arc<McpSession>>>,
+}
+
+impl McpSlot {
+    /// The live session, or a new one from `start` (one start at a time).
+    pub async fn get_or_start<F, Fut>(&self, start: F) -> Result<Arc<McpSession>, String>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<McpSession, String>>,
+    {
+        let mut live = self.live.lock().await;
+        if let Some(session) = live.as_ref().filter(|s| !s.is_closed()) {
+            return Ok(session.clone());
+        }
+        let session = Arc::new(start().await?);
+        *live = Some(session.clone());
+        Ok(session)
+    }
+
+    /// The live session, without starting one.
+    pub async fn current(&self) -> Option<Arc<McpSession>> {
+        self.live.lock().await.clone()
+    }
+
+    /// `tools/call` on `session`; a session whose server went away is forgotten, so that the
+    /// next call starts a new one.
+    pub async fn call(&self, session: &Arc<McpSession>, tool: &str, input: Value) -> Result<ToolOutput, CallError> {
+        let result = session.call(tool, input).await;
+        if matches!(result, Err(CallError::Gone(_))) {
+            let mut live = self.live.lock().await;
+            if live.as_ref().is_some_and(|s| Arc::ptr_eq(s, session)) {
+                live.take();
+            }
+        }
+        result
+    }
+
+    /// End the session, if there is one.
+    pub async fn close(&self) {
+        let session = self.live.lock().await.take();
+        if let Some(session) = session.and_then(|s| Arc::try_unwrap(s).ok()) {
+            session.close().await;
+        }
+    }
+}
+
 /// An MCP `CallToolResult` as a Suzumio result: text, image and resource-link blocks pass as
 /// they are; audio, embedded resources and images of a type the models do not take become a
 /// line of text saying what was left out; past [`MAX_CONTENT_BLOCKS`] the rest is summed up.
