@@ -6,36 +6,9 @@
 
 mod support;
 
-use std::process::Command;
-
 use serde_json::{Value, json};
+use support::mcp_client::{self, WRITER_PROJECT as PROJECT, texts};
 use support::{Controller, http, text};
-
-const VENV_PYTHON: &str = "/opt/suzumio-mcp-venv/bin/python";
-
-const PROJECT: &str = r#"name: mcp-http
-task: Serve a writer's tools over MCP.
-tools:
-  toolpacks: [core]
-agents:
-  writer:
-    tools: [messages.send, file.write, file.read, file.delete, file.list]
-    env: {DEPLOY_KEY: "s3cr3t-deploy-value"}
-    permissions:
-      rules:
-        - {tool: file.delete, decision: deny, reason: "writers keep their drafts"}
-        - {tool: file.list, decision: ask, reason: "listing is looked at first"}
-  editor:
-    tools: [messages.send]
-backend:
-  runner:
-    model: main
-    models:
-      providers:
-        local: {type: scripted}
-      presets:
-        main: {provider: local}
-"#;
 
 /// Runs each `[method, args]` step in one session at `url` and prints `{"results", "asked"}`:
 /// one result per step (`{"error": ...}` for a protocol error) and every elicitation the
@@ -106,21 +79,9 @@ asyncio.run(main())
 
 /// One session of [`MODERN_CLIENT`]: the protocol version, the results and the elicitations.
 fn modern_session(dir: &std::path::Path, url: &str, answer: &str, calls: Value) -> (String, Vec<Value>, Vec<Value>) {
-    let script = dir.join("modern_client.py");
-    std::fs::write(&script, MODERN_CLIENT).expect("write the client");
-    let out = Command::new(VENV_PYTHON)
-        .arg(&script)
-        .arg(url)
-        .arg(answer)
-        .arg(calls.to_string())
-        .current_dir(dir)
-        .env("NO_PROXY", "*")
-        .output()
-        .unwrap_or_else(|e| panic!("{VENV_PYTHON} runs (scripts/setup.sh installs it): {e}"));
-    assert!(out.status.success(), "client failed:\n{}\n{}", text(&out.stdout), text(&out.stderr));
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)));
-    let list = |key: &str| printed[key].as_array().cloned().unwrap_or_else(|| panic!("{key}: {printed}"));
-    (printed["version"].as_str().unwrap_or_default().to_string(), list("results"), list("asked"))
+    let printed = mcp_client::run(dir, "modern_client.py", MODERN_CLIENT, &[url, answer, &calls.to_string()]);
+    let version = printed["version"].as_str().unwrap_or_default().to_string();
+    (version, mcp_client::list(&printed, "results"), mcp_client::list(&printed, "asked"))
 }
 
 /// One client session against `url`: the step results and the elicitations it was sent.
@@ -135,27 +96,8 @@ fn session_with_token(
     token: &str,
     steps: Value,
 ) -> (Vec<Value>, Vec<Value>) {
-    let script = dir.join("http_client.py");
-    std::fs::write(&script, CLIENT).expect("write the client");
-    let out = Command::new(VENV_PYTHON)
-        .arg(&script)
-        .arg(url)
-        .arg(answer)
-        .arg(steps.to_string())
-        .arg(token)
-        .current_dir(dir)
-        .env("NO_PROXY", "*")
-        .output()
-        .unwrap_or_else(|e| panic!("{VENV_PYTHON} runs (scripts/setup.sh installs it): {e}"));
-    assert!(out.status.success(), "client failed:\n{}\n{}", text(&out.stdout), text(&out.stderr));
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)));
-    let list = |key: &str| printed[key].as_array().cloned().unwrap_or_else(|| panic!("{key}: {printed}"));
-    (list("results"), list("asked"))
-}
-
-fn texts(result: &Value) -> String {
-    let blocks = result["content"].as_array().cloned().unwrap_or_default();
-    blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n")
+    let printed = mcp_client::run(dir, "http_client.py", CLIENT, &[url, answer, &steps.to_string(), token]);
+    (mcp_client::list(&printed, "results"), mcp_client::list(&printed, "asked"))
 }
 
 /// The status line of a POST of `size` bytes to `path`. The server answers before it has read

@@ -5,35 +5,9 @@
 
 mod support;
 
-use std::process::Command;
-
 use serde_json::{Value, json};
+use support::mcp_client::{self, WRITER_PROJECT as PROJECT, texts};
 use support::text;
-
-const VENV_PYTHON: &str = "/opt/suzumio-mcp-venv/bin/python";
-
-const PROJECT: &str = r#"name: mcp
-task: Serve a writer's tools over MCP.
-tools:
-  toolpacks: [core]
-agents:
-  writer:
-    tools: [messages.send, file.write, file.read, file.delete, file.list]
-    permissions:
-      rules:
-        - {tool: file.delete, decision: deny, reason: "writers keep their drafts"}
-        - {tool: file.list, decision: ask, reason: "listing is looked at first"}
-  editor:
-    tools: [messages.send]
-backend:
-  runner:
-    model: main
-    models:
-      providers:
-        local: {type: scripted}
-      presets:
-        main: {provider: local}
-"#;
 
 /// Runs each `[method, args]` step in one session and prints `{"results", "asked"}`: the
 /// results (a step the server answers with a protocol error gives `{"error": ...}`) and the
@@ -95,27 +69,14 @@ fn session(project: &std::path::Path, agent: &str, steps: Value) -> Vec<Value> {
 /// [`session`] with a client that answers elicitations (`accept` or `decline`): the results,
 /// and the elicitations it was sent.
 fn session_answering(project: &std::path::Path, agent: &str, answer: &str, steps: Value) -> (Vec<Value>, Vec<Value>) {
-    let script = project.join("client.py");
-    std::fs::write(&script, CLIENT).expect("write the client");
-    let out = Command::new(VENV_PYTHON)
-        .arg(&script)
-        .arg(env!("CARGO_BIN_EXE_suzumio"))
-        .arg(project)
-        .arg(agent)
-        .arg(steps.to_string())
-        .arg(answer)
-        .current_dir(project)
-        .output()
-        .unwrap_or_else(|e| panic!("{VENV_PYTHON} runs (scripts/setup.sh installs it): {e}"));
-    assert!(out.status.success(), "client failed:\n{}\n{}", text(&out.stdout), text(&out.stderr));
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)));
-    let list = |key: &str| printed[key].as_array().cloned().unwrap_or_else(|| panic!("{key}: {printed}"));
-    (list("results"), list("asked"))
-}
-
-fn texts(result: &Value) -> String {
-    let blocks = result["content"].as_array().cloned().unwrap_or_default();
-    blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n")
+    let suzumio = env!("CARGO_BIN_EXE_suzumio");
+    let printed = mcp_client::run(
+        project,
+        "client.py",
+        CLIENT,
+        &[suzumio, &project.to_string_lossy(), agent, &steps.to_string(), answer],
+    );
+    (mcp_client::list(&printed, "results"), mcp_client::list(&printed, "asked"))
 }
 
 #[test]

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::mcp_client::VENV_PYTHON;
 use support::{Controller, TempProject, suzumio, text};
 use suzumio::store::ToolCallStatus;
 
-const VENV_PYTHON: &str = "/opt/suzumio-mcp-venv/bin/python";
 const WAIT: Duration = Duration::from_secs(60);
 
 fn server_script() -> PathBuf {

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod containers;
+pub mod mcp_client;
 pub mod mcp_image;
 
 use std::fs::File;
