@@ -12,15 +12,13 @@
 use std::ffi::CString;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
-use std::time::UNIX_EPOCH;
 
 use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use serde_json::{Map, Value, json};
 
-use crate::fsat::{kind_name, remove_tree};
+use crate::fsat::{dir_entries, remove_tree, stat_json};
 use crate::store::StateFiles;
 use crate::toolpack::PackSource;
 
@@ -235,37 +233,13 @@ impl PackFiles {
 
     fn readdir(&self, args: &Map<String, Value>) -> Outcome {
         let (place, file) = self.open(string(args, "path")?)?;
-        let mut entries = Vec::new();
-        for entry in rustix::fs::Dir::read_from(&file).map_err(|e| errno(e, &place.shown))? {
-            let entry = entry.map_err(|e| errno(e, &place.shown))?;
-            let raw = entry.file_name();
-            if raw.to_bytes() == b"." || raw.to_bytes() == b".." {
-                continue;
-            }
-            let kind = match entry.file_type() {
-                FileType::Unknown => rustix::fs::statat(&file, raw, AtFlags::SYMLINK_NOFOLLOW)
-                    .map_or(FileType::Unknown, |s| FileType::from_raw_mode(s.st_mode)),
-                kind => kind,
-            };
-            entries.push((String::from_utf8_lossy(raw.to_bytes()).into_owned(), kind_name(kind)));
-        }
-        entries.sort();
-        Ok(Value::Array(entries.into_iter().map(|(name, kind)| json!({ "name": name, "kind": kind })).collect()))
+        dir_entries(&file).map_err(|e| errno(e, &place.shown))
     }
 
     fn stat(&self, args: &Map<String, Value>) -> Outcome {
         let (place, file) = self.open(string(args, "path")?)?;
         let meta = file.metadata().map_err(|e| io(e, &place.shown))?;
-        let ms = |t: std::io::Result<std::time::SystemTime>| {
-            t.ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-        };
-        Ok(json!({
-            "kind": kind_name(FileType::from_raw_mode(meta.mode())),
-            "size": meta.len(), "mode": meta.mode(), "uid": meta.uid(), "gid": meta.gid(),
-            "dev": meta.dev(), "ino": meta.ino(), "nlink": meta.nlink(),
-            "mtimeMs": ms(meta.modified()), "atimeMs": ms(meta.accessed()),
-            "ctimeMs": (meta.ctime() as f64) * 1000.0 + (meta.ctime_nsec() as f64) / 1e6,
-        }))
+        Ok(stat_json(&meta))
     }
 
     fn mkdir(&self, args: &Map<String, Value>) -> Outcome {

@@ -66,6 +66,43 @@ pub fn kind_name(kind: FileType) -> &'static str {
     }
 }
 
+/// The entries of an open directory as packs' `readdir` reports them: `[{name, kind}]` sorted by
+/// name, without `.` and `..`; an entry whose type the file system does not say is asked with
+/// `lstat` (relative to the directory, never followed).
+pub fn dir_entries(dir: impl AsFd) -> Result<serde_json::Value, Errno> {
+    let mut entries = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&dir)? {
+        let entry = entry?;
+        let raw = entry.file_name();
+        if raw.to_bytes() == b"." || raw.to_bytes() == b".." {
+            continue;
+        }
+        let kind = match entry.file_type() {
+            FileType::Unknown => rustix::fs::statat(&dir, raw, AtFlags::SYMLINK_NOFOLLOW)
+                .map_or(FileType::Unknown, |s| FileType::from_raw_mode(s.st_mode)),
+            kind => kind,
+        };
+        entries.push((String::from_utf8_lossy(raw.to_bytes()).into_owned(), kind_name(kind)));
+    }
+    entries.sort();
+    Ok(entries.into_iter().map(|(name, kind)| serde_json::json!({ "name": name, "kind": kind })).collect())
+}
+
+/// What packs' `stat` reports of a file, in `node:fs`'s names (times in milliseconds).
+pub fn stat_json(meta: &std::fs::Metadata) -> serde_json::Value {
+    use std::os::unix::fs::MetadataExt;
+    let ms = |t: std::io::Result<std::time::SystemTime>| {
+        t.ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
+    serde_json::json!({
+        "kind": kind_name(FileType::from_raw_mode(meta.mode())),
+        "size": meta.len(), "mode": meta.mode(), "uid": meta.uid(), "gid": meta.gid(),
+        "dev": meta.dev(), "ino": meta.ino(), "nlink": meta.nlink(),
+        "mtimeMs": ms(meta.modified()), "atimeMs": ms(meta.accessed()),
+        "ctimeMs": (meta.ctime() as f64) * 1000.0 + (meta.ctime_nsec() as f64) / 1e6,
+    })
+}
+
 /// The Node-style error code of an OS error (`ENOENT`, `EACCES`, …), `EIO` when it has none.
 pub fn error_code(error: &std::io::Error) -> String {
     match error.raw_os_error() {

@@ -17,11 +17,10 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde_json::{Map, Value, json};
@@ -29,7 +28,7 @@ use tokio::sync::watch;
 
 use crate::paths::{ARTIFACTS, MNT, PathRefusal, Roots, WORKSPACE};
 use crate::tools::{ProcessRequest, execute, rename_into_place, write_temp};
-use suzumio_core::fsat::{kind_name, remove_tree};
+use suzumio_core::fsat::{dir_entries, remove_tree, stat_json};
 
 /// `readFile` refuses files larger than this (the pack's heap is 64 MiB by default).
 const MAX_READ_BYTES: u64 = 32 << 20;
@@ -319,37 +318,12 @@ impl ContainerAccess {
         if !opened.meta.is_dir() {
             return Err(failure("ENOTDIR", format!("Not a directory: {shown}"), shown));
         }
-        let mut entries = Vec::new();
-        for entry in rustix::fs::Dir::read_from(&opened.file).map_err(|e| errno_failure(e, shown))? {
-            let entry = entry.map_err(|e| errno_failure(e, shown))?;
-            let raw = entry.file_name();
-            if raw.to_bytes() == b"." || raw.to_bytes() == b".." {
-                continue;
-            }
-            let kind = match entry.file_type() {
-                FileType::Unknown => rustix::fs::statat(&opened.file, raw, AtFlags::SYMLINK_NOFOLLOW)
-                    .map_or(FileType::Unknown, |s| FileType::from_raw_mode(s.st_mode)),
-                kind => kind,
-            };
-            entries.push((String::from_utf8_lossy(raw.to_bytes()).into_owned(), kind_name(kind)));
-        }
-        entries.sort();
-        Ok(Value::Array(entries.into_iter().map(|(name, kind)| json!({ "name": name, "kind": kind })).collect()))
+        dir_entries(&opened.file).map_err(|e| errno_failure(e, shown))
     }
 
     fn stat(&self, args: &Map<String, Value>) -> Outcome {
         let opened = self.open(string(args, "path")?)?;
-        let meta = &opened.meta;
-        let ms = |t: std::io::Result<std::time::SystemTime>| {
-            t.ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-        };
-        Ok(json!({
-            "kind": kind_name(FileType::from_raw_mode(meta.mode())),
-            "size": meta.len(), "mode": meta.mode(), "uid": meta.uid(), "gid": meta.gid(),
-            "dev": meta.dev(), "ino": meta.ino(), "nlink": meta.nlink(),
-            "mtimeMs": ms(meta.modified()), "atimeMs": ms(meta.accessed()),
-            "ctimeMs": (meta.ctime() as f64) * 1000.0 + (meta.ctime_nsec() as f64) / 1e6,
-        }))
+        Ok(stat_json(&opened.meta))
     }
 
     fn mkdir(&self, args: &Map<String, Value>) -> Outcome {
