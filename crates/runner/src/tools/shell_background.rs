@@ -112,6 +112,24 @@ struct State {
 }
 
 impl State {
+    /// A command just started: running, no output yet, its group alive.
+    fn started() -> State {
+        State {
+            ring: VecDeque::new(),
+            written: 0,
+            cursor: 0,
+            status: CommandStatus::Running,
+            exit_code: None,
+            signal: None,
+            error: None,
+            ended_at: None,
+            group_live: true,
+            stop_requested: false,
+            waiting_checks: 0,
+            report: Report::NotYet,
+        }
+    }
+
     fn push(&mut self, bytes: &[u8]) {
         self.written += bytes.len() as u64;
         if bytes.len() >= RING_BYTES {
@@ -408,20 +426,7 @@ async fn start(
         cwd: cwd_shown,
         started_at: now(),
         pid,
-        state: Mutex::new(State {
-            ring: VecDeque::new(),
-            written: 0,
-            cursor: 0,
-            status: CommandStatus::Running,
-            exit_code: None,
-            signal: None,
-            error: None,
-            ended_at: None,
-            group_live: true,
-            stop_requested: false,
-            waiting_checks: 0,
-            report: Report::NotYet,
-        }),
+        state: Mutex::new(State::started()),
         ended,
     });
     commands.all().insert(background.id.clone(), background.clone());
@@ -668,20 +673,7 @@ mod tests {
     use super::*;
 
     fn state() -> State {
-        State {
-            ring: VecDeque::new(),
-            written: 0,
-            cursor: 0,
-            status: CommandStatus::Running,
-            exit_code: None,
-            signal: None,
-            error: None,
-            ended_at: None,
-            group_live: false,
-            stop_requested: false,
-            waiting_checks: 0,
-            report: Report::NotYet,
-        }
+        State { group_live: false, ..State::started() }
     }
 
     #[test]
