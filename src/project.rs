@@ -77,6 +77,16 @@ impl Project {
         self.config.agents.iter().map(|a| self.registry.resolve_agent(a)).collect()
     }
 
+    /// The MCP packs whose tools are not known: not pinned, and never listed with their current
+    /// command or URL.
+    pub fn unlisted_mcp_packs(&self) -> impl Iterator<Item = &config::McpPackConfig> {
+        self.registry
+            .packs()
+            .iter()
+            .filter_map(|p| p.mcp())
+            .filter(|m| m.pinned.is_none() && !self.mcp_lists.contains_key(&m.id))
+    }
+
     /// The MCP packs an agent's allowlist may reach, before their servers have listed anything.
     pub fn mcp_packs_for(&self, agent: &str) -> Vec<&config::McpPackConfig> {
         let Some(agent) = self.config.agent(agent) else { return Vec::new() };
@@ -100,15 +110,16 @@ fn pinned_differences(
     let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     for r in refs {
         let ToolpackRef::Mcp(m) = r else { continue };
-        let Some(pinned) = mcp::pinned_tools(m) else { continue };
+        if m.pinned.is_none() {
+            continue;
+        }
         let live = discovered
             .get(&m.id)
             .filter(|l| l.error.is_none())
             .map(|l| (l.clone(), "now".to_string()))
             .or_else(|| mcp::read_cache(&dir, m).map(|c| (c.listing, format!("at {}", c.discovered_at))));
         let Some((live, when)) = live else { continue };
-        let diff = mcp::diff(&pinned, &live.tools);
-        if !diff.is_empty() {
+        if let Some(diff) = mcp::pinned_difference(m, &live.tools) {
             d.warning(
                 Some(&m.loc),
                 "",

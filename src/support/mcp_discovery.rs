@@ -19,14 +19,7 @@ pub fn undiscovered(project: &Project) -> bool {
 
 /// The MCP packs without a list: (id, whether it is a stdio server).
 fn missing(project: &Project) -> Vec<(String, bool)> {
-    project
-        .registry
-        .packs()
-        .iter()
-        .filter_map(|p| p.mcp())
-        .filter(|m| m.pinned.is_none() && !project.mcp_lists.contains_key(&m.id))
-        .map(|m| (m.id.clone(), matches!(m.transport, McpTransport::Stdio { .. })))
-        .collect()
+    project.unlisted_mcp_packs().map(|m| (m.id.clone(), matches!(m.transport, McpTransport::Stdio { .. }))).collect()
 }
 
 /// List what is missing; a server that cannot be listed gives a listing with its error.

@@ -39,9 +39,8 @@ impl ToolHost {
         if let Err(e) = mcp::write_cache(&project.config.root, pack, &listing, &now) {
             tracing::warn!(mcp = %id, "cannot write the discovery cache of the MCP server: {e}");
         }
-        if let Some(pinned) = mcp::pinned_tools(pack) {
-            let diff = mcp::diff(&pinned, &listing.tools);
-            if !diff.is_empty() {
+        if pack.pinned.is_some() {
+            if let Some(diff) = mcp::pinned_difference(pack, &listing.tools) {
                 tracing::warn!(
                     mcp = %id,
                     "{} lists other tools than the ones pinned in the config ({diff}); the pinned list is used",

@@ -550,11 +550,8 @@ impl AgentRunners {
         let project = self.tools.project.snapshot();
         let mut failed = Vec::new();
         let mut started = std::collections::BTreeSet::new();
-        for pack in project.registry.packs().iter().filter_map(|p| p.mcp()) {
-            let stdio = matches!(pack.transport, crate::config::McpTransport::Stdio { .. });
-            if !stdio || pack.pinned.is_some() || project.mcp_lists.contains_key(&pack.id) {
-                continue;
-            }
+        let unlisted = project.unlisted_mcp_packs();
+        for pack in unlisted.filter(|m| matches!(m.transport, crate::config::McpTransport::Stdio { .. })) {
             let agent =
                 project.config.agents.iter().find(|a| project.mcp_packs_for(&a.id).iter().any(|m| m.id == pack.id));
             let Some(agent) = agent else { continue };

@@ -164,6 +164,11 @@ pub fn pinned_tools(pack: &McpPackConfig) -> Option<Vec<Value>> {
     )
 }
 
+/// How `live` differs from the pack's pinned list; `None` when it is not pinned or the same.
+pub fn pinned_difference(pack: &McpPackConfig, live: &[Value]) -> Option<ListDiff> {
+    Some(diff(&pinned_tools(pack)?, live)).filter(|d| !d.is_empty())
+}
+
 /// How a live list differs from the one in use (pinned or cached), by tool name and by what a
 /// model is shown (description, input schema).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
