@@ -57,6 +57,14 @@ fn cli(dir: &Path, args: &[&str]) -> String {
     format!("{}{}", text(&out.stdout), text(&out.stderr))
 }
 
+/// `suzumio run --until-idle` on the process backend, which must succeed: what it printed.
+fn run_until_idle(p: &TempProject) -> String {
+    let out = suzumio(&p.dir, &["run", &dir_arg(p), "--backend", "process", "--until-idle", "--port", "0"]);
+    let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{log}");
+    log
+}
+
 fn dir_arg(p: &TempProject) -> String {
     p.dir.to_string_lossy().to_string()
 }
@@ -111,9 +119,7 @@ activations:
     assert!(first.contains("tally.add") && !first.contains("has not listed"), "{first}");
     assert!(p.dir.join(".suzumio/mcp/tally.json").exists());
     cli(&p.dir, &["send", &dir, "counter", "Add two and three."]);
-    let out = suzumio(&p.dir, &["run", &dir, "--backend", "process", "--until-idle", "--port", "0"]);
-    let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "{log}");
+    let log = run_until_idle(&p);
 
     let adds = calls(&p.dir, "tally.add");
     assert_eq!(adds.len(), 2, "{adds:?}\n{log}");
@@ -171,8 +177,7 @@ fn an_untrusted_servers_read_only_claim_does_not_loosen_auto_mode_and_trusted_do
     for (trusted, expected) in [("", "ask"), (", trusted: true", "allow")] {
         let p = project(trusted, auto, script);
         // Discovery through a real run of the runner (no activation: nothing was sent).
-        let out = suzumio(&p.dir, &["run", &dir_arg(&p), "--backend", "process", "--until-idle", "--port", "0"]);
-        assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+        run_until_idle(&p);
         let said = explain(&p);
         let decision = said.lines().find(|l| l.trim_start().starts_with("decision")).unwrap_or_default();
         assert!(decision.contains(expected), "trusted={trusted:?}: {said}");
@@ -180,8 +185,7 @@ fn an_untrusted_servers_read_only_claim_does_not_loosen_auto_mode_and_trusted_do
     // A rule still decides, whatever the server claims.
     let rule = "    permissionMode: full-access\n    permissions:\n      rules:\n        - {tool: tally.add, decision: deny, reason: no sums}\n";
     let p = project(", trusted: true", rule, script);
-    let out = suzumio(&p.dir, &["run", &dir_arg(&p), "--backend", "process", "--until-idle", "--port", "0"]);
-    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    run_until_idle(&p);
     let said = explain(&p);
     assert!(said.contains("deny") && said.contains("no sums"), "{said}");
 }
@@ -200,8 +204,7 @@ activations:
     let p = project(", trusted: true", "", script);
     let dir = dir_arg(&p);
     cli(&p.dir, &["send", &dir, "counter", "Crash it."]);
-    let out = suzumio(&p.dir, &["run", &dir, "--backend", "process", "--until-idle", "--port", "0"]);
-    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    run_until_idle(&p);
     let crash = calls(&p.dir, "tally.crash");
     assert_eq!(crash[0].0, ToolCallStatus::Failed, "{crash:?}");
     let error = crash[0].2.as_deref().unwrap_or_default();
@@ -323,9 +326,7 @@ backend:
     // Loopback is a private address: refused unless the project allows it.
     let refused = TempProject::copy_of("mcp");
     write(&refused, false);
-    let out =
-        suzumio(&refused.dir, &["run", &dir_arg(&refused), "--backend", "process", "--until-idle", "--port", "0"]);
-    let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    let log = run_until_idle(&refused);
     assert!(log.contains("the MCP server remote refuses 127.0.0.1") && log.contains("allowPrivateAddresses"), "{log}");
     assert!(!refused.dir.join(".suzumio/mcp/remote.json").exists());
 
@@ -333,9 +334,7 @@ backend:
     write(&allowed, true);
     let dir = dir_arg(&allowed);
     cli(&allowed.dir, &["send", &dir, "counter", "Add."]);
-    let out = suzumio(&allowed.dir, &["run", &dir, "--backend", "process", "--until-idle", "--port", "0"]);
-    let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "{log}");
+    let log = run_until_idle(&allowed);
     let adds = calls(&allowed.dir, "remote.add");
     assert_eq!(adds.len(), 1, "{log}");
     assert_eq!(output_text(&adds[0].1), "42", "{adds:?}");
@@ -361,9 +360,7 @@ activations:
     let pinned = cli(&p.dir, &["check", &dir]);
     assert!(pinned.contains("allowed tools (3): coordination.wait_for_signal, tally.add, tally.retired"), "{pinned}");
     cli(&p.dir, &["send", &dir, "counter", "Add."]);
-    let out = suzumio(&p.dir, &["run", &dir, "--backend", "process", "--until-idle", "--port", "0"]);
-    let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "{log}");
+    let log = run_until_idle(&p);
     assert!(
         log.contains("tally 1.4.2 lists other tools than the ones pinned in the config (new: crash, echo, grow, pid; gone: retired; changed: add); the pinned list is used"),
         "{log}"
