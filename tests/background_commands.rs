@@ -163,17 +163,8 @@ async fn a_command_printing_10_mb_keeps_only_the_last_mebibyte_and_check_says_so
 /// A `review` project named `name` (container names follow it, so tests running at once need
 /// their own) with a `worker` that may use the background tools, playing `script`.
 fn project(name: &str, script: &str) -> TempProject {
-    let project = TempProject::copy_of("review");
-    std::fs::write(project.dir.join("script.yaml"), script).unwrap();
-    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
-    let yaml = yaml
-        .replace("name: review-demo", &format!("name: {name}"))
-        .replace(
-            "reviewer:\n    tools:",
-            "worker:\n    tools: [shell.start, shell.check, shell.stop, shell.list, coordination.wait_for_signal]\n  reviewer:\n    tools:",
-        )
-        .replace("local: { type: scripted }", "local: { type: scripted, script: ./script.yaml }");
-    std::fs::write(project.dir.join("suzumio.yaml"), yaml).unwrap();
+    let named = format!("name: {name}");
+    let project = TempProject::scripted("review", script, &[("name: review-demo", &named), support::BACKGROUND_WORKER]);
     let dir = project.dir.to_str().unwrap().to_string();
     assert_eq!(support::suzumio(&project.dir, &["start", &dir]).status.code(), Some(0));
     let sent = support::suzumio(&project.dir, &["send", &dir, "worker", "start the jobs"]);

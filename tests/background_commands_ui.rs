@@ -21,17 +21,8 @@ activations:
 
 #[tokio::test]
 async fn the_history_page_lists_a_running_command_and_its_stop_button_stops_it() {
-    let project = TempProject::copy_of("review");
-    std::fs::write(project.dir.join("script.yaml"), SCRIPT).unwrap();
-    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
-    let yaml = yaml
-        .replace("name: review-demo", "name: bg-ui")
-        .replace(
-            "reviewer:\n    tools:",
-            "worker:\n    tools: [shell.start, shell.check, shell.stop, shell.list, coordination.wait_for_signal]\n  reviewer:\n    tools:",
-        )
-        .replace("local: { type: scripted }", "local: { type: scripted, script: ./script.yaml }");
-    std::fs::write(project.dir.join("suzumio.yaml"), yaml).unwrap();
+    let project =
+        TempProject::scripted("review", SCRIPT, &[("name: review-demo", "name: bg-ui"), support::BACKGROUND_WORKER]);
     let dir = project.dir.to_str().unwrap().to_string();
     assert_eq!(support::suzumio(&project.dir, &["start", &dir]).status.code(), Some(0));
     let sent = support::suzumio(&project.dir, &["send", &dir, "worker", "start it"]);

@@ -280,16 +280,9 @@ fn percent_encode(text: &str) -> String {
 /// page shows the picture, decoded by the browser, under the tool result.
 #[tokio::test]
 async fn the_history_page_shows_an_image_a_tool_returned() {
-    let project = TempProject::copy_of("rich");
-    std::fs::write(
-        project.dir.join("script.yaml"),
-        "activations:\n  - agent: pm\n    steps:\n      - call: [{tool: notes.snap, input: {}}]\n      \
-         - call: [{tool: messages.send, input: {recipient: user, body: \"snapped\"}}]\n",
-    )
-    .expect("write the script");
-    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).expect("read suzumio.yaml");
-    let yaml = yaml.replace("local: { type: scripted }", "local: { type: scripted, script: ./script.yaml }");
-    std::fs::write(project.dir.join("suzumio.yaml"), yaml).expect("write suzumio.yaml");
+    let script = "activations:\n  - agent: pm\n    steps:\n      - call: [{tool: notes.snap, input: {}}]\n      \
+         - call: [{tool: messages.send, input: {recipient: user, body: \"snapped\"}}]\n";
+    let project = TempProject::scripted("rich", script, &[]);
     let started = support::suzumio(&project.dir, &["start", "."]);
     assert!(started.status.success(), "suzumio start failed: {}", support::text(&started.stderr));
     let runner = support::runner_binary();

@@ -43,12 +43,7 @@ activations:
 
 /// The review fixture with the script above.
 fn project() -> TempProject {
-    let project = TempProject::copy_of("review");
-    std::fs::write(project.dir.join("script.yaml"), SCRIPT).unwrap();
-    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
-    let yaml = yaml.replace("local: { type: scripted }", "local: { type: scripted, script: ./script.yaml }");
-    std::fs::write(project.dir.join("suzumio.yaml"), yaml).unwrap();
-    project
+    TempProject::scripted("review", SCRIPT, &[])
 }
 
 /// `suzumio <args>` with the project directory as the second argument; asserts the exit code.

@@ -27,12 +27,7 @@ activations:
 "#;
 
 fn project() -> TempProject {
-    let project = TempProject::copy_of("review");
-    std::fs::write(project.dir.join("script.yaml"), SCRIPT).unwrap();
-    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
-    let yaml = yaml.replace("local: { type: scripted }", "local: { type: scripted, script: ./script.yaml }");
-    std::fs::write(project.dir.join("suzumio.yaml"), yaml).unwrap();
-    project
+    TempProject::scripted("review", SCRIPT, &[])
 }
 
 fn json(dir: &str, args: &[&str]) -> Value {

@@ -33,15 +33,9 @@ fn signals(dir: &str) -> Vec<Value> {
 
 #[test]
 fn messages_survive_a_kill_9_and_are_delivered_exactly_once() {
-    let project = support::TempProject::copy_of("review");
+    let worker = ("reviewer:\n    tools:", "worker:\n    tools: [shell.exec, messages.send]\n  reviewer:\n    tools:");
+    let project = support::TempProject::scripted("review", SCRIPT, &[worker]);
     let dir = project.dir.to_str().unwrap().to_string();
-    std::fs::write(project.dir.join("script.yaml"), SCRIPT).unwrap();
-    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
-    let yaml = yaml
-        .replace("reviewer:\n    tools:", "worker:\n    tools: [shell.exec, messages.send]\n  reviewer:\n    tools:")
-        .replace("local: { type: scripted }", "local: { type: scripted, script: ./script.yaml }")
-        .replace("scheduler:", "scheduler_unused:");
-    std::fs::write(project.dir.join("suzumio.yaml"), yaml).unwrap();
     assert_eq!(suzumio(&["start", &dir]).status.code(), Some(0));
     let mut sent = Vec::new();
     for i in 0..3 {

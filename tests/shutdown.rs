@@ -23,14 +23,8 @@ activations:
 "#;
 
 fn project() -> TempProject {
-    let project = TempProject::copy_of("review");
-    std::fs::write(project.dir.join("script.yaml"), SCRIPT).unwrap();
-    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
-    let yaml = yaml
-        .replace("reviewer:\n    tools:", "worker:\n    tools: [shell.exec, messages.send]\n  reviewer:\n    tools:")
-        .replace("local: { type: scripted }", "local: { type: scripted, script: ./script.yaml }");
-    std::fs::write(project.dir.join("suzumio.yaml"), yaml).unwrap();
-    project
+    let worker = ("reviewer:\n    tools:", "worker:\n    tools: [shell.exec, messages.send]\n  reviewer:\n    tools:");
+    TempProject::scripted("review", SCRIPT, &[worker])
 }
 
 fn json(url: &str) -> Value {

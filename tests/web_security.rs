@@ -332,13 +332,8 @@ activations:
 
 #[test]
 fn tool_call_lists_show_a_redacted_target() {
-    let project = TempProject::copy_of("review");
-    std::fs::write(project.dir.join("script.yaml"), SECRET_SCRIPT).unwrap();
-    let yaml = std::fs::read_to_string(project.dir.join("suzumio.yaml")).unwrap();
-    let yaml = yaml
-        .replace("reviewer:\n    tools:", "worker:\n    tools: [shell.exec]\n  reviewer:\n    tools:")
-        .replace("local: { type: scripted }", "local: { type: scripted, script: ./script.yaml }");
-    std::fs::write(project.dir.join("suzumio.yaml"), yaml).unwrap();
+    let worker = ("reviewer:\n    tools:", "worker:\n    tools: [shell.exec]\n  reviewer:\n    tools:");
+    let project = TempProject::scripted("review", SECRET_SCRIPT, &[worker]);
     let dir = project.dir.to_str().unwrap().to_string();
     assert_eq!(support::suzumio(&project.dir, &["start", &dir]).status.code(), Some(0));
     let sent = support::suzumio(&project.dir, &["send", &dir, "worker", "run it"]);

@@ -80,6 +80,22 @@ impl TempProject {
         TempProject::copy_of_path(&repo_root().join("tests/fixtures/projects").join(fixture_project))
     }
 
+    /// `fixture_project` whose scripted model plays `script` (written as `script.yaml`), with each
+    /// `(from, to)` of `edits` made to its `suzumio.yaml` first.
+    pub fn scripted(fixture_project: &str, script: &str, edits: &[(&str, &str)]) -> TempProject {
+        let project = TempProject::copy_of(fixture_project);
+        std::fs::write(project.dir.join("script.yaml"), script).expect("write the script");
+        let path = project.dir.join("suzumio.yaml");
+        let mut yaml = std::fs::read_to_string(&path).expect("read suzumio.yaml");
+        let scripted = ("local: { type: scripted }", "local: { type: scripted, script: ./script.yaml }");
+        for (from, to) in edits.iter().chain([&scripted]) {
+            assert!(yaml.contains(from), "{fixture_project}/suzumio.yaml has no {from:?} to change");
+            yaml = yaml.replace(from, to);
+        }
+        std::fs::write(&path, yaml).expect("write suzumio.yaml");
+        project
+    }
+
     pub fn copy_of_path(source: &Path) -> TempProject {
         let name = source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let root = tempfile::Builder::new().prefix(&format!("suzumio-test-{name}-")).tempdir().expect("temp dir");
@@ -108,6 +124,12 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The `review` fixture's edit that adds a `worker` allowed the background-command tools.
+pub const BACKGROUND_WORKER: (&str, &str) = (
+    "reviewer:\n    tools:",
+    "worker:\n    tools: [shell.start, shell.check, shell.stop, shell.list, coordination.wait_for_signal]\n  reviewer:\n    tools:",
+);
 
 /// A running `suzumio run` process on a free loopback port. Stopped (SIGINT, then kill) on drop.
 pub struct Controller {
