@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use suzumio::activation::run::execute_tool;
+use suzumio::calls::execute_tool;
 use suzumio::config::BackendKind;
 use suzumio::toolpack::mcp_session::McpSession;
 

@@ -163,7 +163,8 @@ fn json_input(input: Option<&str>) -> Result<serde_json::Value, CliError> {
 pub async fn check(dir: &Path, as_json: bool, backend: Option<BackendKind>) -> Result<Output, CliError> {
     let mut project = Project::load(dir, &ProcessEnv)?;
     if crate::support::mcp_discovery::undiscovered(&project) {
-        let listed = crate::support::mcp_discovery::discover(dir, backend).await?;
+        let listed =
+            crate::support::mcp_discovery::discover(dir, backend).await.map_err(crate::controller::RunError::from)?;
         project = Project::load_with(dir, &ProcessEnv, &listed)?;
     }
     let modules = check_modules(&project).await;
@@ -637,8 +638,8 @@ pub async fn tool_call(
     let needs_runner =
         tools.project.registry.tool(tool).is_some_and(|(_, def)| def.runs_in == crate::toolpack::RunsIn::Runner);
     let runners = if needs_runner { Some(crate::controller::runners(&tools, kind).await?) } else { None };
-    let no_runner = crate::activation::NoRunner("not needed".into());
-    let runner: &dyn crate::activation::RunnerTools = match &runners {
+    let no_runner = crate::calls::NoRunner("not needed".into());
+    let runner: &dyn crate::calls::RunnerTools = match &runners {
         Some(r) => r.as_ref(),
         None => &no_runner,
     };
@@ -647,7 +648,7 @@ pub async fn tool_call(
         .store
         .start_activation(agent, &format!("suzumio tool call {tool}"), &[])
         .map_err(|e| CliError::Failed(e.to_string()))?;
-    let result = crate::activation::run::execute_tool(&tools, runner, agent, &activation.id, tool, input).await;
+    let result = crate::calls::execute_tool(&tools, runner, agent, &activation.id, tool, input).await;
     // The activation only frames the call; a failing tool is recorded on the tool call, and must
     // not leave the agent `failed`.
     let framed = tools.store.finish_activation(&activation.id, crate::store::ActivationOutcome::Completed, None, None);
@@ -882,15 +883,14 @@ pub fn permissions_explain(
         return Err(CliError::Tool(crate::toolpack::ToolError::invalid_input(tool, &e)));
     }
     let decision = permissions::decide(&project, &permissions::Call { agent, tool, def, input: &input });
-    let pointers = def.presentation.as_ref().map(|p| p.target.as_slice()).unwrap_or_default();
-    let subject = match Subject::of(tool, pointers, &input) {
+    let subject = match Subject::of(def, &input) {
         Subject::Shell(Ok(commands)) => json!({ "commands": commands.iter().map(|c| c.text()).collect::<Vec<_>>() }),
         Subject::Shell(Err(e)) => json!({ "unparsable": e.to_string() }),
         Subject::Paths(paths) => json!({ "paths": paths }),
         Subject::Host(host) => json!({ "host": host }),
         Subject::None => json!({}),
     };
-    let hooks = permissions::hooks::packs_for(&project, tool);
+    let hooks = crate::calls::hooks::packs_for(&project, tool);
     if as_json {
         let mut value = json!({
             "agent": agent.id,

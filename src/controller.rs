@@ -14,16 +14,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::activation::Activations;
-use crate::backend::{BackendError, ContainerSpec, DockerBackend, ProcessBackend, RunnerBackend};
-use crate::clock::SystemClock;
-use crate::config::load::ProcessEnv;
+use crate::backend::{BackendError, RunnerBackend};
 use crate::config::{BackendKind, InvalidInput};
 use crate::project::Project;
 use crate::scheduler::Scheduler;
-use crate::store::{StateFiles, Store, StoreError};
+use crate::store::StoreError;
 use crate::support::ToolHost;
-use crate::support::quota::DiskQuotas;
 use crate::support::runners::AgentRunners;
+use crate::support::start::{self, StartError};
 use crate::web::{AllowedHost, ServeError, ServeOptions, StreamLimits};
 
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +38,17 @@ pub enum RunError {
     Runner(String),
 }
 
+impl From<StartError> for RunError {
+    fn from(e: StartError) -> RunError {
+        match e {
+            StartError::Invalid(e) => RunError::Invalid(e),
+            StartError::Store(e) => RunError::Store(e),
+            StartError::Backend(e) => RunError::Backend(e),
+            StartError::Runner(e) => RunError::Runner(e),
+        }
+    }
+}
+
 impl RunError {
     /// Exit code: 2 for what the user must fix in their input, 1 for failures at run time.
     pub fn exit_code(&self) -> u8 {
@@ -50,97 +59,34 @@ impl RunError {
     }
 }
 
-/// Load a project and open its state: what every command that touches state shares.
+/// Opening a project and starting its runners live in `support::start` (below the web layer,
+/// which needs them too); these keep the controller's error type for its callers.
 pub fn open(dir: &Path) -> Result<Arc<ToolHost>, RunError> {
-    let project = Project::load(dir, &ProcessEnv)?;
-    for w in crate::config::diag::sorted(&project.warnings.warnings) {
-        tracing::warn!("{w}");
-    }
-    open_project(project)
+    Ok(start::open(dir)?)
 }
 
-/// [`open`] of a project already loaded (its warnings are the caller's to show).
 pub fn open_project(project: Project) -> Result<Arc<ToolHost>, RunError> {
-    let store = Store::open(&project.config, Arc::new(SystemClock))?;
-    let state = StateFiles::new(&project.config.root);
-    Ok(ToolHost::new(Arc::new(project), store, state))
+    Ok(start::open_project(project)?)
 }
 
-/// [`open`] for commands that only read: the store is opened read-only (no writes, so it works
-/// on a full disk).
 pub fn open_read_only(dir: &Path) -> Result<Arc<ToolHost>, RunError> {
-    let project = Project::load(dir, &ProcessEnv)?;
-    for w in crate::config::diag::sorted(&project.warnings.warnings) {
-        tracing::warn!("{w}");
-    }
-    let store = Store::open_read_only(&project.config, Arc::new(SystemClock))?;
-    let state = StateFiles::new(&project.config.root);
-    Ok(ToolHost::new(Arc::new(project), store, state))
+    Ok(start::open_read_only(dir)?)
 }
 
-/// The runner backend of a project, ready to start runners: Docker (engine reachable, image
-/// present — the minimal one is built offline when missing) or local processes. Leftovers of
-/// an earlier run are swept when the runners are set up ([`runners`]). The one place that names a backend kind: everything else asks
-/// the [`RunnerBackend`].
 pub async fn backend(tools: &ToolHost, kind: BackendKind) -> Result<Arc<dyn RunnerBackend>, RunError> {
-    let config = &tools.project.config;
-    match kind {
-        BackendKind::Docker => {
-            let docker = DockerBackend::connect().await?;
-            docker.ensure_image(&config.backend.docker.image).await?;
-            Ok(Arc::new(docker))
-        }
-        BackendKind::Process => {
-            tracing::warn!(
-                "backend `process`: runners are local processes with this user's rights, network and files; nothing is isolated"
-            );
-            Ok(Arc::new(ProcessBackend::new()))
-        }
-    }
+    Ok(start::backend(tools, kind).await?)
 }
 
-/// Agent runners for a project, listening on their sockets, running the runner binary the
-/// backend found.
 pub async fn runners(tools: &Arc<ToolHost>, kind: BackendKind) -> Result<Arc<AgentRunners>, RunError> {
-    let backend = backend(tools, kind).await?;
-    let binary = backend.runner_binary()?;
-    listening(tools, kind, backend, binary).await
+    Ok(start::runners(tools, kind).await?)
 }
 
-/// [`runners`] with a given runner binary.
 pub async fn runners_with(
     tools: &Arc<ToolHost>,
     kind: BackendKind,
     binary: std::path::PathBuf,
 ) -> Result<Arc<AgentRunners>, RunError> {
-    listening(tools, kind, backend(tools, kind).await?, binary).await
-}
-
-/// Sweep what an earlier run left (keeping runners that outlived it unchanged: they resume
-/// their sessions with their background commands), then create the agents' sockets.
-async fn listening(
-    tools: &Arc<ToolHost>,
-    kind: BackendKind,
-    backend: Arc<dyn RunnerBackend>,
-    binary: std::path::PathBuf,
-) -> Result<Arc<AgentRunners>, RunError> {
-    let config = &tools.project.config;
-    let specs: Vec<ContainerSpec> = config
-        .agents
-        .iter()
-        .filter_map(|a| ContainerSpec::for_agent(config, &tools.project.registry, &a.id, &binary).ok())
-        .collect();
-    let stale = backend.sweep(&config.name, &config.root, &specs).await?;
-    if !stale.is_empty() {
-        tracing::info!("removed {} stale container(s) of this project: {}", stale.len(), stale.join(", "));
-    }
-    let runners = AgentRunners::new(tools.clone(), backend, binary);
-    // `diskQuota` is the Docker section's; local processes are not confined to begin with.
-    if kind == BackendKind::Docker {
-        runners.enforce_disk_quotas(DiskQuotas::new(&tools.project.config));
-    }
-    runners.listen().map_err(|e| RunError::Runner(format!("cannot create the agents' control sockets: {e}")))?;
-    Ok(runners)
+    Ok(start::runners_with(tools, kind, binary).await?)
 }
 
 pub struct RunOptions {

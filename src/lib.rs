@@ -8,6 +8,8 @@
 //! - [`web`]: the HTTP API, the SSE stream and the embedded WebUI.
 //! - [`scheduler`]: signal delivery, nudges, monitors, pack hooks.
 //! - [`activation`]: the model loop, prompts, model providers.
+//! - [`calls`]: the tool-call pipeline every caller goes through (allowlist, schema, hooks,
+//!   decision, approval, dispatch, record, audit).
 //! - [`support`]: controller-side tools and the `callSupport` broker, agent runners.
 //! - [`store`]: SQLite state and pack state files.
 //! - [`backend`]: runner containers (Docker) and local runner processes.
@@ -18,6 +20,7 @@
 
 pub mod activation;
 pub mod backend;
+pub mod calls;
 pub mod catalog;
 pub mod clock;
 pub mod commands;

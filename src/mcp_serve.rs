@@ -36,7 +36,7 @@ use serde_json::Value;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
-use crate::activation::RunnerTools;
+use crate::calls::RunnerTools;
 use crate::config::BackendKind;
 use crate::store::{ApprovalStatus, Event, EventRecord, Resolution, StoreError};
 use crate::support::ToolHost;
@@ -69,7 +69,7 @@ impl Runners {
         match self {
             Runners::Running(r) => Ok(r),
             Runners::OnDemand { kind, started } => {
-                started.get_or_try_init(|| crate::controller::runners(host, *kind)).await.map_err(|e| e.to_string())
+                started.get_or_try_init(|| crate::support::start::runners(host, *kind)).await.map_err(|e| e.to_string())
             }
         }
     }
@@ -192,12 +192,12 @@ impl McpServer {
         input: Value,
     ) -> Result<ToolOutput, String> {
         let host = &self.host;
-        let no_runner = crate::activation::NoRunner("not needed".into());
+        let no_runner = crate::calls::NoRunner("not needed".into());
         let runner: &dyn RunnerTools = match &runners {
             Some(r) => r.as_ref(),
             None => &no_runner,
         };
-        let result = crate::activation::run::execute_tool(host, runner, &self.agent, &activation, &tool, input).await;
+        let result = crate::calls::execute_tool(host, runner, &self.agent, &activation, &tool, input).await;
         if let Err(e) =
             host.store.finish_activation(&activation, crate::store::ActivationOutcome::Completed, None, None)
         {

@@ -40,7 +40,7 @@ impl Project {
         match (config, registry) {
             (Some(config), Some(registry)) if !d.has_errors() => {
                 registry.check_allowlists(&config.agents, &mut d);
-                crate::permissions::check_hooks(&config, &registry, &mut d);
+                check_hooks(&config, &registry, &mut d);
                 if d.has_errors() {
                     return Err(InvalidInput(d));
                 }
@@ -207,5 +207,41 @@ impl std::ops::Deref for LiveProject {
     fn deref(&self) -> &Project {
         let current: &'static Arc<Project> = *self.current.read().unwrap_or_else(|p| p.into_inner());
         current
+    }
+}
+
+/// `permissions.hooks` against the registry: a named pack must be a local pack (only those have
+/// a `controller.mjs`); an entry that reaches no local pack's hooks is a warning.
+pub fn check_hooks(
+    config: &crate::config::ProjectConfig,
+    registry: &crate::toolpack::ToolpackRegistry,
+    d: &mut crate::config::Diagnostics,
+) {
+    use crate::toolpack::PackSource;
+    for (i, target) in config.permissions.hooks.iter().enumerate() {
+        let path = format!("permissions.hooks[{i}]");
+        match &target.pack {
+            Some(id) => match registry.pack(id) {
+                None => d.error(Some(&target.loc), &path, format!("Unknown toolpack: {id}")),
+                Some(p) if !matches!(p.source, PackSource::Local { .. }) => d.error(
+                    Some(&target.loc),
+                    &path,
+                    format!("{id} is a built-in toolpack; hooks are exported by a local pack's controller.mjs"),
+                ),
+                Some(_) => {}
+            },
+            None => {
+                let reaches = registry.tools().any(|(pack, tool)| {
+                    target.tools.matches(&tool.name) && matches!(pack.source, PackSource::Local { .. })
+                });
+                if !reaches {
+                    d.warning(
+                        Some(&target.loc),
+                        &path,
+                        format!("`{}` matches no tool of a local pack, so no hook runs; name the pack whose hooks should see these calls with {{tools, pack}}", target.tools),
+                    );
+                }
+            }
+        }
     }
 }

@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 use model_stream::{Reply, StreamServer, Turn, openai_json};
 use serde_json::{Value, json};
 use support::{Controller, TempProject, suzumio, text};
-use suzumio::activation::run::execute_tool;
+use suzumio::calls::execute_tool;
 use suzumio::clock::ManualClock;
 use suzumio::config::BackendKind;
 use suzumio::config::load::ProcessEnv;
-use suzumio::permissions::approvals::{self, PendingCall};
+use suzumio::permissions::approvals::PendingCall;
 use suzumio::permissions::{AskPolicy, Behavior, Decision, OnAsk, Risk};
 use suzumio::project::Project;
 use suzumio::store::{ActivationStatus, ApprovalRecord, ApprovalStatus, StateFiles, Store};
@@ -550,7 +550,7 @@ async fn a_request_nobody_decides_is_denied_at_its_deadline_also_when_adopted_af
                 decision: &decision,
                 policy,
             };
-            approvals::ask(&host, runners.as_ref(), pending).await
+            suzumio::calls::ask_and_run(&host, runners.as_ref(), pending).await
         }
     };
     let first = host.store.start_tool_call(&act.id, "writer", "danger.remove", Some("danger"), &input, None).unwrap();
@@ -591,10 +591,11 @@ async fn on_ask_deny_refuses_at_once_with_a_reason_the_model_can_act_on() {
         decision: &decision,
         policy: AskPolicy { on_ask: OnAsk::Deny, timeout: Duration::from_secs(60) },
     };
-    let why = tokio::time::timeout(Duration::from_secs(2), approvals::ask(&host, runners.as_ref(), pending))
-        .await
-        .expect("at once")
-        .unwrap_err();
+    let why =
+        tokio::time::timeout(Duration::from_secs(2), suzumio::calls::ask_and_run(&host, runners.as_ref(), pending))
+            .await
+            .expect("at once")
+            .unwrap_err();
     assert_eq!(why.kind(), "denied");
     let text = why.to_string();
     assert!(

@@ -12,7 +12,7 @@
 //! back to pending (the model never saw them, so the agent gets them once it resumes); after
 //! that it completes with a note, its signals stay delivered, and resuming sends the agent an
 //! `agent.resumed` signal to continue. A pause ends with `suzumio resume`, the API, a raised
-//! limit (a new config) or the end of the limit's period ([`resume_due`], a scheduler step).
+//! limit (a new config) or the end of the limit's period (`scheduler::budgets::resume_due`, a scheduler step).
 //!
 //! The guard: an agent activated more than `loopGuard.maxActivations` times within
 //! `windowSeconds` by other agents' signals, while none of its activations nor theirs did more
@@ -24,13 +24,11 @@ use std::sync::Mutex;
 use chrono::{DateTime, Duration, DurationRound, Utc};
 
 use super::providers::ResolvedModel;
-use crate::clock::{iso, parse_iso};
-use crate::config::{AgentConfig, BudgetLimits, ProjectConfig};
+use crate::clock::iso;
+use crate::config::{AgentConfig, BudgetLimits};
 use crate::store::{Pause, Store, StoreError, TokenUsage};
 use crate::support::ToolHost;
-
-/// Tools that only talk or wait: never the "real work" the guard looks for.
-const TALK_TOOLS: &[&str] = &["messages.send", "coordination.wait_for_signal"];
+pub use crate::text::number;
 
 /// Why an activation must stop before its next model call.
 #[derive(Clone, Debug, PartialEq)]
@@ -162,15 +160,15 @@ impl<'a> ActivationBudget<'a> {
     }
 }
 
-/// Tools whose calls are not work for the guard: talking, waiting, and read-only tools.
+/// Tools whose calls are not work for the guard: coordination (talking, waiting, submitting)
+/// and read-only tools.
 fn talk_tools(host: &ToolHost) -> Vec<String> {
-    let mut tools: Vec<String> = TALK_TOOLS.iter().map(|t| t.to_string()).collect();
-    for (_, tool) in host.project.registry.tools() {
-        if tool.annotations.read_only_hint == Some(true) && !tools.contains(&tool.name) {
-            tools.push(tool.name.clone());
-        }
-    }
-    tools
+    host.project
+        .registry
+        .tools()
+        .filter(|(_, tool)| tool.effects.coordination || tool.annotations.read_only_hint == Some(true))
+        .map(|(_, tool)| tool.name.clone())
+        .collect()
 }
 
 /// The later of two ISO times (the start of a period, the agent's last resume).
@@ -297,71 +295,6 @@ fn breach(
     Ok(None)
 }
 
-/// A limit as written: whole numbers without decimals.
-pub fn number(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", v as i64) } else { format!("{v}") }
-}
-
-/// The limit a pause names, as the config now sets it: `None` when there is none any more.
-fn current_limit(config: &ProjectConfig, agent: &AgentConfig, pause: &Pause) -> Option<Option<f64>> {
-    let limits = if pause.scope == "project" { &config.budgets.project } else { &agent.budget };
-    Some(match pause.limit.as_str() {
-        "maxActivationsPerHour" => limits.max_activations_per_hour.map(|v| v as f64),
-        "maxTokensPerActivation" => limits.max_tokens_per_activation.map(|v| v as f64),
-        "maxTokensPerDay" => limits.max_tokens_per_day.map(|v| v as f64),
-        "maxCostPerDay" => limits.max_cost_per_day,
-        "loopGuard" => {
-            let guard = config.budgets.loop_guard;
-            guard.enabled.then_some(guard.max_activations as f64)
-        }
-        // A limit this build does not know: only the user resumes it.
-        _ => return None,
-    })
-}
-
-/// What [`resume_due`] did.
-#[derive(Debug, Default)]
-pub struct Resumed {
-    /// (agent, why) for every agent resumed.
-    pub agents: Vec<(String, String)>,
-    /// The earliest end of a period some paused agent waits for.
-    pub next_due: Option<DateTime<Utc>>,
-}
-
-/// A scheduler step: resume every paused agent whose limit's period ended or whose limit the
-/// config now raises or lifts.
-pub fn resume_due(host: &ToolHost) -> Result<Resumed, StoreError> {
-    let store = &host.store;
-    let config = &host.project.config;
-    let now = store.now();
-    let mut out = Resumed::default();
-    for record in store.agents()? {
-        let (Some(pause), Some(agent)) = (&record.paused, config.agent(&record.id)) else { continue };
-        let until = pause.until.as_deref().and_then(parse_iso);
-        let why = match (until, current_limit(config, agent, pause)) {
-            (Some(at), _) if at <= now => Some(format!("the period of {} ended", pause.limit)),
-            (_, Some(None)) => Some(format!("{} is no longer limited", pause.limit)),
-            (_, Some(Some(v))) if v > pause.allowed => {
-                Some(format!("{} was raised from {} to {}", pause.limit, number(pause.allowed), number(v)))
-            }
-            _ => None,
-        };
-        match why {
-            Some(why) => {
-                store.resume_agent(&record.id, &why)?;
-                tracing::info!(agent = %record.id, "resumed: {why}");
-                out.agents.push((record.id.clone(), why));
-            }
-            None => {
-                if let Some(at) = until {
-                    out.next_due = Some(out.next_due.map_or(at, |d: DateTime<Utc>| d.min(at)));
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,7 +314,7 @@ mod tests {
 
     #[test]
     fn periods_are_utc_hours_and_days() {
-        let now = parse_iso("2026-03-01T12:34:56.789Z").unwrap();
+        let now = crate::clock::parse_iso("2026-03-01T12:34:56.789Z").unwrap();
         let p = Periods::of(now);
         assert_eq!((iso(p.hour), iso(p.day)), ("2026-03-01T12:00:00.000Z".into(), "2026-03-01T00:00:00.000Z".into()));
         assert_eq!(later(iso(p.day), Some("2026-03-01T12:30:00.000Z")), "2026-03-01T12:30:00.000Z");

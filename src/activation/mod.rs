@@ -13,4 +13,6 @@ pub mod providers;
 pub mod run;
 mod tool_list;
 
-pub use run::{Activations, NoRunner, RunnerTools};
+pub use run::Activations;
+// The runner seam lives below the model loop; re-exported where callers have always found it.
+pub use crate::calls::{NoRunner, RunnerTools};

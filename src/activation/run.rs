@@ -23,11 +23,9 @@
 //! calls without a result run (the parked one adopts its stored request), then the loop goes on.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -41,42 +39,14 @@ use super::providers::{
     resolve_presets, safe_tool_names,
 };
 use super::tool_list::ToolList;
+use crate::calls::{RunnerTools, execute_tool};
 use crate::config::AgentConfig;
-use crate::permissions::{
-    self, Behavior,
-    approvals::{self, PendingCall},
-    audit, hooks,
-};
 use crate::scheduler::{ActivationLauncher, nudges};
 use crate::store::{
-    ActivationOutcome, ActivationRecord, Event, HistoryEntry, RecordedCall, RecordedUsage, SignalRecord,
-    ToolCallOutcome, ToolImage,
+    ActivationOutcome, ActivationRecord, Event, HistoryEntry, RecordedCall, RecordedUsage, SignalRecord, ToolImage,
 };
-use crate::support::builtin_tools::{self, Caller};
 use crate::support::{ToolHost, ToolOutput};
-use crate::toolpack::{RunsIn, TOOL_SEARCH, ToolDefinition, ToolError};
-
-/// Runs runner-side tools (built-in `file.*`/`shell.exec` and local packs' `runner.mjs` tools)
-/// in an agent's runner. Implemented by the agent supervisor (issue [D]).
-pub trait RunnerTools: Send + Sync + 'static {
-    fn invoke(&self, agent_id: &str, activation_id: &str, tool: &str, input: Value) -> RunnerFuture;
-    /// Stop whatever the agent's runner is doing for this activation (P0).
-    fn cancel(&self, agent_id: &str, activation_id: &str);
-}
-
-pub type RunnerFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
-
-/// A runner that is not there: every runner-side tool fails with a clear message.
-pub struct NoRunner(pub String);
-
-impl RunnerTools for NoRunner {
-    fn invoke(&self, _agent: &str, _activation: &str, tool: &str, _input: Value) -> RunnerFuture {
-        let why =
-            ToolError::RunnerLost(format!("{tool} runs in the agent's runner, which is not available: {}", self.0));
-        Box::pin(async move { Err(why) })
-    }
-    fn cancel(&self, _agent: &str, _activation: &str) {}
-}
+use crate::toolpack::{TOOL_SEARCH, ToolError};
 
 /// Starts activations as tasks of the controller; implements the scheduler's launcher.
 pub struct Activations {
@@ -671,7 +641,7 @@ impl Attempt<'_> {
             .zip(&real_names)
             .filter_map(|(call, real)| Some((real.clone()?, call.arguments.clone())))
             .collect();
-        approvals::announce_turn(&self.owner.tools, self.agent, &self.activation.id, &announced);
+        crate::calls::announce_turn(&self.owner.tools, self.agent, &self.activation.id, &announced);
         let mut ended: Option<String> = None;
         for (call, real) in calls.iter().zip(real_names) {
             if let Some(max) = max_tool_calls
@@ -836,196 +806,6 @@ impl Attempt<'_> {
             tracing::error!(agent = %self.agent.id, "{e}");
         }
         Some(prompt::render_signals(&signals))
-    }
-}
-
-/// One tool call of an agent's activation through the real path: allowlist, schema check,
-/// recorded start, the handler (controller side or the agent's runner), recorded finish.
-pub async fn execute_tool(
-    host: &ToolHost,
-    runner: &dyn RunnerTools,
-    agent_id: &str,
-    activation_id: &str,
-    tool: &str,
-    input: Value,
-) -> Result<ToolOutput, ToolError> {
-    let store = &host.store;
-    let agent =
-        host.project.config.agent(agent_id).ok_or_else(|| ToolError::Rejected(format!("Unknown agent: {agent_id}")))?;
-    let Some((pack, def)) = host.project.registry.tool(tool) else {
-        return Err(ToolError::Rejected(format!("Unknown tool: {tool}")));
-    };
-    if !host.project.registry.may_call(agent, tool) {
-        return Err(ToolError::Rejected(format!("Tool not allowed for {agent_id}: {tool}")));
-    }
-    let input = if input.is_null() { json!({}) } else { input };
-    // Every call of a known, allowed tool is recorded, including the ones refused for their input.
-    let call_id =
-        store.start_tool_call(activation_id, agent_id, tool, Some(&pack.id), &input, def.target(&input).as_deref())?;
-    let caller = Caller { agent_id: agent_id.to_string(), activation_id: activation_id.to_string() };
-    let invalid =
-        match input.as_object().and_then(|m| m.get(super::providers::INVALID_JSON_KEY)).and_then(Value::as_str) {
-            Some(raw) => Some(ToolError::Rejected(format!("The arguments are not valid JSON: {raw}"))),
-            None => {
-                host.project.registry.validate_input(tool, &input).err().map(|e| ToolError::invalid_input(tool, &e))
-            }
-        };
-    let result = match invalid {
-        Some(problem) => Err(problem),
-        None => {
-            let call = CallRef { agent, def, tool, call_id: &call_id };
-            decide_and_run(host, runner, &caller, call, input).await
-        }
-    };
-    let (outcome, output, error) = match &result {
-        Ok(out) => (ToolCallOutcome::Completed, serde_json::to_value(out).ok(), None),
-        Err(e) => (ToolCallOutcome::Failed, None, Some(e)),
-    };
-    if let Err(e) = store.finish_tool_call(
-        &call_id,
-        outcome,
-        output.as_ref(),
-        error.map(ToolError::message),
-        error.map(ToolError::kind),
-    ) {
-        // The call ran; its result still goes back to the model, but the record stays open.
-        tracing::error!(agent = %agent_id, tool, call = %call_id, "recording the end of a tool call: {e}");
-    }
-    result
-}
-
-/// The call `execute_tool` decides, once its input passed the schema.
-struct CallRef<'a> {
-    agent: &'a AgentConfig,
-    def: &'a ToolDefinition,
-    tool: &'a str,
-    call_id: &'a str,
-}
-
-/// The permission decision point: `beforeToolCall` hooks, the decision (rules, hook verdicts,
-/// mode), its audit entry, then the call (or its denial, or its approval request), then the
-/// `afterToolCall` hooks on the result.
-async fn decide_and_run(
-    host: &ToolHost,
-    runner: &dyn RunnerTools,
-    caller: &Caller,
-    call: CallRef<'_>,
-    mut input: Value,
-) -> Result<ToolOutput, ToolError> {
-    let CallRef { agent, def, tool, call_id } = call;
-    let (agent_id, activation_id) = (caller.agent_id.as_str(), caller.activation_id.as_str());
-    let hook_packs = hooks::packs_for(&host.project, tool);
-    // Rules beyond `suzumio.yaml` that decide this call: hook verdicts, and the approvals
-    // store's remembered rules (`--remember`), which are added here with the same precedence.
-    let mut extra = approvals::remembered_rules_for(&host.store, agent_id, activation_id, tool)
-        .map_err(|e| ToolError::Internal(format!("cannot read the remembered permission rules: {e}")))?;
-    for pack in &hook_packs {
-        let hook_call = hooks::HookCall { agent_id, activation_id, call_id, tool, input: &input };
-        match hooks::before(host, pack, &hook_call).await {
-            hooks::Before::Nothing => {}
-            hooks::Before::Verdict(rule) => extra.push(rule),
-            hooks::Before::Input(changed) => {
-                let changed = if changed.is_null() { json!({}) } else { changed };
-                if let Err(e) = host.project.registry.validate_input(tool, &changed) {
-                    let problem = ToolError::invalid_input(tool, &e);
-                    let message = format!("the beforeToolCall hook of {pack} changed the input: {}", problem.message());
-                    audit_hook(host, agent, caller, call_id, tool, &changed, pack, Behavior::Deny, &message);
-                    return Err(ToolError::Rejected(message));
-                }
-                audit_hook(host, agent, caller, call_id, tool, &changed, pack, Behavior::Allow, "changed the input");
-                input = changed;
-            }
-        }
-    }
-    let decision =
-        permissions::decide_with(&host.project, &permissions::Call { agent, tool, def, input: &input }, &extra);
-    host.audit.record(audit::AuditEntry {
-        time: host.store.now(),
-        kind: audit::EntryKind::Decision,
-        agent: agent_id.to_string(),
-        activation: Some(activation_id.to_string()),
-        call_id: Some(call_id.to_string()),
-        tool: tool.to_string(),
-        mode: agent.permission_mode.as_str().to_string(),
-        decision: decision.behavior,
-        source: decision.source.clone(),
-        reason: decision.reason.clone(),
-        risk: Some(decision.risk),
-        user_action: None,
-        feedback: None,
-        arguments: input.clone(),
-    });
-    if decision.behavior == Behavior::Deny || decision.source.contains(approvals::REMEMBERED_SOURCE) {
-        approvals::record_decision(host, caller, call_id, tool, &decision);
-    }
-    let result = match decision.behavior {
-        Behavior::Allow => dispatch(host, runner, caller, def, tool, input.clone()).await,
-        Behavior::Deny => Err(ToolError::Denied(permissions::denial_message(tool, &decision))),
-        Behavior::Ask => {
-            let policy = permissions::ask_policy(&host.project, agent);
-            let pending =
-                PendingCall { agent_id, activation_id, call_id, tool, input: &input, decision: &decision, policy };
-            approvals::ask(host, runner, pending).await
-        }
-    };
-    let mut output = result?;
-    for pack in &hook_packs {
-        let hook_call = hooks::HookCall { agent_id, activation_id, call_id, tool, input: &input };
-        output = match hooks::after(host, pack, &hook_call, output).await {
-            Ok(changed) => changed,
-            Err(why) => {
-                let message =
-                    format!("the afterToolCall hook of {pack} failed, so the result of {tool} is withheld: {why}");
-                audit_hook(host, agent, caller, call_id, tool, &input, pack, Behavior::Deny, &message);
-                return Err(ToolError::Denied(message));
-            }
-        };
-    }
-    Ok(output)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn audit_hook(
-    host: &ToolHost,
-    agent: &AgentConfig,
-    caller: &Caller,
-    call_id: &str,
-    tool: &str,
-    input: &Value,
-    pack: &str,
-    decision: Behavior,
-    reason: &str,
-) {
-    host.audit.record(audit::AuditEntry {
-        time: host.store.now(),
-        kind: audit::EntryKind::Hook,
-        agent: caller.agent_id.clone(),
-        activation: Some(caller.activation_id.clone()),
-        call_id: Some(call_id.to_string()),
-        tool: tool.to_string(),
-        mode: agent.permission_mode.as_str().to_string(),
-        decision,
-        source: format!("hook {pack}"),
-        reason: reason.to_string(),
-        risk: None,
-        user_action: None,
-        feedback: None,
-        arguments: input.clone(),
-    });
-}
-
-/// Runs a call that was decided `allow` where its tool runs: the controller or the agent's runner.
-pub async fn dispatch(
-    host: &ToolHost,
-    runner: &dyn RunnerTools,
-    caller: &Caller,
-    def: &ToolDefinition,
-    tool: &str,
-    input: Value,
-) -> Result<ToolOutput, ToolError> {
-    match def.runs_in {
-        RunsIn::Controller => builtin_tools::call(host, caller, tool, &input).await,
-        RunsIn::Runner => runner.invoke(&caller.agent_id, &caller.activation_id, tool, input).await,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Durable approval requests: an `ask` decision is stored, the activation is parked
 //! (`waiting_approval`) until a person allows or denies it (WebUI, CLI, API) or the agent's
-//! `approvalTimeout` passes, and on allow exactly the stored call runs.
+//! `approvalTimeout` passes. This module stores and waits; it never runs a call: [`ask`] answers
+//! whether the stored call may run, and the call pipeline (`crate::calls`) runs exactly it.
 //!
 //! The wait is the activation's own task: it spends no model tokens, holds no lock, and other
 //! agents' activations run meanwhile. It looks at the request row on every store event of this
@@ -19,16 +20,23 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::audit::Audit;
 use super::{AskPolicy, Behavior, Decision, OnAsk};
-use crate::activation::run::{RunnerTools, dispatch};
 use crate::config::AgentConfig;
+use crate::project::Project;
 use crate::store::{
     ApprovalRecord, ApprovalStatus, Event, NewApproval, RememberedRule, RuleDecision, Store, StoreError,
 };
-use crate::support::ToolHost;
-use crate::support::ToolOutput;
-use crate::support::builtin_tools::Caller;
-use crate::toolpack::ToolError;
+use crate::toolpack::{INVALID_JSON_KEY, ToolError};
+
+/// What the approvals step reads and writes: requests and events in the store, its audit lines,
+/// and the project (the agents' modes and policies).
+#[derive(Clone, Copy)]
+pub struct Approvals<'a> {
+    pub store: &'a Store,
+    pub audit: &'a Audit,
+    pub project: &'a Project,
+}
 
 /// How often a waiting call looks at its request when no event of this process woke it.
 pub const POLL: Duration = Duration::from_millis(250);
@@ -45,25 +53,25 @@ pub struct PendingCall<'a> {
     pub policy: AskPolicy,
 }
 
-/// Asks for approval and waits for it; on allow runs the stored call through `runner` or the
-/// controller, on deny or timeout returns `ToolError::Denied` with the reason and feedback.
+/// Asks for approval and waits for it: `Ok` when the stored call may run (a person allowed it, or
+/// a remembered rule does), `ToolError::Denied` with the reason and feedback on deny or timeout.
 ///
 /// A request this activation already holds for the same call (announced with its turn, or made
 /// before a restart) is adopted instead of asking again.
-pub async fn ask(host: &ToolHost, runner: &dyn RunnerTools, call: PendingCall<'_>) -> Result<ToolOutput, ToolError> {
+pub async fn ask(host: Approvals<'_>, call: &PendingCall<'_>) -> Result<(), ToolError> {
     let store = &host.store;
     let request = match store.adoptable_approval(call.activation_id, call.tool, call.input)? {
         Some(request) => request,
         None => {
             if let Some(rule) = remembered(store, call.agent_id, call.activation_id, call.tool)? {
-                return by_rule(host, runner, &call, &rule).await;
+                return by_rule(host, call, &rule);
             }
             if call.policy.on_ask == OnAsk::Deny {
                 let reason = nobody_asked(call.tool, &call.decision.reason);
-                decided(store, &call, Behavior::Deny, "permissions.onAsk: deny", &reason)?;
+                decided(store, call, Behavior::Deny, "permissions.onAsk: deny", &reason)?;
                 return Err(ToolError::Denied(reason));
             }
-            store.request_approval(new_request(store, &call, Some(call.call_id), call.policy))?
+            store.request_approval(new_request(store, call, Some(call.call_id), call.policy))?
         }
     };
     if request.tool_call_id.as_deref() != Some(call.call_id) {
@@ -71,9 +79,9 @@ pub async fn ask(host: &ToolHost, runner: &dyn RunnerTools, call: PendingCall<'_
     }
     let answered = wait(store, &request).await?;
     store.consume_approval(&answered.id)?;
-    audit_resolution(host, &call, &answered);
+    audit_resolution(host, call, &answered);
     match answered.status {
-        ApprovalStatus::Allowed => run(host, runner, &call).await,
+        ApprovalStatus::Allowed => Ok(()),
         ApprovalStatus::Cancelled => {
             ended_elsewhere().await;
             Err(ToolError::Denied(denial(&answered)))
@@ -87,7 +95,7 @@ const TIMEOUT_RESOLVER: &str = "timeout";
 
 /// The audit line of a request's answer (a person's, the deadline's, or a cancel's), written by
 /// the controller whose activation picks it up, whichever process or page made it.
-fn audit_resolution(host: &ToolHost, call: &PendingCall<'_>, answered: &ApprovalRecord) {
+fn audit_resolution(host: Approvals<'_>, call: &PendingCall<'_>, answered: &ApprovalRecord) {
     let (behavior, action) = match answered.status {
         ApprovalStatus::Allowed => (Behavior::Allow, "allow"),
         ApprovalStatus::Cancelled => (Behavior::Deny, "cancelled"),
@@ -129,18 +137,18 @@ async fn ended_elsewhere() {
 /// Before the calls of one model turn run: every call that will be `ask`ed gets its request
 /// now, so calls of one turn wait together and can be decided one by one or all at once. Calls
 /// that are refused anyway (unknown, not allowed, invalid input) are left to `execute_tool`.
-pub fn announce_turn(host: &ToolHost, agent: &AgentConfig, activation_id: &str, calls: &[(String, Value)]) {
+pub fn announce_turn(host: Approvals<'_>, agent: &AgentConfig, activation_id: &str, calls: &[(String, Value)]) {
     let mut asked = Vec::new();
     for (tool, input) in calls {
         let Some((_, def)) = host.project.registry.tool(tool) else { continue };
         let input = if input.is_null() { json!({}) } else { input.clone() };
         if !agent.tools.allows(tool)
-            || input.get(crate::activation::providers::INVALID_JSON_KEY).is_some()
+            || input.get(INVALID_JSON_KEY).is_some()
             || host.project.registry.validate_input(tool, &input).is_err()
         {
             continue;
         }
-        let decision = super::decide(&host.project, &super::Call { agent, tool, def, input: &input });
+        let decision = super::decide(host.project, &super::Call { agent, tool, def, input: &input });
         if decision.behavior == Behavior::Ask {
             asked.push((tool, input, decision));
         }
@@ -149,7 +157,7 @@ pub fn announce_turn(host: &ToolHost, agent: &AgentConfig, activation_id: &str, 
     if asked.len() < 2 {
         return;
     }
-    let policy = super::ask_policy(&host.project, agent);
+    let policy = super::ask_policy(host.project, agent);
     if policy.on_ask == OnAsk::Deny {
         return;
     }
@@ -190,20 +198,21 @@ pub const REMEMBERED_SOURCE: &str = "remembered rule";
 /// Records a decision that did not come from the config as a `permission.decided` event (the
 /// approvals step records its own): remembered rules and denials, so a UI can show how a call
 /// was authorized or why it was refused.
-pub fn record_decision(host: &ToolHost, caller: &Caller, call_id: &str, tool: &str, decision: &Decision) {
+pub fn record_decision(store: &Store, call: &PendingCall<'_>) {
+    let (decision, tool) = (call.decision, call.tool);
     let text = |v: Value| v.as_str().unwrap_or_default().to_string();
     let event = Event::PermissionDecided {
-        agent_id: caller.agent_id.clone(),
-        activation_id: caller.activation_id.clone(),
-        tool_call_id: Some(call_id.to_string()).filter(|c| !c.is_empty()),
+        agent_id: call.agent_id.to_string(),
+        activation_id: call.activation_id.to_string(),
+        tool_call_id: Some(call.call_id.to_string()).filter(|c| !c.is_empty()),
         tool: tool.to_string(),
         behavior: text(json!(decision.behavior)),
         source: decision.source.clone(),
         reason: decision.reason.clone(),
         risk: text(json!(decision.risk)),
     };
-    if let Err(e) = host.store.append_event(event) {
-        tracing::error!(agent = %caller.agent_id, tool, "recording a permission decision: {e}");
+    if let Err(e) = store.append_event(event) {
+        tracing::error!(agent = %call.agent_id, tool, "recording a permission decision: {e}");
     }
 }
 
@@ -307,21 +316,7 @@ async fn wait(store: &Store, request: &ApprovalRecord) -> Result<ApprovalRecord,
     Ok(answered)
 }
 
-/// Runs the stored call where its tool runs.
-async fn run(host: &ToolHost, runner: &dyn RunnerTools, call: &PendingCall<'_>) -> Result<ToolOutput, ToolError> {
-    let Some((_, def)) = host.project.registry.tool(call.tool) else {
-        return Err(ToolError::Rejected(format!("Unknown tool: {}", call.tool)));
-    };
-    let caller = Caller { agent_id: call.agent_id.to_string(), activation_id: call.activation_id.to_string() };
-    dispatch(host, runner, &caller, def, call.tool, call.input.clone()).await
-}
-
-async fn by_rule(
-    host: &ToolHost,
-    runner: &dyn RunnerTools,
-    call: &PendingCall<'_>,
-    rule: &RememberedRule,
-) -> Result<ToolOutput, ToolError> {
+fn by_rule(host: Approvals<'_>, call: &PendingCall<'_>, rule: &RememberedRule) -> Result<(), ToolError> {
     let source = format!(
         "remembered rule {} ({} {} for {}, by {} at {}{})",
         rule.id,
@@ -334,12 +329,12 @@ async fn by_rule(
     );
     match rule.decision {
         RuleDecision::Allow => {
-            decided(&host.store, call, Behavior::Allow, &source, "allowed before")?;
-            run(host, runner, call).await
+            decided(host.store, call, Behavior::Allow, &source, "allowed before")?;
+            Ok(())
         }
         RuleDecision::Deny => {
             let reason = format!("Permission denied for {}: denied before ({source})", call.tool);
-            decided(&host.store, call, Behavior::Deny, &source, &reason)?;
+            decided(host.store, call, Behavior::Deny, &source, &reason)?;
             Err(ToolError::Denied(reason))
         }
     }

@@ -11,7 +11,6 @@
 
 pub mod approvals;
 pub mod audit;
-pub mod hooks;
 pub mod mode;
 pub mod rules;
 pub mod shell;
@@ -128,8 +127,7 @@ pub fn decide_with(project: &Project, call: &Call<'_>, extra: &[Rule]) -> Decisi
 /// The engine without the project: `rules` in order (the first matching rule of the winning
 /// decision is the source).
 pub fn decide_rules<'r>(call: &Call<'_>, rules: impl IntoIterator<Item = &'r Rule>) -> Decision {
-    let pointers = call.def.presentation.as_ref().map(|p| p.target.as_slice()).unwrap_or_default();
-    let subject = Subject::of(call.tool, pointers, call.input);
+    let subject = Subject::of(call.def, call.input);
     let risk = mode::risk(call.def, &subject);
     let mode = call.agent.permission_mode;
     let rules: Vec<&Rule> = rules.into_iter().collect();
@@ -166,42 +164,6 @@ pub fn decide_rules<'r>(call: &Call<'_>, rules: impl IntoIterator<Item = &'r Rul
         return decided(rule);
     }
     mode::default_decision(mode, call, &subject, risk)
-}
-
-/// `permissions.hooks` against the registry: a named pack must be a local pack (only those have
-/// a `controller.mjs`); an entry that reaches no local pack's hooks is a warning.
-pub fn check_hooks(
-    config: &crate::config::ProjectConfig,
-    registry: &crate::toolpack::ToolpackRegistry,
-    d: &mut crate::config::Diagnostics,
-) {
-    use crate::toolpack::PackSource;
-    for (i, target) in config.permissions.hooks.iter().enumerate() {
-        let path = format!("permissions.hooks[{i}]");
-        match &target.pack {
-            Some(id) => match registry.pack(id) {
-                None => d.error(Some(&target.loc), &path, format!("Unknown toolpack: {id}")),
-                Some(p) if !matches!(p.source, PackSource::Local { .. }) => d.error(
-                    Some(&target.loc),
-                    &path,
-                    format!("{id} is a built-in toolpack; hooks are exported by a local pack's controller.mjs"),
-                ),
-                Some(_) => {}
-            },
-            None => {
-                let reaches = registry.tools().any(|(pack, tool)| {
-                    target.tools.matches(&tool.name) && matches!(pack.source, PackSource::Local { .. })
-                });
-                if !reaches {
-                    d.warning(
-                        Some(&target.loc),
-                        &path,
-                        format!("`{}` matches no tool of a local pack, so no hook runs; name the pack whose hooks should see these calls with {{tools, pack}}", target.tools),
-                    );
-                }
-            }
-        }
-    }
 }
 
 /// What to do when a call is `ask` and nobody may be there.

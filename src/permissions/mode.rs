@@ -9,19 +9,18 @@
 //! - `full-access`: no ordinary asks (`requiresApproval` included); `deny` rules, hooks'
 //!   denials and the schema still apply.
 //!
-//! In every mode the core pack's coordination tools (`messages.send`, `coordination.*`,
-//! `completion.submit`) run: they only reach other agents and the user, through the
+//! In every mode the coordination tools (those whose manifest entry declares
+//! `effects.coordination`: messaging, waiting, submitting) run: they only reach other agents and the user, through the
 //! communication policy, and an agent that could not use them could not finish its work.
 
 use super::rules::Subject;
 use super::{Behavior, Call, Decision, Risk};
 use crate::config::PermissionMode;
-use crate::toolpack::{RunsIn, ToolDefinition};
+use crate::toolpack::ToolDefinition;
 
-/// The core pack's controller-side tools.
+/// The tools that only reach agents and the user (declared `effects.coordination`).
 pub fn is_coordination_tool(def: &ToolDefinition) -> bool {
-    def.runs_in == RunsIn::Controller
-        && (def.name == "messages.send" || def.name.starts_with("coordination.") || def.name == "completion.submit")
+    def.effects.coordination
 }
 
 pub fn default_decision(mode: PermissionMode, call: &Call<'_>, _subject: &Subject, risk: Risk) -> Decision {

@@ -10,6 +10,8 @@ use serde_json::Value;
 
 use super::shell::{self, Command};
 use crate::config::{AllowPattern, PermissionRule, RuleDecision};
+use crate::toolpack::ToolDefinition;
+use crate::toolpack::effects::{Touches, values_at};
 
 /// One rule as the engine applies it: from `suzumio.yaml` (project or agent), or remembered by
 /// an approval (the approvals store), or a hook's verdict.
@@ -121,48 +123,24 @@ pub enum Subject {
 }
 
 impl Subject {
-    /// The subject of a call of `tool` with `input` (already valid against its schema); the
-    /// file tools' paths are found at the tool's `presentation.target` pointers.
-    pub fn of(tool: &str, target_pointers: &[String], input: &Value) -> Subject {
-        if tool == "shell.exec" {
-            let line = input.get("command").and_then(Value::as_str).unwrap_or("");
-            return Subject::Shell(shell::commands(line));
-        }
-        if tool == "web.fetch" {
-            let url = input.get("url").and_then(Value::as_str).unwrap_or("");
-            let host = url::Url::parse(url).ok().and_then(|u| u.host_str().map(|h| h.to_ascii_lowercase()));
-            return Subject::Host(host);
-        }
-        if tool.starts_with("file.") {
-            let mut paths = Vec::new();
-            for pointer in target_pointers {
-                collect(input, pointer.trim_start_matches('/'), &mut paths);
+    /// The subject of a call (its input already valid against the tool's schema), as the
+    /// tool's declared `effects.touches` say: paths at some pointers, a command line, a URL.
+    pub fn of(def: &ToolDefinition, input: &Value) -> Subject {
+        match &def.effects.touches {
+            Touches::Command(pointer) => {
+                let line = input.pointer(pointer).and_then(Value::as_str).unwrap_or("");
+                Subject::Shell(shell::commands(line))
             }
-            return Subject::Paths(paths.into_iter().map(normalize_path).collect());
-        }
-        Subject::None
-    }
-}
-
-fn collect<'a>(value: &'a Value, pointer: &str, out: &mut Vec<&'a Value>) {
-    if pointer.is_empty() {
-        out.push(value);
-        return;
-    }
-    let (head, rest) = pointer.split_once('/').unwrap_or((pointer, ""));
-    match (head, value) {
-        ("*", Value::Array(items)) => items.iter().for_each(|v| collect(v, rest, out)),
-        (key, Value::Object(map)) => {
-            if let Some(v) = map.get(key) {
-                collect(v, rest, out)
+            Touches::Url(pointer) => {
+                let url = input.pointer(pointer).and_then(Value::as_str).unwrap_or("");
+                let host = url::Url::parse(url).ok().and_then(|u| u.host_str().map(|h| h.to_ascii_lowercase()));
+                Subject::Host(host)
             }
-        }
-        (i, Value::Array(items)) => {
-            if let Some(v) = i.parse::<usize>().ok().and_then(|i| items.get(i)) {
-                collect(v, rest, out)
+            Touches::Paths(pointers) => {
+                Subject::Paths(pointers.iter().flat_map(|p| values_at(input, p)).map(normalize_path).collect())
             }
+            Touches::Nothing => Subject::None,
         }
-        _ => {}
     }
 }
 

@@ -17,7 +17,18 @@ fn agent(mode: PermissionMode) -> AgentConfig {
     agent
 }
 
-/// A local pack's tool with these markings.
+/// The effects a built-in tool of this name declares (none for any other name).
+fn builtin_effects(name: &str) -> crate::toolpack::ToolEffects {
+    use crate::config::BuiltinPack;
+    [BuiltinPack::Core, BuiltinPack::Shell, BuiltinPack::Web, BuiltinPack::Git]
+        .into_iter()
+        .flat_map(|p| crate::toolpack::builtin::manifest(p).expect("built-in manifest").tools)
+        .find(|t| t.name == name)
+        .map(|t| t.effects)
+        .unwrap_or_default()
+}
+
+/// A tool with these markings, with the effects a built-in tool of the same name declares.
 fn tool(name: &str, requires_approval: bool, read_only: Option<bool>, destructive: Option<bool>) -> ToolDefinition {
     ToolDefinition {
         name: name.into(),
@@ -33,6 +44,7 @@ fn tool(name: &str, requires_approval: bool, read_only: Option<bool>, destructiv
         output_schema: None,
         output_validator: None,
         server_annotations: None,
+        effects: builtin_effects(name),
     }
 }
 
@@ -195,7 +207,7 @@ proptest! {
         let mut deny = rule("shell.*", RuleDecision::Deny);
         deny.commands = vec![PATTERNS[deny_pattern].into()];
         let input = json!({ "command": LINES[line] });
-        let subject = Subject::of("shell.exec", &[], &input);
+        let subject = Subject::of(&shell, &input);
         let deny_matches = deny.matches("shell.exec", &subject);
         rules.insert(deny_at.min(rules.len()), deny);
         let d = decide_one(mode, &shell, &rules, &input);

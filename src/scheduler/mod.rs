@@ -14,6 +14,7 @@
 //! rules are testable without the model loop. The no-effect nudge is created when an activation
 //! completes: [`Scheduler::activation_finished`].
 
+pub mod budgets;
 mod delivery;
 mod monitors;
 pub mod nudges;
@@ -135,7 +136,7 @@ impl Scheduler {
                 return report;
             }
         }
-        match crate::activation::budget::resume_due(&self.tools) {
+        match budgets::resume_due(&self.tools) {
             Ok(resumed) => report.due(resumed.next_due),
             Err(e) => report.errors.push(format!("budget resume: {e}")),
         }

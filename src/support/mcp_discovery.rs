@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::start::StartError;
 use crate::config::{BackendKind, McpTransport};
-use crate::controller::RunError;
 use crate::project::Project;
 use crate::toolpack::mcp::McpListing;
 
@@ -23,10 +23,10 @@ fn missing(project: &Project) -> Vec<(String, bool)> {
 }
 
 /// List what is missing; a server that cannot be listed gives a listing with its error.
-pub async fn discover(dir: &Path, backend: Option<BackendKind>) -> Result<BTreeMap<String, McpListing>, RunError> {
+pub async fn discover(dir: &Path, backend: Option<BackendKind>) -> Result<BTreeMap<String, McpListing>, StartError> {
     // Its warnings are the ones `check` is about to print (with the lists found).
     let project = Project::load(dir, &crate::config::load::ProcessEnv)?;
-    let host = crate::controller::open_project(project)?;
+    let host = super::start::open_project(project)?;
     let wanted = missing(&host.project);
     let mut failed: Vec<McpListing> = Vec::new();
     if wanted.iter().any(|(_, stdio)| !stdio) {
@@ -34,7 +34,7 @@ pub async fn discover(dir: &Path, backend: Option<BackendKind>) -> Result<BTreeM
     }
     if wanted.iter().any(|(_, stdio)| *stdio) {
         let kind = backend.unwrap_or(host.project.config.backend.kind);
-        match crate::controller::runners(&host, kind).await {
+        match super::start::runners(&host, kind).await {
             Ok(runners) => {
                 failed.extend(runners.discover_mcp().await);
                 runners.shutdown().await;

@@ -8,13 +8,18 @@
 //!   not), each hard-linked file once, never following a link, and opens every directory from
 //!   its parent's fd with `O_NOFOLLOW`, so a container that swaps a directory for a link cannot
 //!   send the controller's walk anywhere else on the host.
-//! - While an agent is over its quota, its runner-side tool calls fail with "disk quota
-//!   exceeded (N of M used)" (a `file.patch` that only deletes is still allowed, so the agent
-//!   can free space), and the crossing is recorded as `agent.quota_exceeded`; when a later
-//!   measurement finds it under again, `agent.quota_ok`.
-//! - A `file.write` or `file.patch` that would take the agent over fails before it runs, with
-//!   the same message; what it adds is counted at once, until the next measurement replaces the
-//!   estimate with the truth.
+//! - What a call does to the disk is what its tool declares (`effects.disk` in the manifest,
+//!   `toolpack::effects`): reads, calls that free space (`file.delete`, `file.move`, a
+//!   `file.patch` or `file.edit` that removes more than it adds, a `shell.exec` line that only
+//!   runs `rm`/`rmdir`/`unlink`), writes of texts from the input, or — for anything that
+//!   declares nothing, such as local packs' tools — "may add".
+//! - While an agent is over its quota, its runner-side calls that may add data fail with "disk
+//!   quota exceeded (N of M used)"; reads and calls that free space still run, so the agent can
+//!   look for and remove what filled it. The crossing is recorded as `agent.quota_exceeded`;
+//!   when a later measurement finds it under again, `agent.quota_ok`.
+//! - A write (`file.write`, `file.patch`, `file.edit`) that would take the agent over fails
+//!   before it runs, with the same message; what it adds is counted at once, until the next
+//!   measurement replaces the estimate with the truth.
 //!
 //! This is detection, not a hard limit: a shell command can write as fast as the disk allows
 //! between two measurements, and it is not stopped mid-write. A hard limit needs the kernel: a
@@ -32,9 +37,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::spec::{artifacts_dir, workspace_dir};
-use crate::config::ProjectConfig;
+use crate::permissions::shell;
+use crate::project::Project;
 use crate::store::{Event, Store};
-use crate::toolpack::ToolError;
+use crate::toolpack::effects::text_bytes;
+use crate::toolpack::{DiskEffect, ToolEffects, ToolError};
 
 /// How often the watcher measures.
 pub const MEASURE_EVERY: Duration = Duration::from_secs(2);
@@ -45,6 +52,8 @@ pub const MAX_ENTRIES: u64 = 200_000;
 pub struct DiskQuotas {
     limit: u64,
     agents: HashMap<String, AgentDisk>,
+    /// Every tool's declared effects, by name.
+    effects: HashMap<String, ToolEffects>,
 }
 
 struct AgentDisk {
@@ -62,7 +71,8 @@ struct Usage {
 
 impl DiskQuotas {
     /// The quotas of a project's agents, `backend.docker.diskQuota` each.
-    pub fn new(config: &ProjectConfig) -> DiskQuotas {
+    pub fn new(project: &Project) -> DiskQuotas {
+        let config = &project.config;
         let agents = config
             .agents
             .iter()
@@ -75,35 +85,39 @@ impl DiskQuotas {
                 (a.id.clone(), disk)
             })
             .collect();
-        DiskQuotas { limit: config.backend.docker.disk_quota_bytes, agents }
+        let effects = project.registry.tools().map(|(_, t)| (t.name.clone(), t.effects.clone())).collect();
+        DiskQuotas { limit: config.backend.docker.disk_quota_bytes, agents, effects }
     }
 
     /// Whether `agent` may run the runner-side `tool` with `input` now.
     pub fn admit(&self, agent: &str, tool: &str, input: &Value) -> Result<(), ToolError> {
         let Some(disk) = self.agents.get(agent) else { return Ok(()) };
         let mut usage = disk.usage.lock().unwrap_or_else(|e| e.into_inner());
-        if only_deletes(tool, input) {
-            return Ok(());
-        }
-        if usage.over {
-            return Err(ToolError::Failed(format!(
-                "{}: free space in /workspace or {} (file.patch deletions still run)",
+        let change = match self.effects.get(tool) {
+            Some(effects) => disk.change(effects, input),
+            None => Change::MayAdd,
+        };
+        match change {
+            Change::Nothing | Change::Frees => Ok(()),
+            _ if usage.over => Err(ToolError::Failed(format!(
+                "{}: free space in /workspace or {} first (reads, file.delete, file.move, shrinking edits \
+                 and `rm` still run)",
                 self.exceeded(usage.used),
                 disk.artifacts_shown
-            )));
-        }
-        let adds = disk.bytes_added(tool, input);
-        if adds > 0 {
-            if usage.used.saturating_add(adds) > self.limit {
-                return Err(ToolError::Failed(format!(
-                    "{}: writing {} more would go over",
-                    self.exceeded(usage.used),
-                    size(adds)
-                )));
+            ))),
+            Change::MayAdd => Ok(()),
+            Change::Adds(adds) => {
+                if usage.used.saturating_add(adds) > self.limit {
+                    return Err(ToolError::Failed(format!(
+                        "{}: writing {} more would go over",
+                        self.exceeded(usage.used),
+                        size(adds)
+                    )));
+                }
+                usage.used += adds;
+                Ok(())
             }
-            usage.used += adds;
         }
-        Ok(())
     }
 
     /// Measure every agent, record the crossings, until `stop`.
@@ -154,22 +168,57 @@ impl DiskQuotas {
     }
 }
 
+/// What one call does to an agent's disk use, as far as can be told before it runs.
+#[derive(Debug, PartialEq)]
+enum Change {
+    /// A read.
+    Nothing,
+    /// Never adds.
+    Frees,
+    /// Adds at most this many bytes.
+    Adds(u64),
+    /// Unknown: may add anything.
+    MayAdd,
+}
+
+/// Programs that only remove files: a command line of nothing else frees space.
+const DELETING_PROGRAMS: &[&str] = &["rm", "rmdir", "unlink"];
+
 impl AgentDisk {
-    /// What a write adds at most: a `file.write`'s content less the file it replaces, a
-    /// `file.patch`'s added content and replacement text.
-    fn bytes_added(&self, tool: &str, input: &Value) -> u64 {
-        let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map_or(0, |s| s.len() as u64);
-        match tool {
-            "file.write" => {
-                let replaced = input.get("path").and_then(Value::as_str).and_then(|p| self.host_path(p));
-                let old = replaced.and_then(|p| std::fs::symlink_metadata(p).ok()).map_or(0, |m| m.len());
-                text(input, "content").saturating_sub(old)
+    /// What a call of a tool with these effects does: a write's texts less what it removes
+    /// and the file it replaces, a command line that only deletes frees.
+    fn change(&self, effects: &ToolEffects, input: &Value) -> Change {
+        match &effects.disk {
+            DiskEffect::None => Change::Nothing,
+            DiskEffect::Frees => Change::Frees,
+            DiskEffect::MayAdd => Change::MayAdd,
+            DiskEffect::Command => {
+                let only_deletes = effects.command_line(input).map(shell::commands).is_some_and(|parsed| {
+                    parsed.is_ok_and(|commands| {
+                        !commands.is_empty()
+                            && commands.iter().all(|c| {
+                                c.exact
+                                    && !c.wrapper
+                                    && c.argv
+                                        .first()
+                                        .is_some_and(|p| DELETING_PROGRAMS.contains(&p.rsplit('/').next().unwrap_or(p)))
+                            })
+                    })
+                });
+                if only_deletes { Change::Frees } else { Change::MayAdd }
             }
-            "file.patch" => input
-                .get("operations")
-                .and_then(Value::as_array)
-                .map_or(0, |ops| ops.iter().map(|op| text(op, "content") + text(op, "replace")).sum()),
-            _ => 0,
+            DiskEffect::Writes { adds, removes, replaces } => {
+                let old = replaces
+                    .as_deref()
+                    .and_then(|p| input.pointer(p))
+                    .and_then(Value::as_str)
+                    .and_then(|p| self.host_path(p))
+                    .and_then(|p| std::fs::symlink_metadata(p).ok())
+                    .map_or(0, |m| m.len());
+                let added = text_bytes(input, adds);
+                let removed = text_bytes(input, removes).saturating_add(old);
+                if added > removed { Change::Adds(added - removed) } else { Change::Frees }
+            }
         }
     }
 
@@ -189,14 +238,6 @@ impl AgentDisk {
     fn measure(&self) -> u64 {
         self.dirs.iter().map(|dir| measure(dir)).sum()
     }
-}
-
-/// A `file.patch` whose operations are all deletions frees space and is always allowed.
-fn only_deletes(tool: &str, input: &Value) -> bool {
-    tool == "file.patch"
-        && input.get("operations").and_then(Value::as_array).is_some_and(|ops| {
-            !ops.is_empty() && ops.iter().all(|op| op.get("op").and_then(Value::as_str) == Some("delete"))
-        })
 }
 
 /// Allocated bytes under `dir`, as the module header says.
@@ -275,13 +316,44 @@ mod tests {
         assert_eq!(size(5 << 30), "5.0 GiB");
     }
 
+    fn effects(tool: &str) -> ToolEffects {
+        use crate::config::BuiltinPack;
+        [BuiltinPack::Core, BuiltinPack::Shell]
+            .into_iter()
+            .flat_map(|p| crate::toolpack::builtin::manifest(p).expect("built-in manifest").tools)
+            .find(|t| t.name == tool)
+            .map(|t| t.effects)
+            .expect("a built-in tool")
+    }
+
+    /// What each built-in call does to the disk, as its manifest declares it.
     #[test]
-    fn only_a_patch_of_deletions_frees_space() {
+    fn calls_that_free_space_are_told_from_calls_that_add() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("old"), vec![b'x'; 10]).unwrap();
+        let disk = AgentDisk {
+            dirs: [tmp.path().to_path_buf(), tmp.path().join("artifacts")],
+            artifacts_shown: "/artifacts/a".into(),
+            usage: Mutex::new(Usage::default()),
+        };
+        let change = |tool: &str, input: Value| disk.change(&effects(tool), &input);
         let delete = json!({"operations": [{"op": "delete", "path": "a"}]});
-        assert!(only_deletes("file.patch", &delete));
-        assert!(!only_deletes("file.patch", &json!({"operations": [{"op": "delete", "path": "a"}, {"op": "add"}]})));
-        assert!(!only_deletes("file.patch", &json!({"operations": []})));
-        assert!(!only_deletes("shell.exec", &delete));
+        assert_eq!(change("file.patch", delete), Change::Frees);
+        let add = json!({"operations": [{"op": "delete", "path": "a"}, {"op": "add", "path": "b", "content": "abc"}]});
+        assert_eq!(change("file.patch", add), Change::Adds(3));
+        assert_eq!(change("file.edit", json!({"path": "f", "oldText": "a", "newText": "abcd"})), Change::Adds(3));
+        assert_eq!(change("file.edit", json!({"path": "f", "oldText": "abcd", "newText": ""})), Change::Frees);
+        assert_eq!(change("file.write", json!({"path": "old", "content": "y".repeat(25)})), Change::Adds(15));
+        assert_eq!(change("file.write", json!({"path": "old", "content": "y"})), Change::Frees);
+        assert_eq!(change("file.delete", json!({"path": "old"})), Change::Frees);
+        assert_eq!(change("file.move", json!({"from": "old", "to": "/tmp/x"})), Change::Frees);
+        assert_eq!(change("file.read", json!({"path": "old"})), Change::Nothing);
+        assert_eq!(change("shell.stop", json!({"id": "cmd_1"})), Change::Nothing);
+        assert_eq!(change("shell.exec", json!({"command": "rm -rf big && rmdir d"})), Change::Frees);
+        assert_eq!(change("shell.exec", json!({"command": "/bin/rm big"})), Change::Frees);
+        for adds in ["rm big; dd if=/dev/zero of=x", "rm $(echo x)", "timeout 5 rm x", "echo hi", "sh -c 'rm x'"] {
+            assert_eq!(change("shell.exec", json!({ "command": adds })), Change::MayAdd, "{adds}");
+        }
     }
 
     #[test]

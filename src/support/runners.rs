@@ -48,8 +48,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::quota::DiskQuotas;
+use super::runner_tools::{RunnerFuture, RunnerTools};
 use super::{ToolHost, ToolOutput, broker};
-use crate::activation::run::{RunnerFuture, RunnerTools};
 use crate::backend::{ContainerSpec, RunnerBackend, RunnerEnd, RunnerLoss, TOKEN_FILE};
 use crate::rpc::{
     self, CallSupportParams, CommandFinishedParams, CommandFinishedResult, CommandInfo, Connection, HandlerFuture,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use suzumio::activation::run::execute_tool;
+use suzumio::calls::execute_tool;
 use suzumio::config::BackendKind;
 use suzumio::support::ToolHost;
 use suzumio::support::runners::AgentRunners;

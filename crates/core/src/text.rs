@@ -12,6 +12,11 @@ pub fn cap_chars(text: &str, max: usize) -> String {
     }
 }
 
+/// A number as a limit is written: whole numbers without decimals.
+pub fn number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", v as i64) } else { format!("{v}") }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,7 +70,7 @@ pub struct ToolCall {
 }
 
 /// The key under which unparsable tool-call arguments are kept.
-pub const INVALID_JSON_KEY: &str = "__invalid_json";
+pub use crate::toolpack::INVALID_JSON_KEY;
 
 impl ToolCall {
     /// The raw text of the arguments when the model sent invalid JSON.

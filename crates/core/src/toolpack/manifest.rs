@@ -5,6 +5,7 @@
 //! `annotations`, `requiresApproval`, UI-only `presentation`, `relatedTools` on WebUI entries).
 //! Rules about module files on disk are checked by the registry, which knows the pack root.
 
+use super::effects::ToolEffects;
 use serde_json::Value as Json;
 
 use crate::text::cap_chars;
@@ -90,6 +91,8 @@ pub struct ToolDefinition {
     /// What an untrusted MCP server claims of the tool: shown, never used for a decision
     /// (`annotations` holds what counts).
     pub server_annotations: Option<ToolAnnotations>,
+    /// What a call touches and does (built-in tools declare it; see `effects.rs`).
+    pub effects: ToolEffects,
 }
 
 impl ToolDefinition {
@@ -220,9 +223,11 @@ const TOOL_KEYS: &[&str] = &[
     "deferrable",
     "supportInputSchema",
     "outputSchema",
+    "effects",
 ];
-/// Keys only the built-in manifests may use: where a tool runs is the binary's business.
-const BUILTIN_ONLY_TOOL_KEYS: &[&str] = &["runsIn", "endsActivation"];
+/// Keys only the built-in manifests may use: where a tool runs and what its calls do are the
+/// binary's business (a pack could otherwise claim to be a harmless coordination tool).
+const BUILTIN_ONLY_TOOL_KEYS: &[&str] = &["runsIn", "endsActivation", "effects"];
 const WEBUI_KEYS: &[&str] =
     &["id", "title", "description", "kind", "inputSchema", "submitLabel", "relatedTools", "presentation"];
 const RETIRED: &[(&str, &str)] = &[
@@ -362,6 +367,8 @@ fn parse_tools(
             _ => RunsIn::Runner,
         };
         let ends_activation = t.bool("endsActivation", d).unwrap_or(false);
+        let effects =
+            if origin == ManifestOrigin::Local { ToolEffects::default() } else { super::effects::parse(&t, d) };
         let deferrable = t.bool("deferrable", d).unwrap_or(true);
         if ends_activation && runs_in != RunsIn::Controller {
             d.error(
@@ -385,6 +392,7 @@ fn parse_tools(
                 output_validator: output_schema.as_ref().map(|(_, v)| v.clone()),
                 output_schema: output_schema.map(|(json, _)| json),
                 server_annotations: None,
+                effects,
             });
             validators.push(validator);
         }
@@ -581,6 +589,7 @@ mod tests {
             output_schema: None,
             output_validator: None,
             server_annotations: None,
+            effects: ToolEffects::default(),
         }
     }
 

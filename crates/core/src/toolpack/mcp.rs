@@ -299,6 +299,7 @@ pub fn tool_definitions(
             output_validator,
             output_schema,
             server_annotations: (!pack.trusted && claimed != ToolAnnotations::default()).then_some(claimed),
+            effects: Default::default(),
         });
         validators.push(validator);
     }

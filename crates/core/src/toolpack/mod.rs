@@ -5,6 +5,7 @@
 //! runner (container side) and the support broker (controller side) do that.
 
 pub mod builtin;
+pub mod effects;
 pub mod error;
 pub mod manifest;
 pub mod mcp;
@@ -15,9 +16,14 @@ pub mod redact;
 pub mod registry;
 pub mod schema;
 
+pub use effects::{DiskEffect, ToolEffects, Touches};
 pub use error::ToolError;
 pub use manifest::{Presentation, RunsIn, ToolAnnotations, ToolDefinition, WebuiEntry, WebuiKind};
 pub use registry::{AgentToolset, PackSource, TOOL_SEARCH, Toolpack, ToolpackRegistry};
+
+/// The key under which a model's tool-call arguments that were not valid JSON are passed on
+/// (`{"__invalid_json": "<text>"}`), so the call pipeline can answer the model with the text.
+pub const INVALID_JSON_KEY: &str = "__invalid_json";
 
 /// Tool names: 1–128 characters of `A-Za-z0-9_.-`.
 pub fn is_valid_tool_name(name: &str) -> bool {

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::rules::Rule;
 use crate::config::{AllowPattern, RuleDecision};
 use crate::js::CallScope;
+use crate::permissions::Rule;
 use crate::project::Project;
 use crate::support::{ToolHost, ToolOutput, parse_output};
 use crate::toolpack::PackSource;

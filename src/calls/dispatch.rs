@@ -1,0 +1,26 @@
+//! Dispatch: a call decided `allow` (or allowed after its approval) runs where its tool runs —
+//! a controller-side handler (`support::builtin_tools`) or the agent's runner ([`RunnerTools`]).
+//! The tool's `runsIn` decides; nothing here looks at a tool's name.
+
+use serde_json::Value;
+
+use super::RunnerTools;
+use crate::support::ToolHost;
+use crate::support::builtin_tools::{self, Caller};
+use crate::toolpack::output::ToolOutput;
+use crate::toolpack::{RunsIn, ToolDefinition, ToolError};
+
+/// Runs an allowed call where its tool runs: the controller or the agent's runner.
+pub async fn dispatch(
+    host: &ToolHost,
+    runner: &dyn RunnerTools,
+    caller: &Caller,
+    def: &ToolDefinition,
+    tool: &str,
+    input: Value,
+) -> Result<ToolOutput, ToolError> {
+    match def.runs_in {
+        RunsIn::Controller => builtin_tools::call(host, caller, tool, &input).await,
+        RunsIn::Runner => runner.invoke(&caller.agent_id, &caller.activation_id, tool, input).await,
+    }
+}

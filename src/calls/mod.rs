@@ -1,0 +1,240 @@
+//! The tool-call pipeline: every tool call, whoever makes it — the model loop (`activation`),
+//! `suzumio tool call`, the WebUI, MCP clients (`mcp_serve`) — goes through [`execute_tool`],
+//! and an approval's resume goes on inside it with the stored call. The steps, in order:
+//!
+//! ```text
+//! resolve ─ allowlist ─ record start ─ schema ─ before-hooks ─ decide ─┬─ allow ───────────────┐
+//!                                                                    ├─ ask: park (approvals) ┤─ dispatch ─ after-hooks ─┐
+//!                                                                    └─ deny: refuse ─────────┼──────────────────────────┴─ record finish
+//!                                                                           audit (decision, hooks, resolution)
+//! ```
+//!
+//! - *resolve*: the tool in the registry (`Unknown tool`), *allowlist*: the agent may call it.
+//!   Both refuse with `ToolError::Rejected` and record nothing: the call never existed.
+//! - *schema*: the input against the tool's `inputSchema` (or the model's arguments were not
+//!   JSON); a refusal is recorded with the call.
+//! - *before-hooks* (`hooks.rs`): packs' `beforeToolCall`, a verdict joins the rules, a changed
+//!   input is checked again.
+//! - *decide*: `permissions::decide_with` (rules, remembered approvals, hook verdicts, mode). It
+//!   only decides; the decision is audited here.
+//! - *park*: an `ask` is stored by `permissions::approvals::ask`, which waits until it is
+//!   decided (durable across restarts) and answers whether to run; this module then runs
+//!   exactly the stored call.
+//! - *dispatch* (`dispatch.rs`): where the tool runs — a controller handler, or the agent's
+//!   runner through [`RunnerTools`].
+//! - *after-hooks*: packs' `afterToolCall` on the result; a failing hook withholds it.
+//! - *record*: the finish (outcome, error kind) of the call recorded at its start.
+//!
+//! Layer: below the model loop and the servers, above `permissions`, `support` and the store.
+
+mod dispatch;
+pub mod hooks;
+
+use serde_json::{Value, json};
+
+pub use dispatch::dispatch;
+
+use crate::config::AgentConfig;
+use crate::permissions::approvals::{self, Approvals, PendingCall};
+use crate::permissions::{self, Behavior, audit};
+use crate::store::ToolCallOutcome;
+use crate::support::ToolHost;
+use crate::support::builtin_tools::Caller;
+pub use crate::support::runner_tools::{NoRunner, RunnerFuture, RunnerTools};
+use crate::toolpack::output::ToolOutput;
+use crate::toolpack::{INVALID_JSON_KEY, ToolDefinition, ToolError};
+
+/// One tool call of an agent's activation through the whole pipeline (see the module header).
+pub async fn execute_tool(
+    host: &ToolHost,
+    runner: &dyn RunnerTools,
+    agent_id: &str,
+    activation_id: &str,
+    tool: &str,
+    input: Value,
+) -> Result<ToolOutput, ToolError> {
+    let store = &host.store;
+    let agent =
+        host.project.config.agent(agent_id).ok_or_else(|| ToolError::Rejected(format!("Unknown agent: {agent_id}")))?;
+    let Some((pack, def)) = host.project.registry.tool(tool) else {
+        return Err(ToolError::Rejected(format!("Unknown tool: {tool}")));
+    };
+    if !host.project.registry.may_call(agent, tool) {
+        return Err(ToolError::Rejected(format!("Tool not allowed for {agent_id}: {tool}")));
+    }
+    let input = if input.is_null() { json!({}) } else { input };
+    // Every call of a known, allowed tool is recorded, including the ones refused for their input.
+    let call_id =
+        store.start_tool_call(activation_id, agent_id, tool, Some(&pack.id), &input, def.target(&input).as_deref())?;
+    let caller = Caller { agent_id: agent_id.to_string(), activation_id: activation_id.to_string() };
+    let invalid = match input.as_object().and_then(|m| m.get(INVALID_JSON_KEY)).and_then(Value::as_str) {
+        Some(raw) => Some(ToolError::Rejected(format!("The arguments are not valid JSON: {raw}"))),
+        None => host.project.registry.validate_input(tool, &input).err().map(|e| ToolError::invalid_input(tool, &e)),
+    };
+    let result = match invalid {
+        Some(problem) => Err(problem),
+        None => {
+            let call = CallRef { agent, def, tool, call_id: &call_id };
+            decide_and_run(host, runner, &caller, call, input).await
+        }
+    };
+    let (outcome, output, error) = match &result {
+        Ok(out) => (ToolCallOutcome::Completed, serde_json::to_value(out).ok(), None),
+        Err(e) => (ToolCallOutcome::Failed, None, Some(e)),
+    };
+    if let Err(e) = store.finish_tool_call(
+        &call_id,
+        outcome,
+        output.as_ref(),
+        error.map(ToolError::message),
+        error.map(ToolError::kind),
+    ) {
+        // The call ran; its result still goes back to the model, but the record stays open.
+        tracing::error!(agent = %agent_id, tool, call = %call_id, "recording the end of a tool call: {e}");
+    }
+    result
+}
+
+/// Before the calls of one model turn run: the calls that will be asked get their requests
+/// together (`permissions::approvals::announce_turn`), so they can be decided one by one or at once.
+pub fn announce_turn(host: &ToolHost, agent: &AgentConfig, activation_id: &str, calls: &[(String, Value)]) {
+    approvals::announce_turn(approvals_of(host), agent, activation_id, calls);
+}
+
+/// Asks for approval of a call already decided `ask`, and on allow runs exactly that call.
+pub async fn ask_and_run(
+    host: &ToolHost,
+    runner: &dyn RunnerTools,
+    pending: PendingCall<'_>,
+) -> Result<ToolOutput, ToolError> {
+    approvals::ask(approvals_of(host), &pending).await?;
+    let Some((_, def)) = host.project.registry.tool(pending.tool) else {
+        return Err(ToolError::Rejected(format!("Unknown tool: {}", pending.tool)));
+    };
+    let caller = Caller { agent_id: pending.agent_id.to_string(), activation_id: pending.activation_id.to_string() };
+    dispatch(host, runner, &caller, def, pending.tool, pending.input.clone()).await
+}
+
+fn approvals_of(host: &ToolHost) -> Approvals<'_> {
+    Approvals { store: &host.store, audit: &host.audit, project: &host.project }
+}
+
+/// The call `execute_tool` decides, once its input passed the schema.
+struct CallRef<'a> {
+    agent: &'a AgentConfig,
+    def: &'a ToolDefinition,
+    tool: &'a str,
+    call_id: &'a str,
+}
+
+/// From the before-hooks to the after-hooks: the hooks' verdicts and changed input, the
+/// decision and its audit entry, then the call (or its denial, or its approval request and
+/// then the call), then the `afterToolCall` hooks on the result.
+async fn decide_and_run(
+    host: &ToolHost,
+    runner: &dyn RunnerTools,
+    caller: &Caller,
+    call: CallRef<'_>,
+    mut input: Value,
+) -> Result<ToolOutput, ToolError> {
+    let CallRef { agent, def, tool, call_id } = call;
+    let (agent_id, activation_id) = (caller.agent_id.as_str(), caller.activation_id.as_str());
+    let hook_packs = hooks::packs_for(&host.project, tool);
+    // Rules beyond `suzumio.yaml` that decide this call: hook verdicts, and the approvals
+    // store's remembered rules (`--remember`), which are added here with the same precedence.
+    let mut extra = approvals::remembered_rules_for(&host.store, agent_id, activation_id, tool)
+        .map_err(|e| ToolError::Internal(format!("cannot read the remembered permission rules: {e}")))?;
+    for pack in &hook_packs {
+        let hook_call = hooks::HookCall { agent_id, activation_id, call_id, tool, input: &input };
+        match hooks::before(host, pack, &hook_call).await {
+            hooks::Before::Nothing => {}
+            hooks::Before::Verdict(rule) => extra.push(rule),
+            hooks::Before::Input(changed) => {
+                let changed = if changed.is_null() { json!({}) } else { changed };
+                if let Err(e) = host.project.registry.validate_input(tool, &changed) {
+                    let problem = ToolError::invalid_input(tool, &e);
+                    let message = format!("the beforeToolCall hook of {pack} changed the input: {}", problem.message());
+                    audit_hook(host, agent, caller, call_id, tool, &changed, pack, Behavior::Deny, &message);
+                    return Err(ToolError::Rejected(message));
+                }
+                audit_hook(host, agent, caller, call_id, tool, &changed, pack, Behavior::Allow, "changed the input");
+                input = changed;
+            }
+        }
+    }
+    let decision =
+        permissions::decide_with(&host.project, &permissions::Call { agent, tool, def, input: &input }, &extra);
+    host.audit.record(audit::AuditEntry {
+        time: host.store.now(),
+        kind: audit::EntryKind::Decision,
+        agent: agent_id.to_string(),
+        activation: Some(activation_id.to_string()),
+        call_id: Some(call_id.to_string()),
+        tool: tool.to_string(),
+        mode: agent.permission_mode.as_str().to_string(),
+        decision: decision.behavior,
+        source: decision.source.clone(),
+        reason: decision.reason.clone(),
+        risk: Some(decision.risk),
+        user_action: None,
+        feedback: None,
+        arguments: input.clone(),
+    });
+    let policy = permissions::ask_policy(&host.project, agent);
+    let pending = PendingCall { agent_id, activation_id, call_id, tool, input: &input, decision: &decision, policy };
+    if decision.behavior == Behavior::Deny || decision.source.contains(approvals::REMEMBERED_SOURCE) {
+        approvals::record_decision(&host.store, &pending);
+    }
+    let result = match decision.behavior {
+        Behavior::Allow => dispatch(host, runner, caller, def, tool, input.clone()).await,
+        Behavior::Deny => Err(ToolError::Denied(permissions::denial_message(tool, &decision))),
+        Behavior::Ask => match approvals::ask(approvals_of(host), &pending).await {
+            Ok(()) => dispatch(host, runner, caller, def, tool, input.clone()).await,
+            Err(e) => Err(e),
+        },
+    };
+    let mut output = result?;
+    for pack in &hook_packs {
+        let hook_call = hooks::HookCall { agent_id, activation_id, call_id, tool, input: &input };
+        output = match hooks::after(host, pack, &hook_call, output).await {
+            Ok(changed) => changed,
+            Err(why) => {
+                let message =
+                    format!("the afterToolCall hook of {pack} failed, so the result of {tool} is withheld: {why}");
+                audit_hook(host, agent, caller, call_id, tool, &input, pack, Behavior::Deny, &message);
+                return Err(ToolError::Denied(message));
+            }
+        };
+    }
+    Ok(output)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn audit_hook(
+    host: &ToolHost,
+    agent: &AgentConfig,
+    caller: &Caller,
+    call_id: &str,
+    tool: &str,
+    input: &Value,
+    pack: &str,
+    decision: Behavior,
+    reason: &str,
+) {
+    host.audit.record(audit::AuditEntry {
+        time: host.store.now(),
+        kind: audit::EntryKind::Hook,
+        agent: caller.agent_id.clone(),
+        activation: Some(caller.activation_id.clone()),
+        call_id: Some(call_id.to_string()),
+        tool: tool.to_string(),
+        mode: agent.permission_mode.as_str().to_string(),
+        decision,
+        source: format!("hook {pack}"),
+        reason: reason.to_string(),
+        risk: None,
+        user_action: None,
+        feedback: None,
+        arguments: input.clone(),
+    });
+}
