@@ -1,7 +1,6 @@
 //! Activations and tool calls: their rows, the agent status changes they imply, and the
 //! delivery marks on the signals an activation carries — each change one transaction.
 //!
-//! Minimal on purpose: the model loop (issue [E]) and the support broker (issue [D]) extend it.
 //! It records; it does not start containers or decide which signals to deliver.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
