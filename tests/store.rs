@@ -346,8 +346,8 @@ fn payloads_are_objects_and_sources_and_not_before_are_kept() {
     assert_eq!(s.payload, json!({"value": "just text"}));
     assert_eq!(s.source_agent.as_deref(), Some("pm"));
     assert_eq!(s.source_activation.as_deref(), Some("act_x"));
-    assert_eq!(s.not_before.as_deref(), Some(iso(later).as_str()));
-    assert_eq!(s.created_at, iso(start_time()));
+    assert_eq!(s.not_before.map(iso), Some(iso(later)));
+    assert_eq!(iso(s.created_at), iso(start_time()));
     assert!(s.id.starts_with("sig_"));
     let null_payload = fx.signal(req("custom"));
     assert_eq!(null_payload[0].payload, json!({}));
@@ -605,7 +605,7 @@ fn activation_lifecycle_updates_agent_and_signals() {
     let delivered = fx.store.signal(&sig).expect("read").expect("exists");
     assert_eq!(delivered.status, SignalStatus::Delivered);
     assert_eq!(delivered.delivered_activation_id.as_deref(), Some(act.id.as_str()));
-    assert_eq!(delivered.delivered_at.as_deref(), Some(iso(start_time()).as_str()));
+    assert_eq!(delivered.delivered_at.map(iso), Some(iso(start_time())));
 
     assert_eq!(
         err_text(fx.store.start_activation("worker-1", "again", &[])),
@@ -701,7 +701,7 @@ fn tool_calls_aggregate_without_inputs() {
     );
     assert_eq!(write.last_agent_id, "worker-1");
     assert_eq!(write.toolpack_id.as_deref(), Some("core"));
-    assert_eq!(write.last_at, iso(start_time() + Duration::seconds(1)));
+    assert_eq!(iso(write.last_at), iso(start_time() + Duration::seconds(1)));
     assert_eq!(write.last_error.as_deref().map(|e| e.chars().count()), Some(600));
     assert_eq!((stats[1].running_count, stats[1].last_status), (1, ToolCallStatus::Running));
     let json = serde_json::to_string(&stats).expect("serializes");

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::clock::iso;
 use crate::store::ProjectStatus;
 
 use super::{CliError, Output, approvals, to_json, unknown_agent, views};
@@ -102,7 +103,7 @@ pub fn status(dir: &Path, as_json: bool) -> Result<Output, CliError> {
             if tools.project.config.agent(&a.id).is_none() {
                 continue;
             }
-            let s = spent(&tools.store, Some(&a.id), a.resumed_at.as_deref())?;
+            let s = spent(&tools.store, Some(&a.id), a.resumed_at)?;
             agents.push(views::AgentStatusView {
                 id: a.id,
                 status: a.status,
@@ -157,7 +158,7 @@ pub fn status(dir: &Path, as_json: bool) -> Result<Output, CliError> {
 
 /// How `status` shows a pause: why, and what ends it.
 fn pause_line(agent: &str, pause: &crate::store::Pause) -> String {
-    let until = pause.until.as_deref().map(|u| format!("; resumes at {u}")).unwrap_or_default();
+    let until = pause.until.map(|u| format!("; resumes at {}", iso(u))).unwrap_or_default();
     format!("PAUSED: {}{until} (or: suzumio resume <dir> {agent})", pause.reason)
 }
 
@@ -188,7 +189,7 @@ fn usage_lines(tools: &crate::support::ToolHost, out: &mut String) -> Result<(),
     let _ = writeln!(out, "usage today (UTC, since a resume when there was one):");
     for a in tools.store.agents()? {
         let Some(agent) = config.agent(&a.id) else { continue };
-        let s = spent(&tools.store, Some(&a.id), a.resumed_at.as_deref())?;
+        let s = spent(&tools.store, Some(&a.id), a.resumed_at)?;
         out.push_str(&line(&a.id, &s, &agent.budget));
     }
     out.push_str(&line("(project)", &spent(&tools.store, None, None)?, &config.budgets.project));

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use crate::clock::iso;
 use crate::config::Priority;
 use crate::store::SignalStatus;
 
@@ -68,8 +69,8 @@ pub fn signals(
                 s.priority.to_string(),
                 s.status.as_str().to_string(),
                 target,
-                s.created_at.clone(),
-                s.not_before.clone().unwrap_or_else(|| "-".into()),
+                iso(s.created_at),
+                s.not_before.map(iso).unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();

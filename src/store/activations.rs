@@ -10,6 +10,7 @@ use crate::store::{
     ActivationEnded, ActivationOutcome, ActivationRecord, ActivationStatus, AgentStatus, Event, Store, StoreError,
     ToolCallOutcome, ToolCallRecord, ToolCallStatus, agent_row, json_column, new_id, opt_json_column,
 };
+use crate::store::{opt_time_column, time_column};
 
 impl Store {
     /// Start an activation of `agent_id` carrying `signal_ids`: the activation row, the agent
@@ -219,8 +220,8 @@ fn activation_from_row(r: &Row<'_>) -> rusqlite::Result<ActivationRecord> {
             .as_array()
             .map(|ids| ids.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
             .unwrap_or_default(),
-        started_at: r.get(5)?,
-        ended_at: r.get(6)?,
+        started_at: time_column(r, 5)?,
+        ended_at: opt_time_column(r, 6)?,
         error: r.get(7)?,
         text: r.get(8)?,
         usage: opt_json_column(r, 9)?,
@@ -243,8 +244,8 @@ fn tool_call_from_row(r: &Row<'_>) -> rusqlite::Result<ToolCallRecord> {
         input: json_column(r, 6)?,
         output: opt_json_column(r, 7)?,
         error: r.get(8)?,
-        started_at: r.get(9)?,
-        finished_at: r.get(10)?,
+        started_at: time_column(r, 9)?,
+        finished_at: opt_time_column(r, 10)?,
         error_kind: r.get(11)?,
     })
 }

@@ -21,6 +21,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/health", get(health))
         .route("/api/projects", get(projects))
+        .route("/api/event-types", get(event_types))
         .route("/api/projects/{project}/tool-ui", get(tool_ui))
         .route("/api/projects/{project}/tool-ui/{pack}/{entry}", post(invoke_tool_ui))
         .route("/api/projects/{project}/tool-status", get(tool_status))
@@ -56,6 +57,11 @@ pub fn routes() -> Router<AppState> {
 
 async fn health() -> Json<views::Health> {
     Json(views::Health { ok: true, version: crate::VERSION })
+}
+
+/// Every event type and how a reader of the timeline treats it: the WebUI's one list of them.
+async fn event_types() -> Json<views::EventTypes> {
+    Json(views::EventTypes { types: crate::store::EVENT_TYPES })
 }
 
 async fn projects(State(state): State<AppState>) -> Result<Response, ApiError> {
