@@ -95,7 +95,7 @@ fn conversation(host: &ToolHost, input: &Value) -> Result<ToolOutput, InvokeErro
         limit: Some(limit),
         ..Default::default()
     })?;
-    messages.sort_by(|x, y| x.created_at.cmp(&y.created_at));
+    messages.sort_by_key(|m| m.created_at);
     let mut out = format!("Conversation between {a} and {b}:\n");
     for m in &messages {
         let to = m.recipient.as_deref().unwrap_or("?");
