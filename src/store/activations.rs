@@ -224,7 +224,12 @@ fn activation_from_row(r: &Row<'_>) -> rusqlite::Result<ActivationRecord> {
         ended_at: opt_time_column(r, 6)?,
         error: r.get(7)?,
         text: r.get(8)?,
-        usage: opt_json_column(r, 9)?,
+        usage: opt_json_column(r, 9)?
+            .map(|v| {
+                serde_json::from_value(v)
+                    .map_err(|e| rusqlite::Error::FromSqlConversionFailure(9, rusqlite::types::Type::Text, Box::new(e)))
+            })
+            .transpose()?,
     })
 }
 

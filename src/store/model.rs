@@ -335,7 +335,28 @@ pub struct ActivationRecord {
     pub ended_at: Option<DateTime<Utc>>,
     pub error: Option<String>,
     pub text: Option<String>,
-    pub usage: Option<Value>,
+    /// None until its first model call is recorded.
+    pub usage: Option<ActivationUsage>,
+}
+
+/// What an activation's model calls used, as its row keeps it (`usage_json`, kept current by
+/// `Store::record_model_usage`): the counts, the cost once one of its models has prices, and
+/// the models it called, in the order they were first called.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivationUsage {
+    #[serde(default)]
+    pub model_calls: u64,
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    #[serde(default)]
+    pub models: Vec<String>,
 }
 
 /// A full tool call row, input and output included. Status views use [`ToolStat`] and

@@ -9,8 +9,8 @@ use crate::activation::budget::{Spent, spent};
 use crate::clock::iso;
 use crate::config::{AgentConfig, BudgetLimits, PresetConfig, PresetTarget, ProviderConfig};
 use crate::store::{
-    ActivationRecord, ActivationStatus, AgentStatus, HistoryEntry, HistoryRecord, MessageEdge, Pause, ProjectRecord,
-    ProjectStats, ProjectStatus, StoreError, TokenUsage, ToolCallStatus, ToolCallSummary,
+    ActivationRecord, ActivationStatus, ActivationUsage, AgentStatus, HistoryEntry, HistoryRecord, MessageEdge, Pause,
+    ProjectRecord, ProjectStats, ProjectStatus, StoreError, TokenUsage, ToolCallStatus, ToolCallSummary,
 };
 use crate::support::ToolHost;
 use crate::toolpack::{Presentation, Toolpack, WebuiEntry};
@@ -211,7 +211,7 @@ pub struct ActivationHead<'a> {
     pub started_at: String,
     pub ended_at: Option<String>,
     pub error: Option<&'a str>,
-    pub usage: Option<&'a Value>,
+    pub usage: Option<&'a ActivationUsage>,
 }
 
 #[derive(Serialize)]
