@@ -53,6 +53,49 @@ pub fn parse_iso(text: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(text.trim()).ok().map(|t| t.with_timezone(&Utc))
 }
 
+/// Serde for a [`DateTime<Utc>`] as [`iso`] text: a typed time reads on the wire (and in the
+/// JSON the store keeps) exactly as the strings it replaced. `#[serde(with = "crate::clock::iso_serde")]`;
+/// [`iso_serde::option`] for an `Option`.
+pub mod iso_serde {
+    use chrono::{DateTime, Utc};
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::iso(*t))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+        let text = String::deserialize(d)?;
+        super::parse_iso(&text).ok_or_else(|| D::Error::custom(format!("not an RFC 3339 time: `{text}`")))
+    }
+
+    pub mod option {
+        use chrono::{DateTime, Utc};
+        use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+        pub fn serialize<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+            match t {
+                Some(t) => s.serialize_str(&crate::clock::iso(*t)),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+            match Option::<String>::deserialize(d)? {
+                None => Ok(None),
+                Some(text) => crate::clock::parse_iso(&text)
+                    .map(Some)
+                    .ok_or_else(|| D::Error::custom(format!("not an RFC 3339 time: `{text}`"))),
+            }
+        }
+    }
+}
+
+/// Milliseconds from one time to a later one (`None` if `to` is earlier).
+pub fn millis_from(from: DateTime<Utc>, to: DateTime<Utc>) -> Option<u64> {
+    u64::try_from((to - from).num_milliseconds()).ok()
+}
+
 /// Milliseconds from one store timestamp to a later one (`None` if either does not parse or
 /// `to` is earlier).
 pub fn millis_between(from: &str, to: &str) -> Option<u64> {

@@ -127,10 +127,7 @@ fn is_idle(tools: &ToolHost, activations: &Activations, scheduler: &Scheduler) -
     if store.project()?.status != crate::store::ProjectStatus::Running {
         return Ok(working == 0);
     }
-    let expiring = store
-        .approvals(true, crate::store::MAX_LIMIT)?
-        .iter()
-        .any(|r| crate::clock::parse_iso(&r.expires_at).is_some_and(|t| t <= horizon));
+    let expiring = store.approvals(true, crate::store::MAX_LIMIT)?.iter().any(|r| r.expires_at <= horizon);
     if expiring {
         return Ok(false);
     }

@@ -7,11 +7,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::MultiProgress;
+use suzumio::commands::image::ImageBuild;
 use suzumio::commands::scaffold::{InitOptions, Template, init, toolpack_new};
 use suzumio::commands::{self, CliError, Output};
 use suzumio::config::diag::sorted;
 use suzumio::config::{BackendKind, Priority};
-use suzumio::controller::{self, RunOptions};
+use suzumio::controller::RunOptions;
 use suzumio::store::{ActivationStatus, ProjectStatus, SignalStatus};
 use suzumio::web::AllowedHost;
 
@@ -502,6 +503,15 @@ enum ImageBase {
     Debian,
 }
 
+impl From<ImageBase> for commands::image::ImageBase {
+    fn from(b: ImageBase) -> Self {
+        match b {
+            ImageBase::Minimal => commands::image::ImageBase::Minimal,
+            ImageBase::Debian => commands::image::ImageBase::Debian,
+        }
+    }
+}
+
 /// `--backend`. The library's enums stay free of CLI concerns; these map onto them one to one.
 #[derive(Clone, Copy, ValueEnum)]
 enum BackendArg {
@@ -544,6 +554,15 @@ impl From<PriorityArg> for Priority {
 enum LogFormat {
     Text,
     Json,
+}
+
+impl From<LogFormat> for commands::run::LogFormat {
+    fn from(f: LogFormat) -> Self {
+        match f {
+            LogFormat::Text => commands::run::LogFormat::Text,
+            LogFormat::Json => commands::run::LogFormat::Json,
+        }
+    }
 }
 
 /// `activations --status`.
@@ -608,86 +627,32 @@ fn main() -> ExitCode {
         Command::Tools { dir, agent, json } => finish_json(commands::tools(&dir, agent.as_deref(), json), json),
         Command::Run { dir, host, port, token, allowed_hosts, backend, until_idle, paused, log_format } => {
             block_on(async move {
-                let login_code = token.as_ref().map(|_| suzumio::store::new_token());
-                let link_code = login_code.clone();
                 let backend = backend.map(BackendKind::from);
-                let options =
-                    RunOptions { host, port, token, backend, until_idle, login_code, allowed_hosts, start: !paused };
-                let live = terminal.clone();
-                let announce = move |tools: &suzumio::support::ToolHost, addr: std::net::SocketAddr| {
-                    let status = tools.store.project().map(|p| p.status);
-                    let note = match status {
-                        Ok(suzumio::store::ProjectStatus::Running) => String::new(),
-                        Ok(suzumio::store::ProjectStatus::Stopped) => {
-                            " (stopped: no agent runs until `suzumio start` or Start in the WebUI)".to_string()
-                        }
-                        Ok(other) => format!(" ({}: no agent runs until it is started)", other.as_str()),
-                        Err(e) => format!(" (status unknown: {e})"),
-                    };
-                    println!("suzumio: project {}{note} is served at http://{addr} (Ctrl-C to stop)", tools.name());
-                    if let Some(code) = &link_code {
-                        println!("suzumio: WebUI login link (works once): http://{addr}/login/{code}");
-                    }
-                    // Structured logs are for a collector, not a terminal: no live lines then.
-                    if log_format == LogFormat::Text {
-                        show_progress(tools, &live);
-                    }
+                let options = RunOptions {
+                    host,
+                    port,
+                    token,
+                    backend,
+                    until_idle,
+                    login_code: None,
+                    allowed_hosts,
+                    start: !paused,
                 };
-                let stopping = terminal.clone();
-                let shutdown = async move {
-                    let signal = stop_signal().await;
-                    match log_format {
-                        LogFormat::Text => stopping.suspend(|| eprintln!("suzumio: {signal}: shutting down")),
-                        LogFormat::Json => tracing::info!("{signal}: shutting down"),
-                    }
-                };
-                match controller::run(&dir, options, announce, shutdown).await {
-                    Ok(outcome) if !outcome.failed_activations.is_empty() => {
-                        let failed = format!(
-                            "{} activation(s) failed: {}",
-                            outcome.failed_activations.len(),
-                            outcome.failed_activations.join(", ")
-                        );
-                        match log_format {
-                            LogFormat::Text => terminal.suspend(|| eprintln!("suzumio: {failed}")),
-                            LogFormat::Json => tracing::error!("{failed}"),
-                        }
-                        ExitCode::from(1)
-                    }
+                let console = Terminal(terminal.clone());
+                match commands::run::run(&dir, options, log_format.into(), console, stop_signal()).await {
+                    Ok(served) if served.failed => ExitCode::from(1),
                     Ok(_) => ExitCode::SUCCESS,
-                    Err(e) => terminal.suspend(|| finish(Err(e.into()))),
+                    Err(e) => terminal.suspend(|| finish(Err(e))),
                 }
             })
         }
         Command::Ui { dir, target, input, json } => {
             block_on(async move { finish_json(commands::ui(&dir, &target, input.as_deref(), json).await, json) })
         }
-        Command::Image { command: ImageCommand::Build { base, packages, suite, tag, force } } => block_on(async move {
-            let built = match base {
-                ImageBase::Minimal if !packages.is_empty() || suite.is_some() || tag.is_some() => {
-                    Err(CliError::Input("--packages, --suite and --tag apply to --base debian only".to_string()))
-                }
-                ImageBase::Minimal => suzumio::backend::build_minimal_image(force)
-                    .await
-                    .map(|info| format!("{info}\n").into())
-                    .map_err(CliError::from),
-                ImageBase::Debian => {
-                    let build = suzumio::backend::DebianBuild {
-                        tag: tag.unwrap_or_else(|| suzumio::backend::DEBIAN_IMAGE.to_string()),
-                        suite,
-                        packages,
-                        force,
-                    };
-                    suzumio::backend::build_debian_image(&build).await.map(|image| format!("{image}\n").into()).map_err(
-                        |e| match e {
-                            e @ suzumio::backend::BackendError::InvalidPackage { .. } => CliError::Input(e.to_string()),
-                            e => CliError::from(e),
-                        },
-                    )
-                }
-            };
-            finish(built)
-        }),
+        Command::Image { command: ImageCommand::Build { base, packages, suite, tag, force } } => {
+            let request = ImageBuild { base: base.into(), packages, suite, tag, force };
+            block_on(async move { finish(commands::image::build(request).await) })
+        }
         Command::Tool { command: ToolCommand::Call { dir, agent, tool, input, backend, json } } => {
             block_on(async move {
                 let kind = backend.map(BackendKind::from);
@@ -719,14 +684,6 @@ fn main() -> ExitCode {
                 return finish_json(commands::logs(&dir, &filter), json);
             }
             block_on(async move {
-                use std::io::Write;
-                let emit = |line: &str| {
-                    let mut out = std::io::stdout().lock();
-                    // A closed pipe (`| head`) ends the command like Ctrl-C would.
-                    if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
-                        std::process::exit(0);
-                    }
-                };
                 let stop = async {
                     let _ = stop_signal().await;
                 };
@@ -757,29 +714,34 @@ fn main() -> ExitCode {
     }
 }
 
-/// Live lines per agent on a terminal's stderr; plain lines (one per event) on stdout when the
-/// live lines are hidden or stdout goes elsewhere.
-fn show_progress(tools: &suzumio::support::ToolHost, terminal: &MultiProgress) {
-    use std::io::{IsTerminal, Write};
-    let mut events = tools.store.subscribe();
-    let agents: Vec<String> = tools.project.config.agents.iter().map(|a| a.id.clone()).collect();
-    let plain = terminal.is_hidden() || !std::io::stdout().is_terminal();
-    let mut view = suzumio::progress::LiveView::new(terminal, &agents, plain);
-    tokio::spawn(async move {
-        loop {
-            let event = match events.recv().await {
-                Ok(event) => event,
-                // A burst outran us: the counts miss those events, but the view goes on.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-            };
-            if let Some(line) = view.show(&event) {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{line}");
-                let _ = out.flush();
-            }
-        }
-    });
+/// The terminal of `suzumio run`: stdout lines, and stderr notes written around the live lines.
+#[derive(Clone)]
+struct Terminal(MultiProgress);
+
+impl commands::run::Console for Terminal {
+    fn line(&self, text: &str) {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{text}");
+        let _ = out.flush();
+    }
+
+    fn note(&self, text: &str) {
+        self.0.suspend(|| eprintln!("{text}"));
+    }
+
+    fn terminal(&self) -> &MultiProgress {
+        &self.0
+    }
+}
+
+/// One line of `logs -f` on stdout. A closed pipe (`| head`) ends the command like Ctrl-C would.
+fn emit(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+        std::process::exit(0);
+    }
 }
 
 /// [`finish`] for a command given `--json`: a failure also prints its JSON error object on
@@ -792,12 +754,13 @@ fn finish_json(result: Result<Output, CliError>, json: bool) -> ExitCode {
     finish(result)
 }
 
-/// Print a command's warnings and output, or its error; exit with the error's code.
+/// `approvals allow|deny`.
 fn resolve_approval(d: ApprovalDecisionArgs, allow: bool) -> Result<Output, CliError> {
     let remember = d.remember.map(Into::into);
     commands::approvals::resolve(&d.dir, &d.id, allow, remember, d.feedback.as_deref(), d.all_of_activation)
 }
 
+/// Print a command's warnings and output, or its error; exit with the error's code.
 fn finish(result: Result<Output, CliError>) -> ExitCode {
     match result {
         Ok(out) => {

@@ -253,7 +253,7 @@ mod tests {
     fn event(kind: &str, data: serde_json::Value) -> EventRecord {
         let event = Event::from_parts(kind, data);
         assert!(!matches!(event, Event::Unrecognized { .. }), "{kind}: not a whole event");
-        EventRecord { id: 0, event, created_at: String::new() }
+        EventRecord { id: 0, event, created_at: chrono::DateTime::UNIX_EPOCH }
     }
 
     #[test]

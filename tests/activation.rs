@@ -351,10 +351,7 @@ async fn an_openai_compatible_model_recovers_from_a_schema_error() {
     let act = w.host.store.latest_activation("pm", None).unwrap().unwrap();
     assert_eq!(act.status.as_str(), "completed");
     let usage = act.usage.expect("usage recorded");
-    assert_eq!(
-        (usage["modelCalls"].clone(), usage["inputTokens"].clone(), usage["outputTokens"].clone()),
-        (json!(3), json!(30), json!(15))
-    );
+    assert_eq!((usage.model_calls, usage.input_tokens, usage.output_tokens), (3, 30, 15));
 }
 
 /// A P1 message reaches a running activation at its next tool boundary, appended to the result.

@@ -215,7 +215,7 @@ activations:
     assert_eq!(w.pending_for("worker"), 1);
     let pause = w.store().agent("worker").unwrap().unwrap().paused.expect("paused");
     let next_hour = w.store().now().duration_trunc(chrono::Duration::hours(1)).unwrap() + chrono::Duration::hours(1);
-    assert_eq!(pause.until.as_deref(), Some(&*suzumio::clock::iso(next_hour)));
+    assert_eq!(pause.until.map(suzumio::clock::iso), Some(suzumio::clock::iso(next_hour)));
 
     // Paused agents get no activation, though signals keep arriving: they stay pending.
     w.user_says("worker", "note 4");
@@ -376,11 +376,11 @@ async fn cost_is_computed_from_the_preset_prices_and_a_cost_budget_pauses() {
 
     // 1000 input tokens at 2 and 500 output tokens at 10 per million: 0.007 a call.
     let runs = w.activations_of("worker");
-    let usage: &Value = runs[0].usage.as_ref().expect("usage recorded");
-    assert_eq!((usage["modelCalls"].clone(), usage["inputTokens"].clone()), (json!(1), json!(1000)));
-    assert_eq!((usage["cachedInputTokens"].clone(), usage["outputTokens"].clone()), (json!(0), json!(500)));
-    assert!((usage["cost"].as_f64().unwrap() - 0.007).abs() < 1e-12, "{usage}");
-    assert_eq!(usage["models"], json!(["main (m)"]));
+    let usage = runs[0].usage.as_ref().expect("usage recorded");
+    assert_eq!((usage.model_calls, usage.input_tokens), (1, 1000));
+    assert_eq!((usage.cached_input_tokens, usage.output_tokens), (0, 500));
+    assert!((usage.cost.unwrap() - 0.007).abs() < 1e-12, "{usage:?}");
+    assert_eq!(usage.models, ["main (m)"]);
 
     // The second activation starts under the limit (0.007 < 0.01); the third finds 0.014 spent.
     assert_eq!(runs.iter().map(|a| a.status.as_str()).collect::<Vec<_>>(), ["completed", "completed", "cancelled"]);

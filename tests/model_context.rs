@@ -372,8 +372,8 @@ async fn fifty_activations(format: Format) {
     let first_of_last = &turns[98];
     assert!(format.prefix_text(first_of_last).contains("Round 49: how far are you?"));
     let usage = act.usage.expect("usage recorded");
-    assert!(usage["cachedInputTokens"].as_u64().unwrap() > 0, "{usage}");
-    assert!(usage["inputTokens"].as_u64().unwrap() >= usage["cachedInputTokens"].as_u64().unwrap(), "{usage}");
+    assert!(usage.cached_input_tokens > 0, "{usage:?}");
+    assert!(usage.input_tokens >= usage.cached_input_tokens, "{usage:?}");
 }
 
 #[tokio::test]
@@ -506,7 +506,7 @@ async fn a_fallback_after_a_tool_call_does_not_run_the_tool_again() {
     assert!(share > 0.99, "{share}");
     let act = w.host.store.latest_activation("pm", None).unwrap().unwrap();
     let usage = act.usage.unwrap();
-    assert_eq!(usage["models"], json!(["a (m1)", "b (m2)"]));
+    assert_eq!(usage.models, ["a (m1)", "b (m2)"]);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The scheduler's rules (reference §1.3–§1.5, §10 items 7, 8, 13–19) on a real store, with a
-//! manual clock and a fake activation launcher (the model loop arrives with issue [E]).
+//! manual clock and a fake activation launcher (the scheduler's rules, without a model loop).
 
 mod support;
 

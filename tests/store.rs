@@ -11,7 +11,7 @@ use suzumio::clock::{ManualClock, iso};
 use suzumio::config::ProjectConfig;
 use suzumio::store::{
     ActivationOutcome, ActivationStatus, AgentStatus, MessageQuery, ProjectStatus, SendMessage, SignalQuery,
-    SignalRecord, SignalRequest, SignalStatus, StateError, StateFiles, Store, StoreError, ToolCallOutcome,
+    SignalRecord, SignalRequest, SignalStatus, StateError, StateFiles, Store, StoreError, TokenUsage, ToolCallOutcome,
     ToolCallStatus,
 };
 use tempfile::TempDir;
@@ -346,8 +346,8 @@ fn payloads_are_objects_and_sources_and_not_before_are_kept() {
     assert_eq!(s.payload, json!({"value": "just text"}));
     assert_eq!(s.source_agent.as_deref(), Some("pm"));
     assert_eq!(s.source_activation.as_deref(), Some("act_x"));
-    assert_eq!(s.not_before.as_deref(), Some(iso(later).as_str()));
-    assert_eq!(s.created_at, iso(start_time()));
+    assert_eq!(s.not_before.map(iso), Some(iso(later)));
+    assert_eq!(iso(s.created_at), iso(start_time()));
     assert!(s.id.starts_with("sig_"));
     let null_payload = fx.signal(req("custom"));
     assert_eq!(null_payload[0].payload, json!({}));
@@ -605,7 +605,7 @@ fn activation_lifecycle_updates_agent_and_signals() {
     let delivered = fx.store.signal(&sig).expect("read").expect("exists");
     assert_eq!(delivered.status, SignalStatus::Delivered);
     assert_eq!(delivered.delivered_activation_id.as_deref(), Some(act.id.as_str()));
-    assert_eq!(delivered.delivered_at.as_deref(), Some(iso(start_time()).as_str()));
+    assert_eq!(delivered.delivered_at.map(iso), Some(iso(start_time())));
 
     assert_eq!(
         err_text(fx.store.start_activation("worker-1", "again", &[])),
@@ -701,7 +701,7 @@ fn tool_calls_aggregate_without_inputs() {
     );
     assert_eq!(write.last_agent_id, "worker-1");
     assert_eq!(write.toolpack_id.as_deref(), Some("core"));
-    assert_eq!(write.last_at, iso(start_time() + Duration::seconds(1)));
+    assert_eq!(iso(write.last_at), iso(start_time() + Duration::seconds(1)));
     assert_eq!(write.last_error.as_deref().map(|e| e.chars().count()), Some(600));
     assert_eq!((stats[1].running_count, stats[1].last_status), (1, ToolCallStatus::Running));
     let json = serde_json::to_string(&stats).expect("serializes");
@@ -1151,4 +1151,27 @@ fn a_command_finish_signal_is_withdrawn_only_while_pending() {
     f.run_activation("pm", std::slice::from_ref(&delivered));
     assert_eq!(f.store.withdraw_command_signal("pm", "cmd_2").unwrap(), None, "a delivered signal stays");
     assert_eq!(f.store.signal(&delivered.id).unwrap().unwrap().status, SignalStatus::Delivered);
+}
+
+/// Rows keep typed times and usage; serialized (the API, `--json`) they must read as the text
+/// the store wrote, so existing databases and golden output stay the same.
+#[test]
+fn typed_times_and_usage_serialize_as_the_text_the_store_wrote() {
+    let fx = Fixture::team();
+    fx.clock.set(start_time() + Duration::milliseconds(123));
+    let act = fx.store.start_activation("worker-1", "the prompt", &[]).expect("starts");
+    let call = |cost| TokenUsage { model_calls: 1, input_tokens: 10, cached_input_tokens: 2, output_tokens: 5, cost };
+    fx.store.record_model_usage(&act.id, "worker-1", "main (m)", &call(0.25), true).expect("usage");
+    fx.store.record_model_usage(&act.id, "worker-1", "other (n)", &call(0.0), false).expect("usage");
+    let read = fx.store.activation(&act.id).expect("read").expect("exists");
+    let conn = rusqlite::Connection::open(fx.store.path()).expect("open");
+    let (started, usage): (String, String) = conn
+        .query_row("SELECT started_at, usage_json FROM activations WHERE id = ?1", [&act.id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .expect("row");
+    assert_eq!(started, "2026-03-01T12:00:00.123Z");
+    assert_eq!(serde_json::to_value(&read).unwrap()["startedAt"], started);
+    assert_eq!(serde_json::to_string(&read.usage).unwrap(), usage);
+    assert_eq!(read.usage.map(|u| u.models), Some(vec!["main (m)".to_string(), "other (n)".to_string()]));
 }

@@ -396,6 +396,24 @@ async fn overview_scenario(b: &mut Browser, c: &Controller, _dir: &Path) -> webd
     b.wait_for_text("[data-activity] li", "pm sent a").await?;
     b.wait_for_text("[data-activity] li", "broken's activation failed").await?;
     b.wait_for_text("[data-activity] li", "worker called file.write").await?;
+    // What only echoes another event stays out of the feed, by the server's list of types (the
+    // history rows and call starts of the turns above were recorded).
+    let types = get(c, "/api/event-types").await;
+    let echoes: Vec<&str> = types["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["inFeed"] == false)
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(echoes.contains(&"history.appended") && echoes.contains(&"tool_call.started"), "{types}");
+    let recorded = get(c, &format!("{P}/events?limit=999")).await;
+    assert!(recorded["items"].as_array().unwrap().iter().any(|e| e["type"] == "history.appended"), "{recorded}");
+    let listed = "return [...document.querySelectorAll('[data-activity] li[data-type]')].map((li) => li.dataset.type);";
+    let shown: Vec<String> = serde_json::from_value(b.execute(listed, vec![]).await?).unwrap();
+    let echoed: Vec<&String> =
+        shown.iter().filter(|t| echoes.contains(&t.as_str()) && *t != "signal.created").collect();
+    assert!(echoed.is_empty(), "the feed shows echoes {echoed:?} of {shown:?}");
 
     // The graph's counts are the messages the store lists, per sender and recipient.
     let pm = first_activation(c, "pm").await;

@@ -80,11 +80,11 @@ impl<'a> ActivationBudget<'a> {
         let mut pause = record.paused;
         let first = !std::mem::replace(&mut self.state().guard_checked, true);
         if pause.is_none() && first {
-            pause = self.loop_guard(record.resumed_at.as_deref())?;
+            pause = self.loop_guard(record.resumed_at)?;
         }
         if pause.is_none() {
             let used = self.used();
-            if let Some(breach) = breach(self.host, self.agent, record.resumed_at.as_deref(), &used)? {
+            if let Some(breach) = breach(self.host, self.agent, record.resumed_at, &used)? {
                 store.pause_agent(id, &breach)?;
                 // Paused elsewhere in the meantime: that reason is the one on record.
                 pause = store.agent(id)?.and_then(|a| a.paused).or(Some(breach));
@@ -99,7 +99,7 @@ impl<'a> ActivationBudget<'a> {
     }
 
     /// The guard, once per activation (its count does not change while it runs).
-    fn loop_guard(&self, resumed_at: Option<&str>) -> Result<Option<Pause>, StoreError> {
+    fn loop_guard(&self, resumed_at: Option<DateTime<Utc>>) -> Result<Option<Pause>, StoreError> {
         let config = &self.host.project.config;
         let guard = config.budgets.loop_guard;
         if !guard.enabled {
@@ -107,7 +107,7 @@ impl<'a> ActivationBudget<'a> {
         }
         let store = &self.host.store;
         let now = store.now();
-        let since = later(iso(now - Duration::seconds(guard.window_seconds as i64)), resumed_at);
+        let since = later(now - Duration::seconds(guard.window_seconds as i64), resumed_at);
         let window = store.wake_window(&self.agent.id, &since, &talk_tools(self.host))?;
         if window.activations <= guard.max_activations || window.with_progress > 0 || window.woken_by.is_empty() {
             return Ok(None);
@@ -129,7 +129,8 @@ impl<'a> ActivationBudget<'a> {
             used: window.activations as f64,
             until: None,
             activation_id: None,
-            paused_at: String::new(),
+            // The store sets it when it records the pause.
+            paused_at: now,
         };
         tracing::warn!(agent = %self.agent.id, "{}", pause.reason);
         for partner in &window.woken_by {
@@ -171,12 +172,10 @@ fn talk_tools(host: &ToolHost) -> Vec<String> {
         .collect()
 }
 
-/// The later of two ISO times (the start of a period, the agent's last resume).
-fn later(period_start: String, resumed_at: Option<&str>) -> String {
-    match resumed_at {
-        Some(r) if r > period_start.as_str() => r.to_string(),
-        _ => period_start,
-    }
+/// The later of two times (the start of a period, the agent's last resume), as the store
+/// compares them.
+fn later(period_start: DateTime<Utc>, resumed_at: Option<DateTime<Utc>>) -> String {
+    iso(resumed_at.map_or(period_start, |r| r.max(period_start)))
 }
 
 /// The start of the UTC hour and of the UTC day of `now`, and when each ends.
@@ -203,24 +202,24 @@ pub struct Spent {
 }
 
 /// What an agent (`Some`) or the project (`None`) spent in the current periods.
-pub fn spent(store: &Store, agent: Option<&str>, resumed_at: Option<&str>) -> Result<Spent, StoreError> {
+pub fn spent(store: &Store, agent: Option<&str>, resumed_at: Option<DateTime<Utc>>) -> Result<Spent, StoreError> {
     let periods = Periods::of(store.now());
     let mut today = TokenUsage::default();
-    for (id, usage) in store.usage_since(&later(iso(periods.day), resumed_at))? {
+    for (id, usage) in store.usage_since(&later(periods.day, resumed_at))? {
         if agent.is_none_or(|a| a == id) {
             today.add(&usage);
         }
     }
-    let activations_this_hour = store.count_activations_since(agent, &later(iso(periods.hour), resumed_at))?;
+    let activations_this_hour = store.count_activations_since(agent, &later(periods.hour, resumed_at))?;
     Ok(Spent { today, activations_this_hour })
 }
 
 /// One limit against what was used, and what ends its period.
-struct Check<'a> {
+struct Check {
     limit: &'static str,
     allowed: Option<f64>,
     used: f64,
-    until: Option<&'a String>,
+    until: Option<DateTime<Utc>>,
     what: String,
 }
 
@@ -228,13 +227,13 @@ struct Check<'a> {
 fn breach(
     host: &ToolHost,
     agent: &AgentConfig,
-    resumed_at: Option<&str>,
+    resumed_at: Option<DateTime<Utc>>,
     activation: &TokenUsage,
 ) -> Result<Option<Pause>, StoreError> {
     let store = &host.store;
     let periods = Periods::of(store.now());
-    let next_hour = iso(periods.hour + Duration::hours(1));
-    let next_day = iso(periods.day + Duration::days(1));
+    let next_hour = periods.hour + Duration::hours(1);
+    let next_day = periods.day + Duration::days(1);
     let mine = spent(store, Some(&agent.id), resumed_at)?;
     let project = spent(store, None, resumed_at)?;
     let scopes: [(&str, &BudgetLimits, &Spent); 2] =
@@ -253,21 +252,21 @@ fn breach(
                 limit: "maxActivationsPerHour",
                 allowed: limits.max_activations_per_hour.map(|v| v as f64),
                 used: spent.activations_this_hour as f64,
-                until: Some(&next_hour),
+                until: Some(next_hour),
                 what: format!("{who} started {} activations this hour", spent.activations_this_hour),
             },
             Check {
                 limit: "maxTokensPerDay",
                 allowed: limits.max_tokens_per_day.map(|v| v as f64),
                 used: spent.today.tokens() as f64,
-                until: Some(&next_day),
+                until: Some(next_day),
                 what: format!("{who} used {} tokens today", spent.today.tokens()),
             },
             Check {
                 limit: "maxCostPerDay",
                 allowed: limits.max_cost_per_day,
                 used: spent.today.cost,
-                until: Some(&next_day),
+                until: Some(next_day),
                 what: format!("{who} spent {:.4} today", spent.today.cost),
             },
         ];
@@ -286,9 +285,10 @@ fn breach(
                 scope: scope.to_string(),
                 allowed,
                 used,
-                until: until.cloned(),
+                until,
                 activation_id: None,
-                paused_at: String::new(),
+                // The store sets it when it records the pause.
+                paused_at: store.now(),
             }));
         }
     }
@@ -298,6 +298,7 @@ fn breach(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::parse_iso;
     use crate::config::Prices;
 
     #[test]
@@ -317,7 +318,7 @@ mod tests {
         let now = crate::clock::parse_iso("2026-03-01T12:34:56.789Z").unwrap();
         let p = Periods::of(now);
         assert_eq!((iso(p.hour), iso(p.day)), ("2026-03-01T12:00:00.000Z".into(), "2026-03-01T00:00:00.000Z".into()));
-        assert_eq!(later(iso(p.day), Some("2026-03-01T12:30:00.000Z")), "2026-03-01T12:30:00.000Z");
-        assert_eq!(later(iso(p.hour), Some("2026-02-28T00:00:00.000Z")), "2026-03-01T12:00:00.000Z");
+        assert_eq!(later(p.day, parse_iso("2026-03-01T12:30:00.000Z")), "2026-03-01T12:30:00.000Z");
+        assert_eq!(later(p.hour, parse_iso("2026-02-28T00:00:00.000Z")), "2026-03-01T12:00:00.000Z");
     }
 }

@@ -361,7 +361,13 @@ mod tests {
     use serde_json::json;
 
     fn row(id: &str, entry: HistoryEntry) -> HistoryRecord {
-        HistoryRecord { id: id.into(), agent_id: "pm".into(), activation_id: None, entry, created_at: String::new() }
+        HistoryRecord {
+            id: id.into(),
+            agent_id: "pm".into(),
+            activation_id: None,
+            entry,
+            created_at: chrono::DateTime::UNIX_EPOCH,
+        }
     }
 
     fn prompt(text: &str) -> HistoryEntry {

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use crate::clock::iso;
 use crate::config::{AgentConfig, ProjectConfig};
 use crate::store::SignalRecord;
 
@@ -128,12 +129,12 @@ fn render_each(out: &mut String, signals: &[SignalRecord]) {
                 }
             }
             let _ = writeln!(out, "- Priority: {}", s.priority);
-            let _ = write!(out, "- Time: {}\n\n{}\n\n", s.created_at, text("body").trim_end());
+            let _ = write!(out, "- Time: {}\n\n{}\n\n", iso(s.created_at), text("body").trim_end());
         } else if MESSAGE_KINDS.contains(&s.kind.as_str()) {
             let _ = write!(out, "{}\n\n", text("message").trim_end());
         } else {
             let _ = writeln!(out, "- Priority: {}", s.priority);
-            let _ = writeln!(out, "- Time: {}\n", s.created_at);
+            let _ = writeln!(out, "- Time: {}\n", iso(s.created_at));
             let pretty = serde_json::to_string_pretty(p).unwrap_or_else(|_| p.to_string());
             let _ = write!(out, "```json\n{pretty}\n```\n\n");
         }
@@ -227,7 +228,7 @@ mod tests {
             payload,
             status: SignalStatus::Pending,
             useful_effect: true,
-            created_at: "2026-03-01T09:00:00.000Z".into(),
+            created_at: crate::clock::parse_iso("2026-03-01T09:00:00.000Z").unwrap(),
             not_before: None,
             delivered_at: None,
             deliveries: 0,

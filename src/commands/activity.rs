@@ -19,6 +19,7 @@ use std::path::Path;
 
 use super::views::CancelView;
 use super::{CliError, Output, first_line, render_table, to_json, unknown_agent};
+use crate::clock::iso;
 use crate::config::Priority;
 use crate::store::{
     ActivationLookup, ActivationOutcome, ActivationQuery, ActivationStatus, ActivationSummary, ActivationTimeline,
@@ -64,7 +65,7 @@ pub fn activations(
                 a.id.clone(),
                 a.agent_id.clone(),
                 a.status.as_str().to_string(),
-                a.started_at.clone(),
+                iso(a.started_at),
                 a.duration_ms.map(duration).unwrap_or_else(|| "-".into()),
                 if a.failed_tool_calls > 0 {
                     format!("{} ({} failed)", a.tool_calls, a.failed_tool_calls)
@@ -119,8 +120,8 @@ pub fn render_timeline(a: &ActivationSummary, t: &ActivationTimeline) -> String 
     let _ = writeln!(
         out,
         "  started {}{}",
-        a.started_at,
-        a.ended_at.as_ref().map(|e| format!(", ended {e}")).unwrap_or_default()
+        iso(a.started_at),
+        a.ended_at.map(|e| format!(", ended {}", iso(e))).unwrap_or_default()
     );
     let cost = if a.usage.cost > 0.0 { format!(", cost {:.4}", a.usage.cost) } else { String::new() };
     let _ = writeln!(
@@ -287,7 +288,7 @@ fn log_line(event: &EventRecord, as_json: bool) -> String {
     if as_json {
         return serde_json::to_string(event).unwrap_or_default();
     }
-    format!("{} #{} {} {}", event.created_at, event.id, event.kind(), describe(&event.event))
+    format!("{} #{} {} {}", iso(event.created_at), event.id, event.kind(), describe(&event.event))
 }
 
 /// What an event says, in a few words.
@@ -358,7 +359,7 @@ pub fn history(dir: &Path, agent: &str, limit: usize, as_json: bool) -> Result<O
             HistoryEntry::Unrecognized { kind, .. } => kind.clone(),
         };
         let activation = row.activation_id.as_deref().unwrap_or("-");
-        let _ = writeln!(out, "{} {activation} {}: {what}", row.created_at, row.kind());
+        let _ = writeln!(out, "{} {activation} {}: {what}", iso(row.created_at), row.kind());
     }
     Ok(out.into())
 }

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::{CliError, Output};
+use crate::clock::iso;
 use crate::permissions::approvals::cli_user;
 use crate::store::{ApprovalRecord, RememberScope, Resolution, StoreError};
 
@@ -25,7 +26,13 @@ pub fn list(dir: &Path, all: bool, json: bool) -> Result<Output, CliError> {
         let _ =
             writeln!(out, "{}  {}  {}  {}  risk {}  ({})", r.id, r.status, r.agent_id, r.tool, r.risk(), r.reason());
         let _ = writeln!(out, "    input {}", r.input);
-        let _ = writeln!(out, "    activation {}, asked {}, expires {}", r.activation_id, r.created_at, r.expires_at);
+        let _ = writeln!(
+            out,
+            "    activation {}, asked {}, expires {}",
+            r.activation_id,
+            iso(r.created_at),
+            iso(r.expires_at)
+        );
         if let Some(by) = &r.resolved_by {
             let feedback = r.feedback.as_deref().map(|f| format!(", feedback: {f}")).unwrap_or_default();
             let _ = writeln!(out, "    {} by {by}{feedback}", r.status);
@@ -74,7 +81,12 @@ pub fn rules(dir: &Path, json: bool) -> Result<Output, CliError> {
         let _ = writeln!(
             out,
             "{}  {} {}  {}{whose}  (by {} at {}{from})",
-            r.id, r.decision, r.tool, r.scope, r.created_by, r.created_at
+            r.id,
+            r.decision,
+            r.tool,
+            r.scope,
+            r.created_by,
+            iso(r.created_at)
         );
     }
     Ok(out.into())

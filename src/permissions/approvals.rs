@@ -235,7 +235,7 @@ pub fn remembered_rules_for(
                 RuleDecision::Deny => crate::config::RuleDecision::Deny,
             };
             let from = r.request_id.as_deref().map(|id| format!(", from request {id}")).unwrap_or_default();
-            let reason = format!("remembered by {} at {}", r.created_by, r.created_at);
+            let reason = format!("remembered by {} at {}", r.created_by, crate::clock::iso(r.created_at));
             super::Rule::for_tool(
                 crate::config::AllowPattern::Exact(r.tool.clone()),
                 decision,
@@ -277,7 +277,7 @@ fn new_request<'a>(
 /// activation is `waiting_approval` meanwhile, `running` again once it returns.
 async fn wait(store: &Store, request: &ApprovalRecord) -> Result<ApprovalRecord, ToolError> {
     let mut events = store.subscribe();
-    let deadline = crate::clock::parse_iso(&request.expires_at);
+    let deadline = Some(request.expires_at);
     let mut parked = false;
     let answered = loop {
         let current = store
@@ -324,7 +324,7 @@ fn by_rule(host: Approvals<'_>, call: &PendingCall<'_>, rule: &RememberedRule) -
         rule.tool,
         rule.scope,
         rule.created_by,
-        rule.created_at,
+        crate::clock::iso(rule.created_at),
         rule.request_id.as_deref().map(|r| format!(", from request {r}")).unwrap_or_default()
     );
     match rule.decision {
@@ -370,11 +370,7 @@ fn nobody_asked(tool: &str, why: &str) -> String {
 }
 
 fn timed_out(request: &ApprovalRecord) -> String {
-    let parse = |t: &str| crate::clock::parse_iso(t);
-    let waited = match (parse(&request.created_at), parse(&request.expires_at)) {
-        (Some(from), Some(to)) => (to - from).to_std().unwrap_or_default(),
-        _ => Duration::ZERO,
-    };
+    let waited = (request.expires_at - request.created_at).to_std().unwrap_or_default();
     format!(
         "Permission denied for {}: nobody decided on its approval request within {} (permissions.approvalTimeout), \
          so it did not run. Do the task without it, or send the user a message asking for it.",

@@ -4,7 +4,6 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::clock::parse_iso;
 use crate::config::{AgentConfig, ProjectConfig};
 use crate::store::{Pause, StoreError};
 use crate::support::ToolHost;
@@ -45,7 +44,7 @@ pub fn resume_due(host: &ToolHost) -> Result<Resumed, StoreError> {
     let mut out = Resumed::default();
     for record in store.agents()? {
         let (Some(pause), Some(agent)) = (&record.paused, config.agent(&record.id)) else { continue };
-        let until = pause.until.as_deref().and_then(parse_iso);
+        let until = pause.until;
         let why = match (until, current_limit(config, agent, pause)) {
             (Some(at), _) if at <= now => Some(format!("the period of {} ended", pause.limit)),
             (_, Some(None)) => Some(format!("{} is no longer limited", pause.limit)),

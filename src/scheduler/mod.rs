@@ -267,8 +267,8 @@ impl Scheduler {
     }
 }
 
-/// The launcher used until the model loop exists (issue [E]): activations are recorded and
-/// their signals delivered, and the work itself is logged as waiting for the model loop.
+/// The launcher of `suzumio tick`: one tick records the activations it would start and
+/// delivers their signals, without running a model loop in the command's process.
 pub struct RecordingLauncher;
 
 impl ActivationLauncher for RecordingLauncher {
@@ -282,7 +282,7 @@ impl ActivationLauncher for RecordingLauncher {
             agent = %activation.agent_id,
             activation = %activation.id,
             signals = signals.len(),
-            "activation recorded; the model loop that runs it arrives with issue [E]"
+            "activation recorded"
         );
     }
 

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
-use crate::clock::{iso, parse_iso};
+use crate::clock::iso;
 use crate::config::MonitorRule;
 use crate::store::{ActivationStatus, AgentStatus, Event, MonitorSent, SendMessage, StoreError};
 
@@ -29,8 +29,12 @@ impl Monitor {
 
     /// The stored type name of this monitor's events (what the dedupe query looks up).
     fn kind(self) -> String {
-        let probe =
-            MonitorSent { key: Default::default(), attempt: 0, message_id: String::new(), sent_at: String::new() };
+        let probe = MonitorSent {
+            key: Default::default(),
+            attempt: 0,
+            message_id: String::new(),
+            sent_at: DateTime::UNIX_EPOCH,
+        };
         self.event(probe).to_parts().0
     }
 
@@ -64,8 +68,8 @@ pub(super) fn quiet_agent_monitor(s: &Scheduler, report: &mut TickReport) -> Res
         if agent.status != AgentStatus::Quiet {
             continue;
         }
-        let Some(since) = parse_iso(&agent.updated_at) else { continue };
-        let key = json!({ "ruleKey": rule.key, "agent": rule.agent, "quietSince": agent.updated_at });
+        let since = agent.updated_at;
+        let key = json!({ "ruleKey": rule.key, "agent": rule.agent, "quietSince": iso(since) });
         let template = rule.message.clone().unwrap_or_else(|| {
             "{{agent}} ({{agentId}}) has been quiet for {{quietMinutes}} minutes (since {{quietSince}}). \
              Check whether it needs new work."
@@ -98,8 +102,7 @@ pub(super) fn failed_agent_monitor(s: &Scheduler, report: &mut TickReport) -> Re
         }
         let failed = s.store().latest_activation(&agent.id, Some(ActivationStatus::Failed))?;
         let activation_id = failed.as_ref().map(|a| a.id.clone()).unwrap_or_default();
-        let since_text = failed.as_ref().and_then(|a| a.ended_at.clone()).unwrap_or_else(|| agent.updated_at.clone());
-        let Some(since) = parse_iso(&since_text) else { continue };
+        let since = failed.as_ref().and_then(|a| a.ended_at).unwrap_or(agent.updated_at);
         let error = failed.and_then(|a| a.error).unwrap_or_default();
         let error: String = error.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(ERROR_CAP).collect();
         let key = json!({ "ruleKey": rule.key, "agent": rule.agent, "activationId": activation_id });
@@ -150,7 +153,7 @@ fn fire(
     let (due, attempt) = match last {
         None => (since + Duration::milliseconds(rule.initial_delay_ms as i64), 1),
         Some(last) => {
-            let sent = parse_iso(&last.sent_at).unwrap_or(since);
+            let sent = last.sent_at;
             (sent + Duration::milliseconds(rule.repeat_delay_ms as i64), last.attempt + 1)
         }
     };
@@ -182,7 +185,7 @@ fn fire(
         key,
         attempt,
         message_id: sent.message_id.clone(),
-        sent_at: iso(now),
+        sent_at: now,
     }))?;
     report.monitor_messages.push(sent.message_id);
     report.due(Some(now + Duration::milliseconds(rule.repeat_delay_ms as i64)));

@@ -6,7 +6,7 @@
 use chrono::Duration;
 use serde_json::{Value, json};
 
-use crate::clock::{iso, parse_iso};
+use crate::clock::iso;
 use crate::config::NudgeConfig;
 use crate::store::{ActivationRecord, ActivationStatus, AgentStatus, SignalRecord, SignalRequest, Store, StoreError};
 use crate::support::ToolHost;
@@ -150,9 +150,8 @@ pub(super) fn all_quiet_nudge(s: &Scheduler, report: &mut TickReport) -> Result<
         return Ok(());
     }
     let now = store.now();
-    if let Some(last) = store.latest_signal_of_kind(ALL_QUIET, None)?
-        && let Some(at) = parse_iso(&last.created_at)
-    {
+    if let Some(last) = store.latest_signal_of_kind(ALL_QUIET, None)? {
+        let at = last.created_at;
         let ready = at + Duration::milliseconds(cfg.cooldown_ms as i64);
         if now < ready {
             report.due(Some(ready));

@@ -6,7 +6,9 @@
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
-use crate::clock::millis_between;
+use chrono::{DateTime, Utc};
+
+use crate::clock::millis_from;
 use crate::store::{ActivationStatus, Store, StoreError, TokenUsage, clamp_limit};
 
 /// One activation in a list: what it did, in numbers.
@@ -16,8 +18,10 @@ pub struct ActivationSummary {
     pub id: String,
     pub agent_id: String,
     pub status: ActivationStatus,
-    pub started_at: String,
-    pub ended_at: Option<String>,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub started_at: DateTime<Utc>,
+    #[serde(with = "crate::clock::iso_serde::option")]
+    pub ended_at: Option<DateTime<Utc>>,
     /// From start to end (to now while it runs: absent then).
     pub duration_ms: Option<u64>,
     /// The signals it was started with.
@@ -62,15 +66,15 @@ const SUMMARY_COLUMNS: &str =
     (SELECT COALESCE(SUM(cost), 0.0) FROM model_calls m WHERE m.activation_id = a.id)";
 
 fn summary_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActivationSummary> {
-    let started_at: String = r.get(3)?;
-    let ended_at: Option<String> = r.get(4)?;
+    let started_at = crate::store::time_column(r, 3)?;
+    let ended_at = crate::store::opt_time_column(r, 4)?;
     let signal_ids = crate::store::json_column(r, 5)?;
     let count = |i: usize| r.get::<_, i64>(i).map(|n| n.max(0) as u64);
     Ok(ActivationSummary {
         id: r.get(0)?,
         agent_id: r.get(1)?,
         status: r.get(2)?,
-        duration_ms: ended_at.as_deref().and_then(|end| millis_between(&started_at, end)),
+        duration_ms: ended_at.and_then(|end| millis_from(started_at, end)),
         started_at,
         ended_at,
         signal_ids: signal_ids

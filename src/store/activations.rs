@@ -1,7 +1,6 @@
 //! Activations and tool calls: their rows, the agent status changes they imply, and the
 //! delivery marks on the signals an activation carries — each change one transaction.
 //!
-//! Minimal on purpose: the model loop (issue [E]) and the support broker (issue [D]) extend it.
 //! It records; it does not start containers or decide which signals to deliver.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -11,6 +10,7 @@ use crate::store::{
     ActivationEnded, ActivationOutcome, ActivationRecord, ActivationStatus, AgentStatus, Event, Store, StoreError,
     ToolCallOutcome, ToolCallRecord, ToolCallStatus, agent_row, json_column, new_id, opt_json_column,
 };
+use crate::store::{opt_time_column, time_column};
 
 impl Store {
     /// Start an activation of `agent_id` carrying `signal_ids`: the activation row, the agent
@@ -220,11 +220,16 @@ fn activation_from_row(r: &Row<'_>) -> rusqlite::Result<ActivationRecord> {
             .as_array()
             .map(|ids| ids.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
             .unwrap_or_default(),
-        started_at: r.get(5)?,
-        ended_at: r.get(6)?,
+        started_at: time_column(r, 5)?,
+        ended_at: opt_time_column(r, 6)?,
         error: r.get(7)?,
         text: r.get(8)?,
-        usage: opt_json_column(r, 9)?,
+        usage: opt_json_column(r, 9)?
+            .map(|v| {
+                serde_json::from_value(v)
+                    .map_err(|e| rusqlite::Error::FromSqlConversionFailure(9, rusqlite::types::Type::Text, Box::new(e)))
+            })
+            .transpose()?,
     })
 }
 
@@ -244,8 +249,8 @@ fn tool_call_from_row(r: &Row<'_>) -> rusqlite::Result<ToolCallRecord> {
         input: json_column(r, 6)?,
         output: opt_json_column(r, 7)?,
         error: r.get(8)?,
-        started_at: r.get(9)?,
-        finished_at: r.get(10)?,
+        started_at: time_column(r, 9)?,
+        finished_at: opt_time_column(r, 10)?,
         error_kind: r.get(11)?,
     })
 }

@@ -15,7 +15,11 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::store::{ActivationRecord, Event, Store, StoreError, WriteTx, json_column, new_id};
+use chrono::{DateTime, Utc};
+
+use crate::store::{
+    ActivationRecord, Event, Store, StoreError, WriteTx, json_column, new_id, opt_time_column, time_column,
+};
 
 /// Where a request is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::EnumString, strum::Display, strum::IntoStaticStr)]
@@ -64,15 +68,19 @@ pub struct ApprovalRecord {
     /// The decision that asked: `{behavior, source, reason, risk}`.
     pub decision: Value,
     pub status: ApprovalStatus,
-    pub created_at: String,
-    pub expires_at: String,
-    pub resolved_at: Option<String>,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub created_at: DateTime<Utc>,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub expires_at: DateTime<Utc>,
+    #[serde(with = "crate::clock::iso_serde::option")]
+    pub resolved_at: Option<DateTime<Utc>>,
     pub resolved_by: Option<String>,
     pub feedback: Option<String>,
     /// Why it was denied or cancelled when no person said (timeout, activation ended).
     pub resolution_reason: Option<String>,
     pub remember: Option<String>,
-    pub consumed_at: Option<String>,
+    #[serde(with = "crate::clock::iso_serde::option")]
+    pub consumed_at: Option<DateTime<Utc>>,
 }
 
 impl ApprovalRecord {
@@ -124,7 +132,8 @@ pub struct RememberedRule {
     /// The activation (scope `activation`).
     pub activation_id: Option<String>,
     pub created_by: String,
-    pub created_at: String,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub created_at: DateTime<Utc>,
     /// The approval request it was remembered from.
     pub request_id: Option<String>,
 }
@@ -310,7 +319,7 @@ impl Store {
                 agent_id: (scope != RememberScope::Project).then(|| request.agent_id.clone()),
                 activation_id: (scope == RememberScope::Activation).then(|| request.activation_id.clone()),
                 created_by: resolution.by.to_string(),
-                created_at: w.now.clone(),
+                created_at: w.at,
                 request_id: Some(request.id.clone()),
             };
             w.tx.execute(
@@ -323,7 +332,7 @@ impl Store {
                     rule.agent_id,
                     rule.activation_id,
                     rule.created_by,
-                    rule.created_at,
+                    w.now,
                     rule.request_id
                 ],
             )?;
@@ -505,14 +514,14 @@ fn approval_from_row(r: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
         input: json_column(r, 5)?,
         decision: json_column(r, 6)?,
         status: enum_column(r, 7)?,
-        created_at: r.get(8)?,
-        expires_at: r.get(9)?,
-        resolved_at: r.get(10)?,
+        created_at: time_column(r, 8)?,
+        expires_at: time_column(r, 9)?,
+        resolved_at: opt_time_column(r, 10)?,
         resolved_by: r.get(11)?,
         feedback: r.get(12)?,
         resolution_reason: r.get(13)?,
         remember: r.get(14)?,
-        consumed_at: r.get(15)?,
+        consumed_at: opt_time_column(r, 15)?,
     })
 }
 
@@ -525,7 +534,7 @@ fn rule_from_row(r: &Row<'_>) -> rusqlite::Result<RememberedRule> {
         agent_id: r.get(4)?,
         activation_id: r.get(5)?,
         created_by: r.get(6)?,
-        created_at: r.get(7)?,
+        created_at: time_column(r, 7)?,
         request_id: r.get(8)?,
     })
 }

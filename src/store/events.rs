@@ -7,6 +7,7 @@
 //! Rows whose type this build does not know (written by a newer build) are kept as
 //! [`Event::Unrecognized`] rather than dropped.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -183,7 +184,8 @@ pub struct MonitorSent {
     pub key: Map<String, Value>,
     pub attempt: u64,
     pub message_id: String,
-    pub sent_at: String,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub sent_at: DateTime<Utc>,
 }
 
 impl Event {
@@ -255,13 +257,62 @@ impl Event {
     }
 }
 
+/// How the timeline's readers treat one event type: whether it says something of its own in
+/// an activity feed (`false`: it only echoes another event, e.g. a history row beside its
+/// turn), and whether the project's summary and roster are worth reading again after it.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventType {
+    pub name: &'static str,
+    pub in_feed: bool,
+    pub refreshes_summary: bool,
+}
+
+const fn kind(name: &'static str, in_feed: bool, refreshes_summary: bool) -> EventType {
+    EventType { name, in_feed, refreshes_summary }
+}
+
+/// Every type of [`Event`], by its wire name: the one list the WebUI takes (`GET
+/// /api/event-types`) instead of keeping its own. A test checks it names every variant.
+pub const EVENT_TYPES: &[EventType] = &[
+    kind("project.initialized", true, true),
+    kind("project.status", true, true),
+    kind("project.submitted", true, true),
+    kind("agent.added", true, true),
+    kind("agent.status", false, true),
+    kind("agent.paused", true, true),
+    kind("agent.resumed", true, true),
+    kind("activation.started", true, true),
+    kind("activation.completed", true, true),
+    kind("activation.failed", true, true),
+    kind("activation.cancelled", true, true),
+    kind("activation.turn", true, true),
+    kind("tool_call.started", false, false),
+    kind("tool_call.finished", true, true),
+    kind("message.created", true, true),
+    kind("signal.created", false, false),
+    kind("signal.withdrawn", true, false),
+    kind("signals.delivered", true, false),
+    kind("history.appended", false, false),
+    kind("scheduler.quiet_agent_monitor.message_sent", true, false),
+    kind("scheduler.failed_agent_monitor.message_sent", true, false),
+    kind("agent.quota_exceeded", true, true),
+    kind("agent.quota_ok", true, true),
+    kind("security.session_refused", true, false),
+    kind("permission.decided", true, false),
+    kind("approval.requested", true, true),
+    kind("approval.resolved", true, true),
+    // Ephemeral (live model text): streamed beside the timeline, never one of its rows.
+    kind("activation.delta", false, false),
+];
+
 /// One timeline row. `id` grows strictly, so it is the resume point for SSE streams. Serialized
 /// as `{"id", "type", "data", "createdAt"}`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EventRecord {
     pub id: i64,
     pub event: Event,
-    pub created_at: String,
+    pub created_at: DateTime<Utc>,
 }
 
 impl EventRecord {
@@ -284,7 +335,7 @@ impl Serialize for EventRecord {
         s.serialize_field("id", &self.id)?;
         s.serialize_field("type", &kind)?;
         s.serialize_field("data", &data)?;
-        s.serialize_field("createdAt", &self.created_at)?;
+        s.serialize_field("createdAt", &crate::clock::iso(self.created_at))?;
         s.end()
     }
 }
@@ -343,13 +394,29 @@ mod tests {
             key,
             attempt: 2,
             message_id: "msg_1".into(),
-            sent_at: "2026-01-01T00:00:00.000Z".into(),
+            sent_at: crate::clock::parse_iso("2026-01-01T00:00:00.000Z").unwrap(),
         });
         let (kind, data) = e.to_parts();
         assert_eq!(kind, "scheduler.quiet_agent_monitor.message_sent");
         assert_eq!(data["agentId"], "w");
         assert_eq!(data["attempt"], 2);
+        assert_eq!(data["sentAt"], "2026-01-01T00:00:00.000Z");
         assert_eq!(Event::from_parts(&kind, data), e);
+    }
+
+    #[test]
+    fn the_event_table_names_every_variant_once() {
+        // serde's error for an unknown type lists every variant's wire name.
+        let Err(e) = serde_json::from_value::<Event>(json!({"type": "no.such.type", "data": {}})) else {
+            panic!("an unknown type parsed");
+        };
+        let message = e.to_string();
+        let expected = message.split_once("expected one of ").map(|(_, list)| list).unwrap_or_default();
+        let mut variants: Vec<&str> = expected.split(", ").map(|v| v.trim_matches('`')).collect();
+        let mut table: Vec<&str> = EVENT_TYPES.iter().map(|t| t.name).collect();
+        variants.sort_unstable();
+        table.sort_unstable();
+        assert_eq!(table, variants, "{message}");
     }
 
     #[test]

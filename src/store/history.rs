@@ -4,6 +4,7 @@
 //! native replay needs (call ids with calls and results); rows written before they did have no
 //! ids, and replay falls back to their text form.
 
+use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -113,7 +114,7 @@ pub struct HistoryRecord {
     pub agent_id: String,
     pub activation_id: Option<String>,
     pub entry: HistoryEntry,
-    pub created_at: String,
+    pub created_at: DateTime<Utc>,
 }
 
 impl HistoryRecord {
@@ -138,7 +139,7 @@ impl Serialize for HistoryRecord {
         s.serialize_field("activationId", &self.activation_id)?;
         s.serialize_field("kind", &kind)?;
         s.serialize_field("content", &content)?;
-        s.serialize_field("createdAt", &self.created_at)?;
+        s.serialize_field("createdAt", &crate::clock::iso(self.created_at))?;
         s.end()
     }
 }
@@ -272,7 +273,7 @@ fn history_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRecord> {
         agent_id: r.get(1)?,
         activation_id: r.get(2)?,
         entry: HistoryEntry::from_parts(&r.get::<_, String>(3)?, json_column(r, 4)?),
-        created_at: r.get(5)?,
+        created_at: crate::store::time_column(r, 5)?,
     })
 }
 

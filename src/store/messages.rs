@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::config::Priority;
 use crate::store::model::priority_column;
 use crate::store::signals::{PlannedSignal, plan_signals};
+use crate::store::time_column;
 use crate::store::{
     DirectPair, Event, MessageQuery, MessageRecord, MessageSent, SendMessage, Store, StoreError, clamp_limit, given,
     new_id, parse_priority,
@@ -183,7 +184,7 @@ impl Store {
                     b: r.get(1)?,
                     count: r.get::<_, i64>(2)? as u64,
                     last_message_id: r.get(3)?,
-                    last_at: r.get(4)?,
+                    last_at: time_column(r, 4)?,
                 })
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
@@ -204,7 +205,7 @@ fn message_from_row(r: &Row<'_>) -> rusqlite::Result<MessageRecord> {
         body: r.get(5)?,
         source_agent: r.get(6)?,
         source_activation: r.get(7)?,
-        created_at: r.get(8)?,
+        created_at: time_column(r, 8)?,
     })
 }
 

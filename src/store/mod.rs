@@ -56,7 +56,7 @@ pub use approvals::{
 };
 pub use commands::COMMAND_FINISHED_KIND;
 pub use error::StoreError;
-pub use events::{ActivationEnded, Event, EventRecord, MonitorSent};
+pub use events::{ActivationEnded, EVENT_TYPES, Event, EventRecord, EventType, MonitorSent};
 pub use history::{HistoryEntry, HistoryRecord, RecordedCall, RecordedUsage, ToolImage};
 pub use model::*;
 pub use observe::{EventQuery, FOLLOW_INTERVAL};
@@ -455,7 +455,9 @@ impl Store {
         // IMMEDIATE takes the write lock at BEGIN, so a CLI process writing to the same file
         // waits (busy_timeout) instead of failing on a read-to-write upgrade.
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut w = WriteTx { tx: &tx, now: iso(self.inner.clock.now()), events: Vec::new() };
+        // Milliseconds, as the store writes times: a row it returns equals the row read back.
+        let at = chrono::SubsecRound::trunc_subsecs(self.inner.clock.now(), 3);
+        let mut w = WriteTx { tx: &tx, now: iso(at), at, events: Vec::new() };
         let out = f(&mut w)?;
         let mut events = std::mem::take(&mut w.events);
         // Another process's rows before ours go out first, so subscribers see ids in order.
@@ -513,8 +515,10 @@ fn configure(conn: &Connection, path: &Path) -> Result<(), StoreError> {
 /// One write transaction in progress: the rows it writes and the events it will publish.
 pub(crate) struct WriteTx<'a> {
     tx: &'a Transaction<'a>,
-    /// The timestamp of everything this transaction writes.
+    /// The timestamp of everything this transaction writes, as the store writes it ([`iso`]).
     now: String,
+    /// The same time, for the rows it returns.
+    at: DateTime<Utc>,
     events: Vec<EventRecord>,
 }
 
@@ -525,7 +529,7 @@ impl WriteTx<'_> {
             "INSERT INTO events (type, data_json, created_at) VALUES (?1, ?2, ?3)",
             params![kind, data.to_string(), self.now],
         )?;
-        let record = EventRecord { id: self.tx.last_insert_rowid(), event, created_at: self.now.clone() };
+        let record = EventRecord { id: self.tx.last_insert_rowid(), event, created_at: self.at };
         self.events.push(record.clone());
         Ok(record)
     }
@@ -568,6 +572,24 @@ pub fn new_token() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// A timestamp column ([`iso`] text, as the store writes every time), reporting text that is
+/// not a time as a conversion error of that column.
+pub(crate) fn time_column(row: &Row<'_>, index: usize) -> rusqlite::Result<DateTime<Utc>> {
+    let text: String = row.get(index)?;
+    parse_time(index, &text)
+}
+
+pub(crate) fn opt_time_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<DateTime<Utc>>> {
+    let text: Option<String> = row.get(index)?;
+    text.map(|t| parse_time(index, &t)).transpose()
+}
+
+fn parse_time(index: usize, text: &str) -> rusqlite::Result<DateTime<Utc>> {
+    crate::clock::parse_iso(text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(index, Type::Text, format!("not an RFC 3339 time: `{text}`").into())
+    })
+}
+
 /// Parse a JSON text column, reporting a corrupt value as a conversion error of that column.
 fn json_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Value> {
     let text: String = row.get(index)?;
@@ -584,7 +606,11 @@ fn opt_json_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<Value
 
 pub(crate) fn event_from_row(row: &Row<'_>) -> rusqlite::Result<EventRecord> {
     let kind: String = row.get(1)?;
-    Ok(EventRecord { id: row.get(0)?, event: Event::from_parts(&kind, json_column(row, 2)?), created_at: row.get(3)? })
+    Ok(EventRecord {
+        id: row.get(0)?,
+        event: Event::from_parts(&kind, json_column(row, 2)?),
+        created_at: time_column(row, 3)?,
+    })
 }
 
 fn project_row(conn: &Connection) -> rusqlite::Result<ProjectRecord> {
@@ -598,8 +624,8 @@ fn project_row(conn: &Connection) -> rusqlite::Result<ProjectRecord> {
                 status: r.get(2)?,
                 config_json: r.get(3)?,
                 submitted_report: r.get(4)?,
-                created_at: r.get(5)?,
-                updated_at: r.get(6)?,
+                created_at: time_column(r, 5)?,
+                updated_at: time_column(r, 6)?,
             })
         },
     )
@@ -616,15 +642,15 @@ fn agent_from_row(r: &Row<'_>) -> rusqlite::Result<AgentRecord> {
         status: r.get(3)?,
         token: r.get(4)?,
         active_activation_id: r.get(5)?,
-        created_at: r.get(6)?,
-        updated_at: r.get(7)?,
+        created_at: time_column(r, 6)?,
+        updated_at: time_column(r, 7)?,
         paused: opt_json_column(r, 8)?
             .map(|v| {
                 serde_json::from_value(v)
                     .map_err(|e| rusqlite::Error::FromSqlConversionFailure(8, Type::Text, Box::new(e)))
             })
             .transpose()?,
-        resumed_at: r.get(9)?,
+        resumed_at: opt_time_column(r, 9)?,
     })
 }
 

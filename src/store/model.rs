@@ -183,8 +183,10 @@ pub struct ProjectRecord {
     pub status: ProjectStatus,
     pub config_json: Option<String>,
     pub submitted_report: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub created_at: DateTime<Utc>,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub updated_at: DateTime<Utc>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -198,15 +200,18 @@ pub struct AgentRecord {
     #[serde(skip)]
     pub token: String,
     pub active_activation_id: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub created_at: DateTime<Utc>,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub updated_at: DateTime<Utc>,
     /// Set while the agent is paused (a budget or the wake-loop guard): the scheduler starts
     /// no activation for it, and signals to it stay pending.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused: Option<Pause>,
     /// When it was last resumed: its budgets and the wake-loop guard count from then.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub resumed_at: Option<String>,
+    #[serde(with = "crate::clock::iso_serde::option")]
+    pub resumed_at: Option<DateTime<Utc>>,
 }
 
 /// Why an agent is paused, and what ends the pause.
@@ -225,12 +230,14 @@ pub struct Pause {
     /// When the limit's period ends and the agent resumes by itself (none for a per-activation
     /// limit and the loop guard).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub until: Option<String>,
+    #[serde(with = "crate::clock::iso_serde::option")]
+    pub until: Option<DateTime<Utc>>,
     /// The activation the pause stopped after it had begun its work: on resume the agent is
     /// told to continue it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activation_id: Option<String>,
-    pub paused_at: String,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub paused_at: DateTime<Utc>,
 }
 
 /// Tokens and cost of model calls (one call, an activation, an agent's day).
@@ -284,7 +291,8 @@ pub struct MessageRecord {
     pub body: String,
     pub source_agent: Option<String>,
     pub source_activation: Option<String>,
-    pub created_at: String,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub created_at: DateTime<Utc>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -301,9 +309,12 @@ pub struct SignalRecord {
     pub payload: Value,
     pub status: SignalStatus,
     pub useful_effect: bool,
-    pub created_at: String,
-    pub not_before: Option<String>,
-    pub delivered_at: Option<String>,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub created_at: DateTime<Utc>,
+    #[serde(with = "crate::clock::iso_serde::option")]
+    pub not_before: Option<DateTime<Utc>>,
+    #[serde(with = "crate::clock::iso_serde::option")]
+    pub delivered_at: Option<DateTime<Utc>>,
     pub delivered_activation_id: Option<String>,
     /// How many activations it was delivered to: more than one means an earlier one was
     /// interrupted by a controller crash before it finished (delivery is at least once).
@@ -318,11 +329,34 @@ pub struct ActivationRecord {
     pub status: ActivationStatus,
     pub prompt: String,
     pub signal_ids: Vec<String>,
-    pub started_at: String,
-    pub ended_at: Option<String>,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub started_at: DateTime<Utc>,
+    #[serde(with = "crate::clock::iso_serde::option")]
+    pub ended_at: Option<DateTime<Utc>>,
     pub error: Option<String>,
     pub text: Option<String>,
-    pub usage: Option<Value>,
+    /// None until its first model call is recorded.
+    pub usage: Option<ActivationUsage>,
+}
+
+/// What an activation's model calls used, as its row keeps it (`usage_json`, kept current by
+/// `Store::record_model_usage`): the counts, the cost once one of its models has prices, and
+/// the models it called, in the order they were first called.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivationUsage {
+    #[serde(default)]
+    pub model_calls: u64,
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    #[serde(default)]
+    pub models: Vec<String>,
 }
 
 /// A full tool call row, input and output included. Status views use [`ToolStat`] and
@@ -339,8 +373,10 @@ pub struct ToolCallRecord {
     pub input: Value,
     pub output: Option<Value>,
     pub error: Option<String>,
-    pub started_at: String,
-    pub finished_at: Option<String>,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub started_at: DateTime<Utc>,
+    #[serde(with = "crate::clock::iso_serde::option")]
+    pub finished_at: Option<DateTime<Utc>>,
     /// Why a failed call failed: `rejected`, `denied`, `failed`, `runner_lost` or `internal`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<String>,
@@ -361,7 +397,8 @@ pub struct DirectPair {
     pub b: String,
     pub count: u64,
     pub last_message_id: String,
-    pub last_at: String,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub last_at: DateTime<Utc>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -415,7 +452,8 @@ pub struct ToolStat {
     pub failed_count: u64,
     pub last_status: ToolCallStatus,
     pub last_agent_id: String,
-    pub last_at: String,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub last_at: DateTime<Utc>,
     /// The latest call's error, capped at [`crate::store::LAST_ERROR_CAP`] characters.
     pub last_error: Option<String>,
 }
@@ -429,8 +467,10 @@ pub struct ToolCallSummary {
     pub agent_id: String,
     pub activation_id: String,
     pub status: ToolCallStatus,
-    pub started_at: String,
-    pub finished_at: Option<String>,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub started_at: DateTime<Utc>,
+    #[serde(with = "crate::clock::iso_serde::option")]
+    pub finished_at: Option<DateTime<Utc>>,
     pub error: Option<String>,
     /// What the call touched, from the tool's declared `presentation.target` (a path, a
     /// command, a URL); never contents.

@@ -65,7 +65,7 @@ impl Store {
                 .into_iter()
                 .map(|mut s| {
                     s.status = crate::store::SignalStatus::Delivered;
-                    s.delivered_at = Some(w.now.clone());
+                    s.delivered_at = Some(w.at);
                     s.delivered_activation_id = Some(activation_id.to_string());
                     s.deliveries += 1;
                     s

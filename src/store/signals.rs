@@ -7,6 +7,8 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Map, Value};
 
+use chrono::{DateTime, Utc};
+
 use crate::clock::iso;
 use crate::config::Priority;
 use crate::store::model::priority_column;
@@ -14,6 +16,7 @@ use crate::store::{
     Event, SignalCounts, SignalQuery, SignalRecord, SignalRequest, SignalStatus, Store, StoreError, WriteTx,
     clamp_limit, given, json_column, new_id, parse_priority,
 };
+use crate::store::{opt_time_column, time_column};
 
 /// The scheduler's own nudges never count as useful work (§1.4 rule 1).
 const NEVER_USEFUL: &[&str] = &["scheduler.no_effect_nudge", "scheduler.failed_nudge"];
@@ -137,7 +140,8 @@ impl Store {
             request.useful_effect,
         );
         let payload = payload_object(request.payload);
-        let not_before = request.not_before.map(iso);
+        // Milliseconds, as the row keeps it.
+        let not_before = request.not_before.map(|t| chrono::SubsecRound::trunc_subsecs(t, 3));
         self.write(|w| {
             plans
                 .iter()
@@ -149,7 +153,7 @@ impl Store {
                         given(&request.source_activation),
                         priority,
                         &payload,
-                        not_before.as_deref(),
+                        not_before,
                     )
                 })
                 .collect()
@@ -290,7 +294,7 @@ impl WriteTx<'_> {
         source_activation: Option<&str>,
         priority: Priority,
         payload: &Value,
-        not_before: Option<&str>,
+        not_before: Option<DateTime<Utc>>,
     ) -> Result<SignalRecord, StoreError> {
         let record = SignalRecord {
             id: new_id("sig"),
@@ -304,8 +308,8 @@ impl WriteTx<'_> {
             status: plan.status,
             useful_effect: plan.useful_effect,
             deliveries: 0,
-            created_at: self.now.clone(),
-            not_before: not_before.map(str::to_string),
+            created_at: self.at,
+            not_before,
             delivered_at: None,
             delivered_activation_id: None,
         };
@@ -324,8 +328,8 @@ impl WriteTx<'_> {
                 record.payload.to_string(),
                 record.status,
                 record.useful_effect,
-                record.created_at,
-                record.not_before,
+                self.now,
+                record.not_before.map(iso),
             ],
         )?;
         self.event(Event::SignalCreated {
@@ -335,7 +339,7 @@ impl WriteTx<'_> {
             target_channel: record.target_channel.clone(),
             priority: record.priority.as_str().into(),
             status: record.status.as_str().into(),
-            not_before: record.not_before.clone(),
+            not_before: record.not_before.map(iso),
         })?;
         Ok(record)
     }
@@ -357,9 +361,9 @@ pub(crate) fn signal_from_row(r: &Row<'_>) -> rusqlite::Result<SignalRecord> {
         payload: json_column(r, 7)?,
         status: r.get(8)?,
         useful_effect: r.get(9)?,
-        created_at: r.get(10)?,
-        not_before: r.get(11)?,
-        delivered_at: r.get(12)?,
+        created_at: time_column(r, 10)?,
+        not_before: opt_time_column(r, 11)?,
+        delivered_at: opt_time_column(r, 12)?,
         delivered_activation_id: r.get(13)?,
         deliveries: r.get::<_, i64>(14)?.max(0) as u64,
     })

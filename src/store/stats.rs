@@ -12,6 +12,7 @@ use rusqlite::types::Value as SqlValue;
 use crate::store::{
     ActivationCounts, AgentCounts, ProjectStats, Store, StoreError, ToolCallSummary, ToolStat, clamp_limit, project_row,
 };
+use crate::store::{opt_time_column, time_column};
 use crate::text::cap_chars;
 
 /// `lastError` is capped at this many characters (reference §3.9).
@@ -84,7 +85,7 @@ impl Store {
                     toolpack_id: r.get(5)?,
                     last_status: r.get(6)?,
                     last_agent_id: r.get(7)?,
-                    last_at: r.get(8)?,
+                    last_at: time_column(r, 8)?,
                     last_error: last_error.map(|e| cap_chars(&e, LAST_ERROR_CAP)),
                 })
             })?;
@@ -158,8 +159,8 @@ fn summary_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolCallSummary> 
         agent_id: r.get(2)?,
         activation_id: r.get(3)?,
         status: r.get(4)?,
-        started_at: r.get(5)?,
-        finished_at: r.get(6)?,
+        started_at: time_column(r, 5)?,
+        finished_at: opt_time_column(r, 6)?,
         error: error.map(|e| cap_chars(&e, LAST_ERROR_CAP)),
         target: r.get(8)?,
     })

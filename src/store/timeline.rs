@@ -16,7 +16,9 @@ use rusqlite::params;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::clock::millis_between;
+use chrono::{DateTime, Utc};
+
+use crate::clock::{iso, millis_from};
 use crate::store::{
     ActivationStatus, HistoryEntry, RecordedCall, SignalRecord, Store, StoreError, TokenUsage, ToolCallRecord,
     ToolCallStatus,
@@ -127,7 +129,7 @@ impl From<&SignalRecord> for TimelineSignal {
             source_agent: s.source_agent.clone(),
             sender: text("sender"),
             body: text("body"),
-            created_at: s.created_at.clone(),
+            created_at: iso(s.created_at),
         }
     }
 }
@@ -165,18 +167,18 @@ impl Store {
         let mut items = Vec::new();
         // Calls of the latest turn still waiting for their result, in the order the model made them.
         let mut pending: Vec<RecordedCall> = Vec::new();
-        let mut previous_at = activation.started_at.clone();
+        let mut previous_at = activation.started_at;
         // Signals handed over at a tool boundary are recorded just before that call's result:
         // they are shown after the call.
         let mut boundary: Vec<TimelineItem> = Vec::new();
         for row in &history {
-            let at = row.created_at.clone();
+            let at = row.created_at;
             if !matches!(row.entry, HistoryEntry::Signals { .. } | HistoryEntry::ToolResult { .. }) {
                 items.append(&mut boundary);
             }
             match &row.entry {
                 HistoryEntry::ActivationPrompt { text, delivery, signal_ids, .. } => items.push(TimelineItem::Prompt {
-                    at: at.clone(),
+                    at: iso(at),
                     delivery: delivery.clone(),
                     text: text.clone(),
                     signals: pick(signal_ids),
@@ -199,12 +201,12 @@ impl Store {
                         turn.cost = call.usage.cost;
                     }
                     items.push(TimelineItem::ModelTurn {
-                        at: at.clone(),
+                        at: iso(at),
                         model: model.clone(),
                         text: text.clone(),
                         tool_calls: tool_calls.len(),
                         usage: turn,
-                        duration_ms: millis_between(&previous_at, &at),
+                        duration_ms: millis_from(previous_at, at),
                     });
                     pending.extend(tool_calls.iter().cloned());
                 }
@@ -216,17 +218,17 @@ impl Store {
                     let recorded = position.map(|p| pending.remove(p));
                     let arguments = recorded.as_ref().map(|c| c.arguments.clone());
                     let row = take_row(&mut calls, name);
-                    items.push(tool_item(row, name, call_id.clone(), arguments, Some((content, *is_error)), &at));
+                    items.push(tool_item(row, name, call_id.clone(), arguments, Some((content, *is_error)), at));
                     items.append(&mut boundary);
                 }
                 HistoryEntry::Signals { delivery, signal_ids } => boundary.push(TimelineItem::Signals {
-                    at: at.clone(),
+                    at: iso(at),
                     delivery: delivery.clone(),
                     signals: pick(signal_ids),
                 }),
                 HistoryEntry::HistoryCompaction { summary, archived_messages, kept_messages, reason, .. } => items
                     .push(TimelineItem::Compaction {
-                        at: at.clone(),
+                        at: iso(at),
                         reason: reason.clone(),
                         summary: summary.clone(),
                         archived_messages: *archived_messages,
@@ -240,34 +242,34 @@ impl Store {
         // handed over), and the ones after it.
         for call in pending {
             let row = take_row(&mut calls, &call.name);
-            items.push(tool_item(row, &call.name, call.id.clone(), Some(call.arguments), None, &previous_at));
+            items.push(tool_item(row, &call.name, call.id.clone(), Some(call.arguments), None, previous_at));
             items.append(&mut boundary);
         }
         items.append(&mut boundary);
         // Rows no history entry accounts for (the end of a call not recorded in history).
         for row in calls.into_iter().flatten() {
             let name = row.tool.clone();
-            let at = row.started_at.clone();
-            items.push(tool_item(Some(row), &name, None, None, None, &at));
+            let at = row.started_at;
+            items.push(tool_item(Some(row), &name, None, None, None, at));
         }
         for approval in self.activation_approvals(id)? {
             place_approval(&mut items, approval);
         }
-        if let Some(ended) = &activation.ended_at {
+        if let Some(ended) = activation.ended_at {
             items.push(TimelineItem::Ended {
-                at: ended.clone(),
+                at: iso(ended),
                 status: activation.status,
                 error: activation.error.clone(),
             });
         }
         Ok(Some(ActivationTimeline {
             activation: TimelineHead {
-                duration_ms: activation.ended_at.as_deref().and_then(|end| millis_between(&activation.started_at, end)),
+                duration_ms: activation.ended_at.and_then(|end| millis_from(activation.started_at, end)),
                 id: activation.id,
                 agent_id: activation.agent_id,
                 status: activation.status,
-                started_at: activation.started_at,
-                ended_at: activation.ended_at,
+                started_at: iso(activation.started_at),
+                ended_at: activation.ended_at.map(iso),
                 error: activation.error,
             },
             usage,
@@ -413,12 +415,12 @@ fn tool_item(
     call_id: Option<String>,
     arguments: Option<Value>,
     result: Option<(&String, bool)>,
-    at: &str,
+    at: DateTime<Utc>,
 ) -> TimelineItem {
     match row {
         Some(row) => TimelineItem::ToolCall(Box::new(TimelineToolCall {
-            duration_ms: row.finished_at.as_deref().and_then(|end| millis_between(&row.started_at, end)),
-            at: row.started_at,
+            duration_ms: row.finished_at.and_then(|end| millis_from(row.started_at, end)),
+            at: iso(row.started_at),
             id: Some(row.id),
             call_id,
             tool: row.tool,
@@ -428,7 +430,7 @@ fn tool_item(
             output: row.output,
             error: row.error,
             error_kind: row.error_kind,
-            finished_at: row.finished_at,
+            finished_at: row.finished_at.map(iso),
         })),
         None => {
             let (status, error) = match result {
@@ -436,7 +438,7 @@ fn tool_item(
                 None => (ToolCallStatus::Running, None),
             };
             TimelineItem::ToolCall(Box::new(TimelineToolCall {
-                at: at.to_string(),
+                at: iso(at),
                 id: None,
                 call_id,
                 tool: name.to_string(),
@@ -446,7 +448,7 @@ fn tool_item(
                 output: None,
                 error,
                 error_kind: result.map(|_| "rejected".to_string()),
-                finished_at: result.map(|_| at.to_string()),
+                finished_at: result.map(|_| iso(at)),
                 duration_ms: None,
             }))
         }

@@ -186,13 +186,13 @@ impl Store {
             if w.paused(agent_id)?.is_some() {
                 return Ok(false);
             }
-            let pause = Pause { paused_at: w.now.clone(), ..pause.clone() };
+            let pause = Pause { paused_at: w.at, ..pause.clone() };
             w.set_paused(agent_id, Some(&pause))?;
             w.event(Event::AgentPaused {
                 agent_id: agent_id.to_string(),
                 reason: pause.reason.clone(),
                 limit: pause.limit.clone(),
-                until: pause.until.clone(),
+                until: pause.until.map(crate::clock::iso),
             })?;
             Ok(true)
         })

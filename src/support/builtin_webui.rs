@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use super::{InvokeError, ToolHost, ToolOutput};
+use crate::clock::iso;
 use crate::store::{MessageQuery, SendMessage, SignalQuery, SignalStatus};
 
 /// Largest report shown by `completion.report`.
@@ -80,7 +81,7 @@ fn conversation(host: &ToolHost, input: &Value) -> Result<ToolOutput, InvokeErro
         let pairs = host.store.direct_pairs(limit)?;
         let mut out = String::from("Recent direct conversations:\n");
         for p in &pairs {
-            let _ = writeln!(out, "- {} <-> {}: {} message(s), last {}", p.a, p.b, p.count, p.last_at);
+            let _ = writeln!(out, "- {} <-> {}: {} message(s), last {}", p.a, p.b, p.count, iso(p.last_at));
         }
         if pairs.is_empty() {
             out.push_str("- none\n");
@@ -94,11 +95,11 @@ fn conversation(host: &ToolHost, input: &Value) -> Result<ToolOutput, InvokeErro
         limit: Some(limit),
         ..Default::default()
     })?;
-    messages.sort_by(|x, y| x.created_at.cmp(&y.created_at));
+    messages.sort_by_key(|m| m.created_at);
     let mut out = format!("Conversation between {a} and {b}:\n");
     for m in &messages {
         let to = m.recipient.as_deref().unwrap_or("?");
-        let _ = writeln!(out, "\n[{}] {} -> {to} ({}) {}\n{}", m.created_at, m.sender, m.priority, m.id, m.body);
+        let _ = writeln!(out, "\n[{}] {} -> {to} ({}) {}\n{}", iso(m.created_at), m.sender, m.priority, m.id, m.body);
     }
     if messages.is_empty() {
         out.push_str("- no messages\n");
@@ -162,8 +163,15 @@ fn signals(host: &ToolHost, input: &Value) -> Result<ToolOutput, InvokeError> {
     let _ = writeln!(out, "\nRecent{}:", target.as_ref().map(|t| format!(" for {t}")).unwrap_or_default());
     for s in &recent {
         let to = s.target_agent.clone().or_else(|| s.target_channel.clone()).unwrap_or_else(|| "-".into());
-        let _ =
-            writeln!(out, "- {} {} [{}/{}] -> {to} at {}", s.id, s.kind, s.priority, s.status.as_str(), s.created_at);
+        let _ = writeln!(
+            out,
+            "- {} {} [{}/{}] -> {to} at {}",
+            s.id,
+            s.kind,
+            s.priority,
+            s.status.as_str(),
+            iso(s.created_at)
+        );
     }
     if recent.is_empty() {
         out.push_str("- none\n");
@@ -219,7 +227,7 @@ fn activity(host: &ToolHost, input: &Value, pack: &str, entry: &str, title: &str
     let _ = writeln!(out, "\nRecent calls:");
     for c in &recent {
         let target = c.target.as_deref().unwrap_or("-");
-        let _ = writeln!(out, "- {} {} by {} [{}] {target}", c.started_at, c.tool, c.agent_id, c.status.as_str());
+        let _ = writeln!(out, "- {} {} by {} [{}] {target}", iso(c.started_at), c.tool, c.agent_id, c.status.as_str());
     }
     if recent.is_empty() {
         out.push_str("- none\n");

@@ -183,7 +183,7 @@ pub(crate) fn agent_json(a: &crate::store::AgentRecord) -> Value {
     let model_alive = a.status.as_str() == "running" && a.active_activation_id.is_some();
     json!({
         "id": a.id, "role": a.role, "displayName": a.display_name, "status": a.status,
-        "activeActivationId": a.active_activation_id, "updatedAt": a.updated_at, "modelAlive": model_alive,
+        "activeActivationId": a.active_activation_id, "updatedAt": iso(a.updated_at), "modelAlive": model_alive,
     })
 }
 

@@ -10,6 +10,7 @@ use axum::{Extension, Json, Router};
 use serde::Deserialize;
 
 use super::body::{self, JsonBody, JsonInput};
+use super::extract::{Id, Project, ProjectAgent};
 use super::stream::Full;
 use super::{ApiError, AppState, views};
 use crate::store::{Listing, ProjectStatus, SendMessage, ToolCallSummary};
@@ -20,6 +21,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/health", get(health))
         .route("/api/projects", get(projects))
+        .route("/api/event-types", get(event_types))
         .route("/api/projects/{project}/tool-ui", get(tool_ui))
         .route("/api/projects/{project}/tool-ui/{pack}/{entry}", post(invoke_tool_ui))
         .route("/api/projects/{project}/tool-status", get(tool_status))
@@ -57,13 +59,9 @@ async fn health() -> Json<views::Health> {
     Json(views::Health { ok: true, version: crate::VERSION })
 }
 
-/// The project named in the path; anything else (including traversal attempts) is a 404.
-pub(super) fn project<'a>(state: &'a AppState, name: &str) -> Result<&'a ToolHost, ApiError> {
-    if state.tools.name() == name {
-        Ok(&state.tools)
-    } else {
-        Err(ApiError::NotFound(format!("Unknown project: {name}")))
-    }
+/// Every event type and how a reader of the timeline treats it: the WebUI's one list of them.
+async fn event_types() -> Json<views::EventTypes> {
+    Json(views::EventTypes { types: crate::store::EVENT_TYPES })
 }
 
 async fn projects(State(state): State<AppState>) -> Result<Response, ApiError> {
@@ -71,43 +69,33 @@ async fn projects(State(state): State<AppState>) -> Result<Response, ApiError> {
     Ok(Json([views::ProjectItem::from(&p)]).into_response())
 }
 
-async fn tool_ui(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
-    Ok(Json(views::webui_catalog(host)).into_response())
+async fn tool_ui(host: Project) -> Result<Response, ApiError> {
+    Ok(Json(views::webui_catalog(&host)).into_response())
 }
 
 async fn invoke_tool_ui(
-    State(state): State<AppState>,
-    Path((name, pack, entry)): Path<(String, String, String)>,
+    host: Project,
+    Path((_, pack, entry)): Path<(String, String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
     let output = host.invoke_webui(&pack, &entry, input).await?;
     Ok(Json(output).into_response())
 }
 
-async fn tool_status(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
-    Ok(Json(views::tool_status(host)?).into_response())
+async fn tool_status(host: Project) -> Result<Response, ApiError> {
+    Ok(Json(views::tool_status(&host)?).into_response())
 }
 
 /// The tool catalog (`suzumio tools --json` has the same shape).
-async fn tool_catalog(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn tool_catalog(host: Project) -> Result<Response, ApiError> {
     Ok(Json(crate::catalog::catalog(&host.project, None)).into_response())
 }
 
-async fn agents(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
-    Ok(Json(views::agents(host)?).into_response())
+async fn agents(host: Project) -> Result<Response, ApiError> {
+    Ok(Json(views::agents(&host)?).into_response())
 }
 
-async fn post_message(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    JsonBody(m): JsonBody<body::PostMessage>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn post_message(host: Project, JsonBody(m): JsonBody<body::PostMessage>) -> Result<Response, ApiError> {
     let text = body::required(m.body, "body")?;
     let sent = host.post_message(SendMessage {
         sender: m.sender.unwrap_or_else(|| "user".into()),
@@ -183,23 +171,15 @@ fn page<T: serde::Serialize>(items: Vec<T>, next: Option<String>) -> Response {
     Json(views::Page { items, next }).into_response()
 }
 
-async fn summary(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn summary(host: Project) -> Result<Response, ApiError> {
     let p = host.store.project()?;
     let stats = host.store.project_stats()?;
-    Ok(Json(views::Summary::new(host, &p, stats)?).into_response())
+    Ok(Json(views::Summary::new(&host, &p, stats)?).into_response())
 }
 
 /// End an agent's pause (a budget or the wake-loop guard); `resumed` is false when it was not
 /// paused.
-async fn resume_agent(
-    State(state): State<AppState>,
-    Path((name, agent)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
-    if host.project.config.agent(&agent).is_none() {
-        return Err(ApiError::NotFound(format!("Unknown agent: {agent}")));
-    }
+async fn resume_agent(ProjectAgent { host, agent }: ProjectAgent) -> Result<Response, ApiError> {
     let pause = host.store.resume_agent(&agent, "resumed by the user")?;
     Ok(Json(serde_json::json!({"agentId": agent, "resumed": pause.is_some(), "pause": pause})).into_response())
 }
@@ -208,14 +188,7 @@ async fn resume_agent(
 const COMMAND_TAIL_CHARS: usize = 4_000;
 
 /// The agent's background commands, as its runner knows them (none when it is not running).
-async fn background_commands(
-    State(state): State<AppState>,
-    Path((name, agent)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
-    if host.project.config.agent(&agent).is_none() {
-        return Err(ApiError::NotFound(format!("Unknown agent: {agent}")));
-    }
+async fn background_commands(ProjectAgent { host, agent }: ProjectAgent) -> Result<Response, ApiError> {
     let listed = match host.runners() {
         Some(runners) => runners.list_commands(&agent, COMMAND_TAIL_CHARS).await.map_err(tool_error)?,
         None => None,
@@ -223,14 +196,7 @@ async fn background_commands(
     Ok(Json(views::BackgroundCommands::new(&agent, listed)).into_response())
 }
 
-async fn stop_background_command(
-    State(state): State<AppState>,
-    Path((name, agent, id)): Path<(String, String, String)>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
-    if host.project.config.agent(&agent).is_none() {
-        return Err(ApiError::NotFound(format!("Unknown agent: {agent}")));
-    }
+async fn stop_background_command(ProjectAgent { host, agent }: ProjectAgent, Id(id): Id) -> Result<Response, ApiError> {
     let runners =
         host.runners().ok_or_else(|| ApiError::Unprocessable(format!("the runner of {agent} is not running here")))?;
     let stopped = runners.stop_command(&agent, &id).await.map_err(tool_error)?;
@@ -247,22 +213,16 @@ fn tool_error(e: crate::toolpack::ToolError) -> ApiError {
     }
 }
 
-async fn task(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn task(host: Project) -> Result<Response, ApiError> {
     Ok(Json(views::Task { task: &host.project.config.task }).into_response())
 }
 
-async fn list_messages(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    Query(q): Query<ListQuery>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn list_messages(host: Project, Query(q): Query<ListQuery>) -> Result<Response, ApiError> {
     let limit = q.limit(100, 500)?;
     let query = crate::store::MessageQuery {
         participant_a: q.agent.clone(),
         limit: Some(limit + 1),
-        before_id: q.before(host, Listing::Messages)?,
+        before_id: q.before(&host, Listing::Messages)?,
         ..Default::default()
     };
     let mut items = host.store.list_messages(&query)?;
@@ -270,27 +230,16 @@ async fn list_messages(
     Ok(page_of(items, limit, |m| m.id.clone()))
 }
 
-async fn one_message(
-    State(state): State<AppState>,
-    Path((name, id)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn one_message(host: Project, Id(id): Id) -> Result<Response, ApiError> {
     let message = host.store.message(&id)?.ok_or_else(|| ApiError::NotFound(format!("Unknown message: {id}")))?;
     Ok(Json(message).into_response())
 }
 
-async fn history(
-    State(state): State<AppState>,
-    Path((name, agent)): Path<(String, String)>,
-    Query(q): Query<ListQuery>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
-    let Some(config) = host.project.config.agent(&agent) else {
-        return Err(ApiError::NotFound(format!("Unknown agent: {agent}")));
-    };
+async fn history(of: ProjectAgent, Query(q): Query<ListQuery>) -> Result<Response, ApiError> {
+    let (host, agent, config) = (&of.host, &of.agent, of.config()?);
     let limit = q.limit(80, 499)?;
     // Oldest first within the page; paging goes back in time, so the extra row is the oldest.
-    let mut items = host.store.history_page(&agent, q.before(host, Listing::History)?.as_deref(), limit + 1)?;
+    let mut items = host.store.history_page(agent, q.before(host, Listing::History)?.as_deref(), limit + 1)?;
     let more = items.len() > limit;
     if more {
         items.remove(0);
@@ -299,12 +248,7 @@ async fn history(
     Ok(page(views::history_items(host, config, &items), next))
 }
 
-async fn events(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    Query(q): Query<ListQuery>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn events(host: Project, Query(q): Query<ListQuery>) -> Result<Response, ApiError> {
     let limit = q.limit(200, 999)?;
     let items = host.store.events_after(q.after()?.unwrap_or(0), limit + 1)?;
     Ok(page_of(items, limit, |e| e.id.to_string()))
@@ -312,12 +256,11 @@ async fn events(
 
 async fn stream(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    host: Project,
     headers: HeaderMap,
     Query(q): Query<ListQuery>,
     client: Option<Extension<ConnectInfo<SocketAddr>>>,
 ) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
     let slot = state.streams.acquire(client.map(|c| c.0.0.ip())).map_err(|full| {
         let message = match full {
             Full::Total(n) => format!("{n} event streams are open, the most this controller serves at once"),
@@ -338,37 +281,23 @@ async fn stream(
     Ok(super::stream::events(host.store.clone(), after, slot).into_response())
 }
 
-async fn activations(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    Query(q): Query<ListQuery>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn activations(host: Project, Query(q): Query<ListQuery>) -> Result<Response, ApiError> {
     let limit = q.limit(50, 499)?;
-    let before = q.before(host, Listing::Activations)?;
+    let before = q.before(&host, Listing::Activations)?;
     let items = host.store.list_activations(q.agent.as_deref(), before.as_deref(), Some(limit + 1))?;
     Ok(page_of(items, limit, |a| a.id.clone()))
 }
 
-async fn one_activation(
-    State(state): State<AppState>,
-    Path((name, id)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn one_activation(host: Project, Id(id): Id) -> Result<Response, ApiError> {
     let activation =
         host.store.activation(&id)?.ok_or_else(|| ApiError::NotFound(format!("Unknown activation: {id}")))?;
     let tool_calls = redacted(host.store.activation_tool_calls(&id)?);
     Ok(Json(views::ActivationDetail { activation, tool_calls }).into_response())
 }
 
-async fn tool_calls(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    Query(q): Query<ListQuery>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn tool_calls(host: Project, Query(q): Query<ListQuery>) -> Result<Response, ApiError> {
     let limit = q.limit(100, 499)?;
-    let before = q.before(host, Listing::ToolCalls)?;
+    let before = q.before(&host, Listing::ToolCalls)?;
     let items = host.store.list_tool_calls(q.tool.as_deref(), q.agent.as_deref(), before.as_deref(), limit + 1)?;
     Ok(page_of(redacted(items), limit, |c| c.id.clone()))
 }
@@ -382,12 +311,7 @@ fn redacted(mut calls: Vec<ToolCallSummary>) -> Vec<ToolCallSummary> {
     calls
 }
 
-async fn signals(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    Query(q): Query<ListQuery>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn signals(host: Project, Query(q): Query<ListQuery>) -> Result<Response, ApiError> {
     let status = match &q.status {
         None => None,
         Some(s) => Some(s.parse::<crate::store::SignalStatus>().map_err(|e| ApiError::bad_request(e.to_string()))?),
@@ -398,40 +322,36 @@ async fn signals(
         status,
         limit: Some(limit + 1),
         kind: None,
-        before_id: q.before(host, Listing::Signals)?,
+        before_id: q.before(&host, Listing::Signals)?,
     };
     let items = host.store.list_signals(&query)?;
     Ok(page_of(items, limit, |s| s.id.clone()))
 }
 
-async fn config(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
-    Ok(Json(views::config(host)).into_response())
+async fn config(host: Project) -> Result<Response, ApiError> {
+    Ok(Json(views::config(&host)).into_response())
 }
 
-async fn report(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn report(host: Project) -> Result<Response, ApiError> {
     let p = host.store.project()?;
     let content = p.submitted_report.as_ref().and_then(|path| std::fs::read_to_string(path).ok());
     Ok(Json(views::Report { status: p.status, path: p.submitted_report.as_deref(), content }).into_response())
 }
 
-async fn set_status(state: &AppState, name: &str, to: ProjectStatus) -> Result<Response, ApiError> {
-    let host = project(state, name)?;
+async fn set_status(host: &ToolHost, to: ProjectStatus) -> Result<Response, ApiError> {
     let p = host.store.set_project_status(to)?;
     Ok(Json(views::StatusChange { name: &p.name, status: p.status }).into_response())
 }
 
-async fn start(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    set_status(&state, &name, ProjectStatus::Running).await
+async fn start(host: Project) -> Result<Response, ApiError> {
+    set_status(&host, ProjectStatus::Running).await
 }
 
-async fn stop(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    set_status(&state, &name, ProjectStatus::Stopped).await
+async fn stop(host: Project) -> Result<Response, ApiError> {
+    set_status(&host, ProjectStatus::Stopped).await
 }
 
-async fn approve(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn approve(host: Project) -> Result<Response, ApiError> {
     let p = host.store.project()?;
     if p.status != ProjectStatus::Submitted {
         return Err(ApiError::Unprocessable(format!(
@@ -440,16 +360,14 @@ async fn approve(State(state): State<AppState>, Path(name): Path<String>) -> Res
             p.status.as_str()
         )));
     }
-    set_status(&state, &name, ProjectStatus::Completed).await
+    set_status(&host, ProjectStatus::Completed).await
 }
 
 /// Reference §7.1: a P2 message to the coordinator, and the project back to running.
 async fn request_changes(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
+    host: Project,
     JsonBody(request): JsonBody<body::RequestChanges>,
 ) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
     let text = body::required(request.body, "body")?;
     let coordinator = host.project.config.communication.coordinator_agent.clone();
     let sent = host.store.send_message(SendMessage {
@@ -465,11 +383,7 @@ async fn request_changes(
 
 /// What the model saw in one activation: its prompt and the conversation recorded for it
 /// (assistant output, tool calls and results, signals handed over), in order.
-async fn activation_context(
-    State(state): State<AppState>,
-    Path((name, id)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn activation_context(host: Project, Id(id): Id) -> Result<Response, ApiError> {
     let activation =
         host.store.activation(&id)?.ok_or_else(|| ApiError::NotFound(format!("Unknown activation: {id}")))?;
     let history = host.store.activation_history(&id)?;
@@ -478,10 +392,9 @@ async fn activation_context(
 
 /// A compaction and the history it replaced (the rows since the previous compaction).
 async fn history_archive(
-    State(state): State<AppState>,
-    Path((name, agent, id)): Path<(String, String, String)>,
+    host: Project,
+    Path((_, agent, id)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
     let history = host.store.history(&agent, 5000)?;
     let at = history
         .iter()
@@ -493,11 +406,7 @@ async fn history_archive(
 
 /// One activation step by step: prompt and signals, model turns (text, tokens, cost), tool calls
 /// (input, output or error, duration), signals at tool boundaries, its end.
-async fn activation_timeline(
-    State(state): State<AppState>,
-    Path((name, id)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn activation_timeline(host: Project, Id(id): Id) -> Result<Response, ApiError> {
     let timeline =
         host.store.activation_timeline(&id)?.ok_or_else(|| ApiError::NotFound(format!("Unknown activation: {id}")))?;
     Ok(Json(timeline).into_response())
@@ -509,12 +418,7 @@ struct GraphQuery {
     hours: Option<String>,
 }
 
-async fn message_graph(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    Query(q): Query<GraphQuery>,
-) -> Result<Response, ApiError> {
-    let host = project(&state, &name)?;
+async fn message_graph(host: Project, Query(q): Query<GraphQuery>) -> Result<Response, ApiError> {
     let hours = match q.hours.as_deref().map(str::trim) {
         None | Some("") => 24,
         Some(text) => match text.parse::<u32>() {
@@ -526,5 +430,5 @@ async fn message_graph(
     };
     let since = crate::clock::iso(host.store.now() - chrono::Duration::hours(i64::from(hours)));
     let edges = host.store.message_graph(&since)?;
-    Ok(Json(views::MessageGraph::new(host, hours, since, edges)).into_response())
+    Ok(Json(views::MessageGraph::new(&host, hours, since, edges)).into_response())
 }

@@ -6,7 +6,7 @@
 //! Unlike other listings, a request shows its tool input: the person deciding must see exactly
 //! what will run.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::Query;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -14,8 +14,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::body::JsonBody;
+use super::extract::{Id, Project};
 use super::{ApiError, AppState};
 use crate::store::{RememberScope, Resolution, StoreError};
+use crate::support::ToolHost;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -37,12 +39,7 @@ struct AuditParams {
 
 /// The permission audit trail (`.suzumio/audit/permissions.jsonl`, arguments already redacted
 /// when written): its newest `limit` entries (default 500, at most 5 000), oldest first.
-async fn audit(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    Query(q): Query<AuditParams>,
-) -> Result<Response, ApiError> {
-    let host = super::api::project(&state, &name)?;
+async fn audit(host: Project, Query(q): Query<AuditParams>) -> Result<Response, ApiError> {
     let since = match q.since.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         None => None,
         Some(text) => Some(match chrono::DateTime::parse_from_rfc3339(text) {
@@ -82,12 +79,7 @@ struct ListQuery {
     all: bool,
 }
 
-async fn list(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    Query(q): Query<ListQuery>,
-) -> Result<Response, ApiError> {
-    let host = super::api::project(&state, &name)?;
+async fn list(host: Project, Query(q): Query<ListQuery>) -> Result<Response, ApiError> {
     let approvals = host.store.approvals(!q.all, 200)?;
     Ok(Json(json!({ "approvals": approvals })).into_response())
 }
@@ -102,24 +94,15 @@ struct Decide {
     all_of_activation: bool,
 }
 
-async fn allow(
-    State(state): State<AppState>,
-    Path((name, id)): Path<(String, String)>,
-    JsonBody(body): JsonBody<Decide>,
-) -> Result<Response, ApiError> {
-    decide(&state, &name, &id, body, true)
+async fn allow(host: Project, Id(id): Id, JsonBody(body): JsonBody<Decide>) -> Result<Response, ApiError> {
+    decide(&host, &id, body, true)
 }
 
-async fn deny(
-    State(state): State<AppState>,
-    Path((name, id)): Path<(String, String)>,
-    JsonBody(body): JsonBody<Decide>,
-) -> Result<Response, ApiError> {
-    decide(&state, &name, &id, body, false)
+async fn deny(host: Project, Id(id): Id, JsonBody(body): JsonBody<Decide>) -> Result<Response, ApiError> {
+    decide(&host, &id, body, false)
 }
 
-fn decide(state: &AppState, name: &str, id: &str, body: Decide, allow: bool) -> Result<Response, ApiError> {
-    let host = super::api::project(state, name)?;
+fn decide(host: &ToolHost, id: &str, body: Decide, allow: bool) -> Result<Response, ApiError> {
     let remember = match body.remember.as_deref().filter(|r| !r.is_empty()) {
         None => None,
         Some(text) => Some(
@@ -133,25 +116,16 @@ fn decide(state: &AppState, name: &str, id: &str, body: Decide, allow: bool) -> 
     Ok(Json(json!({ "decided": decided, "rule": rule })).into_response())
 }
 
-async fn rules(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    let host = super::api::project(&state, &name)?;
+async fn rules(host: Project) -> Result<Response, ApiError> {
     Ok(Json(json!({ "rules": host.store.remembered_rules(None)? })).into_response())
 }
 
-async fn one_rule(
-    State(state): State<AppState>,
-    Path((name, id)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
-    let host = super::api::project(&state, &name)?;
+async fn one_rule(host: Project, Id(id): Id) -> Result<Response, ApiError> {
     let rule = host.store.remembered_rules(None)?.into_iter().find(|r| r.id == id);
     rule.map(|r| Json(r).into_response()).ok_or_else(|| ApiError::NotFound(format!("Unknown permission rule: {id}")))
 }
 
-async fn delete_rule(
-    State(state): State<AppState>,
-    Path((name, id)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
-    let host = super::api::project(&state, &name)?;
+async fn delete_rule(host: Project, Id(id): Id) -> Result<Response, ApiError> {
     let rule = host.store.delete_rule(&id).map_err(not_found)?;
     Ok(Json(json!({ "deleted": rule })).into_response())
 }

@@ -96,7 +96,7 @@ impl Snapshot {
             let Some(agent) = config.agent(&a.id) else { continue };
             let limit = a.paused.as_ref().map(|p| p.limit.clone()).unwrap_or_default();
             paused.push((vec![("agent", a.id.clone()), ("limit", limit)], Num::Int(u64::from(a.paused.is_some()))));
-            let s = spent(store, Some(&a.id), a.resumed_at.as_deref())?;
+            let s = spent(store, Some(&a.id), a.resumed_at)?;
             budget(vec![("scope", "agent".into()), ("agent", a.id.clone())], s.today, &agent.budget);
         }
         let project = spent(store, None, None)?;

@@ -12,6 +12,7 @@ mod api;
 mod approvals;
 mod assets;
 pub mod body;
+mod extract;
 mod host;
 mod mcp;
 mod metrics;

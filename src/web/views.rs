@@ -6,10 +6,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::activation::budget::{Spent, spent};
+use crate::clock::iso;
 use crate::config::{AgentConfig, BudgetLimits, PresetConfig, PresetTarget, ProviderConfig};
 use crate::store::{
-    ActivationRecord, ActivationStatus, AgentStatus, HistoryEntry, HistoryRecord, MessageEdge, Pause, ProjectRecord,
-    ProjectStats, ProjectStatus, StoreError, TokenUsage, ToolCallStatus, ToolCallSummary,
+    ActivationRecord, ActivationStatus, ActivationUsage, AgentStatus, HistoryEntry, HistoryRecord, MessageEdge, Pause,
+    ProjectRecord, ProjectStats, ProjectStatus, StoreError, TokenUsage, ToolCallStatus, ToolCallSummary,
 };
 use crate::support::ToolHost;
 use crate::toolpack::{Presentation, Toolpack, WebuiEntry};
@@ -95,12 +96,12 @@ pub struct ProjectItem<'a> {
     pub name: &'a str,
     pub status: ProjectStatus,
     pub task: &'a str,
-    pub updated_at: &'a str,
+    pub updated_at: String,
 }
 
 impl<'a> From<&'a ProjectRecord> for ProjectItem<'a> {
     fn from(p: &'a ProjectRecord) -> Self {
-        ProjectItem { name: &p.name, status: p.status, task: &p.task, updated_at: &p.updated_at }
+        ProjectItem { name: &p.name, status: p.status, task: &p.task, updated_at: iso(p.updated_at) }
     }
 }
 
@@ -115,7 +116,7 @@ pub struct Summary<'a> {
     pub stats: ProjectStats,
     pub channels: &'a [String],
     pub coordinator: &'a str,
-    pub updated_at: &'a str,
+    pub updated_at: String,
     /// The whole project's usage today against `budgets.project`.
     pub budget: BudgetView,
 }
@@ -158,7 +159,7 @@ impl<'a> Summary<'a> {
             stats,
             channels: &config.channels,
             coordinator: &config.communication.coordinator_agent,
-            updated_at: &p.updated_at,
+            updated_at: iso(p.updated_at),
             budget,
         })
     }
@@ -198,7 +199,7 @@ pub struct ActivationDetail {
 pub struct ActivationContext<'a> {
     pub activation: ActivationHead<'a>,
     pub activation_prompt: &'a str,
-    pub context: ContextMessages<'a>,
+    pub context: ContextMessages,
 }
 
 #[derive(Serialize)]
@@ -207,38 +208,38 @@ pub struct ActivationHead<'a> {
     pub id: &'a str,
     pub agent_id: &'a str,
     pub status: ActivationStatus,
-    pub started_at: &'a str,
-    pub ended_at: Option<&'a str>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
     pub error: Option<&'a str>,
-    pub usage: Option<&'a Value>,
+    pub usage: Option<&'a ActivationUsage>,
 }
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ContextMessages<'a> {
+pub struct ContextMessages {
     pub message_count: usize,
     pub total_chars: usize,
-    pub messages: Vec<ContextMessage<'a>>,
+    pub messages: Vec<ContextMessage>,
 }
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ContextMessage<'a> {
+pub struct ContextMessage {
     pub kind: String,
     pub content: Value,
     /// Characters of `content` as JSON text: what it costs in the model's context.
     pub chars: usize,
-    pub created_at: &'a str,
+    pub created_at: String,
 }
 
 impl<'a> ActivationContext<'a> {
     pub fn new(a: &'a ActivationRecord, history: &'a [HistoryRecord]) -> Self {
-        let messages: Vec<ContextMessage<'a>> = history
+        let messages: Vec<ContextMessage> = history
             .iter()
             .map(|h| {
                 let (kind, content) = h.entry.to_parts();
                 let chars = content.to_string().chars().count();
-                ContextMessage { kind, content, chars, created_at: &h.created_at }
+                ContextMessage { kind, content, chars, created_at: iso(h.created_at) }
             })
             .collect();
         ActivationContext {
@@ -246,8 +247,8 @@ impl<'a> ActivationContext<'a> {
                 id: &a.id,
                 agent_id: &a.agent_id,
                 status: a.status,
-                started_at: &a.started_at,
-                ended_at: a.ended_at.as_deref(),
+                started_at: iso(a.started_at),
+                ended_at: a.ended_at.map(iso),
                 error: a.error.as_deref(),
                 usage: a.usage.as_ref(),
             },
@@ -409,7 +410,7 @@ pub fn tool_status(host: &ToolHost) -> Result<Vec<ToolStatusView<'_>>, StoreErro
                 presentation: registered.and_then(|(_, tool)| tool.presentation.as_ref()).map(PresentationView::from),
                 last_status: stat.map(|s| s.last_status),
                 last_agent_id: stat.map(|s| s.last_agent_id.clone()),
-                last_at: stat.map(|s| s.last_at.clone()),
+                last_at: stat.map(|s| iso(s.last_at)),
                 last_error: stat.and_then(|s| s.last_error.clone()),
                 submitted_report_path,
                 tool: name,
@@ -454,7 +455,7 @@ pub fn agents(host: &ToolHost) -> Result<Vec<AgentView<'_>>, StoreError> {
         .map(|a| {
             let record = records.iter().find(|r| r.id == a.id);
             let set = host.project.registry.resolve_agent(a);
-            let resumed_at = record.and_then(|r| r.resumed_at.as_deref());
+            let resumed_at = record.and_then(|r| r.resumed_at);
             let budget = BudgetView::new(spent(&host.store, Some(&a.id), resumed_at)?, &a.budget);
             let status = record.map_or(AgentStatus::Quiet, |r| r.status);
             let last_error = match status {
@@ -467,7 +468,7 @@ pub fn agents(host: &ToolHost) -> Result<Vec<AgentView<'_>>, StoreError> {
                 display_name: &a.display_name,
                 status,
                 active_activation_id: record.and_then(|r| r.active_activation_id.clone()),
-                updated_at: record.map(|r| r.updated_at.clone()),
+                updated_at: record.map(|r| iso(r.updated_at)),
                 model: &a.model,
                 tools: set.tools,
                 deferred_tools: set.deferred,
@@ -741,4 +742,10 @@ impl MessageGraph {
         }
         MessageGraph { window_hours, since, nodes, edges }
     }
+}
+
+/// `GET /api/event-types`.
+#[derive(Serialize)]
+pub struct EventTypes {
+    pub types: &'static [crate::store::EventType],
 }

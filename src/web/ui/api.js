@@ -104,6 +104,15 @@ export function projectApi(name) {
 export const listProjects = () => request("GET", "/api/projects");
 
 /**
+ * Every event type the server records, by name → `{ name, inFeed, refreshesSummary }`: what
+ * the activity feed leaves out and what is worth reading the summary again for.
+ */
+export async function eventTypes() {
+  const { types } = await request("GET", "/api/event-types");
+  return new Map((types || []).map((t) => [t.name, t]));
+}
+
+/**
  * The newest `n` events, oldest first. `GET events` only pages forward (`after`), so start
  * near the end using the project's event count as a hint (ids count up from 1) and page on.
  */

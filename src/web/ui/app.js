@@ -5,7 +5,7 @@
 // A view module exports `render(root, ctx, key)`; it may return a cleanup function. Whatever
 // it subscribes to through `ctx` is released when the route changes.
 
-import { EventStream, latestEvents, listProjects, projectApi } from "./api.js";
+import { EventStream, eventTypes, latestEvents, listProjects, projectApi } from "./api.js";
 import { errorBox, h, pill, refreshTimes, replace, debounce } from "./dom.js";
 import * as overview from "./views/overview.js";
 import * as messages from "./views/messages.js";
@@ -18,9 +18,6 @@ import * as approvals from "./views/approvals.js";
 const VIEWS = { overview, messages, activations, events, history, tools, approvals };
 const DEFAULT_VIEW = "overview";
 
-// Events after which the project summary and roster are worth fetching again.
-const SUMMARY_EVENTS = /^(project\.|agent\.|activation\.|message\.created|completion\.|tool_call\.finished|approval\.)/;
-
 const state = {
   api: null,
   project: null, // GET /api/projects/:p, or the list entry while that route is missing
@@ -28,6 +25,8 @@ const state = {
   agents: [],
   agentsError: null,
   stream: "connecting",
+  // The server's event types (GET /api/event-types): name → { inFeed, refreshesSummary }.
+  eventTypes: new Map(),
   newestEventId: null,
   recentEvents: [], // newest last, at most 200: the events view starts from these
   eventsReady: false,
@@ -241,7 +240,7 @@ async function start() {
   const root = document.getElementById("view");
   let projects;
   try {
-    projects = await listProjects();
+    [projects, state.eventTypes] = await Promise.all([listProjects(), eventTypes()]);
   } catch (err) {
     replace(root, errorBox(err, "Cannot load the project"), h("button", { type: "button", onclick: () => location.reload(), text: "Retry" }));
     return;
@@ -262,7 +261,7 @@ async function start() {
       state.newestEventId = Math.max(state.newestEventId ?? 0, Number(event.id) || 0);
       state.recentEvents.push(event);
       if (state.recentEvents.length > 200) state.recentEvents.splice(0, state.recentEvents.length - 200);
-      if (SUMMARY_EVENTS.test(event.type ?? "")) refreshSoon();
+      if (state.eventTypes.get(event.type)?.refreshesSummary) refreshSoon();
       endLive(event);
       emit("event", event);
     },

@@ -1,12 +1,12 @@
 // The activity feed: the project's recent events as sentences people read ("pm sent a P2
 // message to worker", "worker called file.write: failed — …"), newest first, live. Events
-// that only echo another one (history rows, call starts, status flips) are left out; a type
-// this page does not know is shown by its name, so nothing new goes unseen.
+// that only echo another one (history rows, call starts, status flips: the server's event
+// types say which) are left out; a type this page does not know is shown by its name, so
+// nothing new goes unseen.
 
 import { clip, h, replace, timeAgo } from "../../dom.js";
 
 const SHOWN = 30;
-const ECHOES = new Set(["history.appended", "tool_call.started", "agent.status", "signal.created"]);
 
 /** The feed section; `render()` redraws it from `ctx.state.recentEvents`. */
 export function activityFeed(ctx) {
@@ -14,7 +14,8 @@ export function activityFeed(ctx) {
   const el = h("section", { class: "card activity-feed" }, h("h2", { class: "section-title", text: "Recent activity" }), list);
   let drawn = "";
   function render() {
-    const events = (ctx.state.recentEvents || []).filter(shown).slice(-SHOWN).reverse();
+    const types = ctx.state.eventTypes || new Map();
+    const events = (ctx.state.recentEvents || []).filter((e) => shown(e, types)).slice(-SHOWN).reverse();
     const key = events.map((e) => e.id).join(",");
     if (key === drawn) return;
     drawn = key;
@@ -36,8 +37,8 @@ export function activityFeed(ctx) {
   return { el, render };
 }
 
-function shown(e) {
-  if (ECHOES.has(e.type)) {
+function shown(e, types) {
+  if (types.get(e.type)?.inFeed === false) {
     // A signal that is not a message's and waits for delivery says something of its own; the
     // closed ones only record what an agent did.
     return e.type === "signal.created" && e.data?.kind !== "message.created" && e.data?.status === "pending";

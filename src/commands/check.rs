@@ -1,0 +1,265 @@
+//! `suzumio check` and `suzumio tools`: a project validated (config, manifests, pack modules)
+//! and its tool catalogue, with each agent's tools and what the permission rules decide for them.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::config::load::ProcessEnv;
+use crate::config::{BackendKind, Diagnostics, InvalidInput};
+use crate::project::Project;
+
+use super::{CliError, Output, first_line, list_or_none, plural, render_table, to_json, unknown_agent, views};
+
+/// `suzumio check <dir> [--json]`.
+pub async fn check(dir: &Path, as_json: bool, backend: Option<BackendKind>) -> Result<Output, CliError> {
+    let mut project = Project::load(dir, &ProcessEnv)?;
+    if crate::support::mcp_discovery::undiscovered(&project) {
+        let listed =
+            crate::support::mcp_discovery::discover(dir, backend).await.map_err(crate::controller::RunError::from)?;
+        project = Project::load_with(dir, &ProcessEnv, &listed)?;
+    }
+    let modules = check_modules(&project).await;
+    if modules.has_errors() {
+        return Err(CliError::Invalid(InvalidInput(modules)));
+    }
+    let c = &project.config;
+    let r = &project.registry;
+    if as_json {
+        let toolsets = project.toolsets();
+        let view = views::CheckView {
+            project: &c.name,
+            task: &c.task,
+            toolpacks: r
+                .packs()
+                .iter()
+                .map(|p| views::ToolpackView {
+                    id: &p.id,
+                    kind: p.kind_name(),
+                    tools: p.tools.len(),
+                    webui_entries: p.webui.len(),
+                })
+                .collect(),
+            agents: c
+                .agents
+                .iter()
+                .zip(&toolsets)
+                .map(|(a, set)| views::CheckedAgent {
+                    id: &a.id,
+                    display_name: &a.display_name,
+                    role: &a.role,
+                    model: &a.model,
+                    tools: &set.tools,
+                    deferred_tools: &set.deferred,
+                    permission_mode: a.permission_mode.as_str(),
+                    mounted_toolpacks: &set.mounted_packs,
+                })
+                .collect(),
+            warnings: crate::config::diag::sorted(&project.warnings.warnings).iter().map(|w| w.to_string()).collect(),
+        };
+        // The warnings are in the object; stderr stays quiet.
+        return Ok(to_json(&view).into());
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "project {}: {}", c.name, first_line(&c.task, 100));
+    let _ = writeln!(out, "toolpacks:");
+    for pack in r.packs() {
+        let webui = if pack.webui.is_empty() {
+            String::new()
+        } else {
+            format!(", {} WebUI {}", pack.webui.len(), plural(pack.webui.len(), "entry", "entries"))
+        };
+        let _ = writeln!(
+            out,
+            "  {} ({}, {} {}{webui})",
+            pack.id,
+            pack.kind_name(),
+            pack.tools.len(),
+            plural(pack.tools.len(), "tool", "tools")
+        );
+    }
+    for (agent, set) in c.agents.iter().zip(project.toolsets()) {
+        let _ =
+            writeln!(out, "agent {} ({}, role {}, model {}):", agent.id, agent.display_name, agent.role, agent.model);
+        let _ = writeln!(out, "  allowed tools ({}): {}", set.tools.len(), list_or_none(&set.tools));
+        if !set.deferred.is_empty() {
+            let _ = writeln!(out, "  deferred until tool_search ({}): {}", set.deferred.len(), set.deferred.join(", "));
+        }
+        let _ = writeln!(out, "  mounted toolpacks: {}", list_or_none(&set.mounted_packs));
+        let _ = writeln!(out, "{}", permission_line(&project, agent, &set.tools));
+    }
+    let tools = r.tools().count();
+    let _ = writeln!(
+        out,
+        "ok: {} {}, {} {}, {tools} {}",
+        c.agents.len(),
+        plural(c.agents.len(), "agent", "agents"),
+        r.packs().len(),
+        plural(r.packs().len(), "toolpack", "toolpacks"),
+        plural(tools, "tool", "tools")
+    );
+    Ok(Output { stdout: out, warnings: project.warnings.warnings })
+}
+
+/// Every local pack's modules compiled (syntax errors with file, line and column), then loaded
+/// in the check's sandbox (`js::check`): the runner module must have a handler for each tool
+/// the manifest declares.
+async fn check_modules(project: &Project) -> Diagnostics {
+    use crate::js::check::{self, ModuleProblem};
+    let mut d = Diagnostics::default();
+    let report = |d: &mut Diagnostics, problem: ModuleProblem| {
+        let file: std::sync::Arc<Path> = std::sync::Arc::from(problem.file.as_path());
+        let loc = match problem.position {
+            Some((line, col)) => crate::config::node::Loc::new(file, line, col),
+            None => crate::config::node::Loc::file(file),
+        };
+        d.error(Some(&loc), "", problem.message);
+    };
+    for pack in project.registry.packs() {
+        let crate::toolpack::PackSource::Local { root, runner_module, controller_module, limits } = &pack.source else {
+            continue;
+        };
+        let limits = crate::js::JsLimits {
+            call_timeout: std::time::Duration::from_millis(limits.timeout_ms.max(1)),
+            memory_bytes: (limits.memory_mb.max(1) as usize) << 20,
+        };
+        let mut compiled = true;
+        for module in runner_module.iter().chain([controller_module].into_iter().filter(|m| m.is_file())) {
+            if let Err(problem) = check::compile_module(module, root, &pack.id) {
+                report(&mut d, problem);
+                compiled = false;
+            }
+        }
+        if !compiled {
+            continue;
+        }
+        if controller_module.is_file()
+            && let Err(problem) = check::load_controller(&pack.id, root, controller_module, limits.clone()).await
+        {
+            report(&mut d, problem);
+        }
+        let Some(runner) = runner_module else { continue };
+        match check::runner_handlers(&pack.id, root, runner, limits).await {
+            Err(problem) => report(&mut d, problem),
+            Ok(handlers) => {
+                for tool in pack.tools.iter().filter(|t| !handlers.contains(&t.name)) {
+                    let loc = crate::config::node::Loc::file(std::sync::Arc::from(runner.as_path()));
+                    d.error(
+                        Some(&loc),
+                        "",
+                        format!(
+                            "toolpack {}: the manifest declares tool {} but the runner module has no handler for it",
+                            pack.id, tool.name
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    d
+}
+
+/// `tools --agent`: what deferred loading keeps out of the agent's first request.
+fn deferred_note(project: &Project, agent: &crate::config::AgentConfig) -> String {
+    let toolset = project.registry.resolve_agent(agent);
+    if toolset.deferred.is_empty() {
+        return String::new();
+    }
+    let (deferred, search) = crate::support::tool_search::deferred_chars(&project.registry, &toolset);
+    // The same 4-characters-per-token rate the model loop starts from before it calibrates.
+    let saved = deferred.saturating_sub(search) / 4;
+    format!(
+        "\n{} of {}'s {} tools are deferred (loaded through tool_search): about {saved} prompt tokens saved per \
+         request until they are activated ({} characters of definitions, less {} for tool_search).\n",
+        toolset.deferred.len(),
+        agent.id,
+        toolset.tools.len() - 1,
+        deferred,
+        search
+    )
+}
+
+/// `suzumio tools <dir> [--agent ID] [--json]`.
+pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, CliError> {
+    let project = Project::load(dir, &ProcessEnv)?;
+    let c = &project.config;
+    if let Some(id) = agent
+        && c.agent(id).is_none()
+    {
+        return Err(unknown_agent(c, id));
+    }
+    let rows: Vec<_> = project
+        .registry
+        .tools()
+        .map(|(pack, tool)| {
+            let allowed: Vec<&str> =
+                c.agents.iter().filter(|a| project.registry.may_call(a, &tool.name)).map(|a| a.id.as_str()).collect();
+            (pack, tool, allowed)
+        })
+        .filter(|(_, _, allowed)| agent.is_none_or(|id| allowed.contains(&id)))
+        .collect();
+    let stdout = if as_json {
+        let entries = crate::catalog::catalog(&project, agent.and_then(|id| c.agent(id)));
+        serde_json::to_string_pretty(&entries).unwrap_or_default() + "\n"
+    } else {
+        let table: Vec<[String; 5]> = rows
+            .iter()
+            .map(|(pack, tool, allowed)| {
+                [
+                    tool.name.clone(),
+                    pack.id.clone(),
+                    decision_cell(&project, agent, &tool.name, allowed),
+                    if allowed.is_empty() { "-".into() } else { allowed.join(",") },
+                    first_line(&tool.description, 72),
+                ]
+            })
+            .collect();
+        let mut out = render_table(["TOOL", "TOOLPACK", "DECISION", "AGENTS", "DESCRIPTION"], &table);
+        if let Some(a) = agent.and_then(|id| c.agent(id)) {
+            out.push_str(&deferred_note(&project, a));
+        }
+        out
+    };
+    Ok(Output { stdout, warnings: project.warnings.warnings })
+}
+
+/// The `tools` table's DECISION: the one decision every allowed agent gets, or `agent:decision`
+/// for each when they differ (only `--agent`'s with `--agent`).
+fn decision_cell(project: &Project, only: Option<&str>, tool: &str, allowed: &[&str]) -> String {
+    let decisions: Vec<(&str, &'static str)> = allowed
+        .iter()
+        .filter(|id| only.is_none_or(|o| o == **id))
+        .filter_map(|id| {
+            Some((
+                *id,
+                crate::permissions::default_for_tool(project, project.config.agent(id)?, tool)?.behavior.as_str(),
+            ))
+        })
+        .collect();
+    match decisions.first() {
+        None => "-".into(),
+        Some((_, first)) if decisions.iter().all(|(_, d)| d == first) => first.to_string(),
+        Some(_) => decisions.iter().map(|(a, d)| format!("{a}:{d}")).collect::<Vec<_>>().join(","),
+    }
+}
+
+/// `  permissions (mode default): allow a, b; ask c` for `check`.
+fn permission_line(project: &Project, agent: &crate::config::AgentConfig, tools: &[String]) -> String {
+    use crate::permissions::Behavior;
+    let mut groups: Vec<(Behavior, Vec<String>)> =
+        vec![(Behavior::Allow, Vec::new()), (Behavior::Ask, Vec::new()), (Behavior::Deny, Vec::new())];
+    for tool in tools {
+        if let Some(d) = crate::permissions::default_for_tool(project, agent, tool) {
+            let label = if d.behavior == Behavior::Allow { tool.clone() } else { format!("{tool} ({})", d.source) };
+            if let Some((_, list)) = groups.iter_mut().find(|(b, _)| *b == d.behavior) {
+                list.push(label);
+            }
+        }
+    }
+    let parts: Vec<String> = groups
+        .into_iter()
+        .filter(|(_, list)| !list.is_empty())
+        .map(|(b, list)| format!("{} {}", b.as_str(), list.join(", ")))
+        .collect();
+    let decisions = if parts.is_empty() { "no tools".to_string() } else { parts.join("; ") };
+    format!("  permissions (mode {}): {decisions}", agent.permission_mode.as_str())
+}
