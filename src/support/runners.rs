@@ -413,7 +413,7 @@ impl AgentRunners {
         let agent = &slot.agent;
         let outcome = match self.load_params(agent) {
             Ok(load) => conn.call::<_, LoadResult>(rpc::method::LOAD, &load).await.map_err(|e| e.message),
-            Err(e) => Err(e),
+            Err(e) => Err(e.to_string()),
         };
         match outcome {
             Ok(loaded) => {
@@ -622,22 +622,20 @@ impl AgentRunners {
                     return super::tool_results::adapt(&self.tools, agent, tool, out);
                 }
                 Ok(Err(e)) if e.is_connection_closed() => {}
-                // A runner stopping on SIGTERM (`docker stop`) cancels its calls before it
-                // closes the socket: a cancel the controller did not ask for is the runner going.
-                Ok(Err(e))
-                    if !cancelled_by_us
-                        && e.message.starts_with(&format!("{tool} was cancelled"))
-                        && tokio::time::timeout(STOPPING_GRACE, conn.closed()).await.is_ok() => {}
-                Ok(Err(e)) => {
-                    return Err(ToolError::Failed(super::tool_results::relocate(
-                        &self.tools,
-                        self.backend.as_ref(),
-                        tool,
-                        e.message,
-                    )));
-                }
+                Ok(Err(e)) => match ToolError::from_rpc(e) {
+                    // A runner stopping on SIGTERM (`docker stop`) cancels its calls before it
+                    // closes the socket: a cancel the controller did not ask for is the runner
+                    // going.
+                    ToolError::Cancelled(_)
+                        if !cancelled_by_us && tokio::time::timeout(STOPPING_GRACE, conn.closed()).await.is_ok() => {}
+                    error => {
+                        return Err(error.map_message(|message| {
+                            super::tool_results::relocate(&self.tools, self.backend.as_ref(), tool, message)
+                        }));
+                    }
+                },
                 Err(_) => {
-                    return Err(ToolError::Failed(format!(
+                    return Err(ToolError::TimedOut(format!(
                         "{tool} did not answer within {} s",
                         INVOKE_TIMEOUT.as_secs()
                     )));
@@ -688,7 +686,11 @@ impl AgentRunners {
                 _ = stopping.cancelled() => {}
                 _ = conn.closed() => {}
                 exit = backend.wait_exit(&spec) => match exit {
-                    Ok(_) | Err(crate::backend::BackendError::ContainerNotFound { .. }) => {
+                    Ok(_)
+                    | Err(
+                        crate::backend::BackendError::ContainerNotFound { .. }
+                        | crate::backend::BackendError::ContainerRemoving { .. },
+                    ) => {
                         tracing::info!(%agent, "the runner stopped: closing its session");
                         conn.abort();
                     }
@@ -739,7 +741,7 @@ impl AgentRunners {
         match listed {
             Ok(listed) => Ok(Some(listed.commands)),
             Err(e) if e.is_connection_closed() => Ok(None),
-            Err(e) => Err(ToolError::Failed(e.message)),
+            Err(e) => Err(ToolError::from_rpc(e)),
         }
     }
 
@@ -769,7 +771,7 @@ impl AgentRunners {
             if e.is_connection_closed() {
                 ToolError::RunnerLost(format!("the runner of {agent} went away"))
             } else {
-                ToolError::Rejected(e.message)
+                ToolError::from_rpc(e)
             }
         })
     }
@@ -793,9 +795,9 @@ impl AgentRunners {
 
     /// The `load` request for an agent: its allowed built-in runner tools, and each local pack
     /// exposing at least one allowed tool, with the paths the runner sees.
-    fn load_params(&self, agent: &str) -> Result<LoadParams, String> {
+    fn load_params(&self, agent: &str) -> Result<LoadParams, ToolError> {
         let p = &self.tools.project;
-        let config = p.config.agent(agent).ok_or_else(|| format!("Unknown agent: {agent}"))?;
+        let config = p.config.agent(agent).ok_or_else(|| ToolError::Rejected(format!("Unknown agent: {agent}")))?;
         let set = p.registry.resolve_agent(config);
         // The agent's allowed built-ins that run in the runner (local packs' tools come below).
         let builtin_tools = set
@@ -914,17 +916,17 @@ impl RequestHandler for SessionHandler {
                 rpc::method::HELLO => Err(RpcError::application("hello was already said on this connection")),
                 rpc::method::CALL_SUPPORT => {
                     let p: CallSupportParams = rpc::parse_params(&method, params)?;
-                    let out = broker::call_support(&runners.tools, &slot.agent, p).await.map_err(tool_error_reply)?;
+                    let out = broker::call_support(&runners.tools, &slot.agent, p).await.map_err(RpcError::from)?;
                     Ok(serde_json::to_value(out).unwrap_or(Value::Null))
                 }
                 rpc::method::COMMAND_FINISHED => {
                     let p: CommandFinishedParams = rpc::parse_params(&method, params)?;
-                    let finished = command_finished(&runners.tools, &slot.agent, p).map_err(tool_error_reply)?;
+                    let finished = command_finished(&runners.tools, &slot.agent, p).map_err(RpcError::from)?;
                     Ok(serde_json::to_value(finished).unwrap_or(Value::Null))
                 }
                 rpc::method::RECORD_SIGNAL => {
                     let p: RecordSignalParams = rpc::parse_params(&method, params)?;
-                    let signals = broker::record_signal(&runners.tools, &slot.agent, p).map_err(tool_error_reply)?;
+                    let signals = broker::record_signal(&runners.tools, &slot.agent, p).map_err(RpcError::from)?;
                     Ok(serde_json::to_value(signals).unwrap_or(Value::Null))
                 }
                 rpc::method::MCP_TOOLS_CHANGED => {
@@ -987,14 +989,6 @@ fn write_resume_token(path: &Path) -> std::io::Result<String> {
         let _ = std::fs::remove_file(&temp);
     }
     written.map(|()| token)
-}
-
-/// A broker refusal as the runner sees it: the message (what the pack's code and the model see)
-/// as a `-32000` error, and the kind alongside in `data`.
-fn tool_error_reply(e: ToolError) -> RpcError {
-    let mut reply = RpcError::application(e.to_string());
-    reply.data = Some(json!({ "kind": e.kind() }));
-    reply
 }
 
 impl RunnerTools for AgentRunners {
