@@ -107,7 +107,7 @@ pub fn millis_between(from: &str, to: &str) -> Option<u64> {
 /// Five fields (`min hour dom mon dow`) get a `0` seconds field in front; six (`sec min hour dom
 /// mon dow`) are taken as they are. Local times skipped by a DST jump do not fire that day; a
 /// local time that happens twice (DST ends) fires once, at its first occurrence.
-pub fn next_cron(expr: &str, timezone: &str, after: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, String> {
+pub fn next_cron(expr: &str, timezone: &str, after: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, ClockError> {
     let tz = parse_timezone(timezone)?;
     let schedule = parse_cron(expr)?;
     let local_after = after.with_timezone(&tz);
@@ -122,31 +122,40 @@ pub fn next_cron(expr: &str, timezone: &str, after: DateTime<Utc>) -> Result<Opt
     Ok(Some(chosen.with_timezone(&Utc)))
 }
 
-pub fn parse_timezone(name: &str) -> Result<chrono_tz::Tz, String> {
-    name.parse::<chrono_tz::Tz>()
-        .map_err(|_| format!("Unknown time zone: {name} (use an IANA name such as Europe/Berlin or UTC)"))
+/// A time zone or cron expression that cannot be used; the message says how to write one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClockError {
+    #[error("Unknown time zone: {0} (use an IANA name such as Europe/Berlin or UTC)")]
+    UnknownTimeZone(String),
+    #[error("{0}")]
+    InvalidCron(String),
 }
 
-pub fn parse_cron(expr: &str) -> Result<cron::Schedule, String> {
+pub fn parse_timezone(name: &str) -> Result<chrono_tz::Tz, ClockError> {
+    name.parse::<chrono_tz::Tz>().map_err(|_| ClockError::UnknownTimeZone(name.to_string()))
+}
+
+pub fn parse_cron(expr: &str) -> Result<cron::Schedule, ClockError> {
     let fields = expr.split_whitespace().count();
     let full = match fields {
         5 => format!("0 {}", expr.trim()),
         6 => expr.trim().to_string(),
         n => {
-            return Err(format!(
+            return Err(ClockError::InvalidCron(format!(
                 "Invalid cron expression `{expr}`: expected 5 fields (min hour day month weekday) or 6 (with seconds first), got {n}"
-            ));
+            )));
         }
     };
     // The cron crate numbers weekdays 1-7 from Sunday, Unix cron 0-6: a number is ambiguous, so
     // only names are accepted (`mon-fri`), which read the same everywhere.
     let weekday_field = full.split_whitespace().nth(5).unwrap_or("*");
     if weekday_field.chars().any(|c| c.is_ascii_digit()) && !weekday_field.starts_with("*/") {
-        return Err(format!(
+        return Err(ClockError::InvalidCron(format!(
             "Invalid cron expression `{expr}`: write weekdays as names (sun, mon, tue, wed, thu, fri, sat), e.g. `0 9 * * mon-fri`"
-        ));
+        )));
     }
-    full.parse::<cron::Schedule>().map_err(|e| format!("Invalid cron expression `{expr}`: {e}"))
+    full.parse::<cron::Schedule>()
+        .map_err(|e| ClockError::InvalidCron(format!("Invalid cron expression `{expr}`: {e}")))
 }
 
 #[cfg(test)]
@@ -165,13 +174,24 @@ mod tests {
     fn five_and_six_fields() {
         assert_eq!(next("*/15 * * * *", "UTC", "2026-01-01T10:07:00Z"), "2026-01-01T10:15:00.000Z");
         assert_eq!(next("30 0 9 * * Mon", "UTC", "2026-01-01T00:00:00Z"), "2026-01-05T09:00:30.000Z");
-        assert!(next_cron("* * *", "UTC", at("2026-01-01T00:00:00Z")).unwrap_err().contains("expected 5 fields"));
+        assert!(
+            next_cron("* * *", "UTC", at("2026-01-01T00:00:00Z"))
+                .unwrap_err()
+                .to_string()
+                .contains("expected 5 fields")
+        );
         assert!(next_cron("61 * * * *", "UTC", at("2026-01-01T00:00:00Z")).is_err());
-        assert!(next_cron("0 9 * * 1-5", "UTC", at("2026-01-01T00:00:00Z")).unwrap_err().contains("weekdays as names"));
+        assert!(
+            next_cron("0 9 * * 1-5", "UTC", at("2026-01-01T00:00:00Z"))
+                .unwrap_err()
+                .to_string()
+                .contains("weekdays as names")
+        );
         assert_eq!(next("0 9 * * mon-fri", "UTC", "2026-01-03T00:00:00Z"), "2026-01-05T09:00:00.000Z");
         assert!(
             next_cron("* * * * *", "Mars/Base", at("2026-01-01T00:00:00Z"))
                 .unwrap_err()
+                .to_string()
                 .starts_with("Unknown time zone")
         );
     }

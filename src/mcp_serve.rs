@@ -41,6 +41,7 @@ use crate::config::BackendKind;
 use crate::store::{ApprovalStatus, Event, EventRecord, Resolution, StoreError};
 use crate::support::ToolHost;
 use crate::support::runners::AgentRunners;
+use crate::toolpack::ToolError;
 use crate::toolpack::output::{ContentBlock, ToolOutput};
 
 /// At most this many bytes of one artifact returned by `resources/read`.
@@ -100,7 +101,7 @@ struct Parked {
     /// The request the client was last asked about.
     approval: Option<String>,
     activation: String,
-    call: tokio::task::JoinHandle<Result<ToolOutput, String>>,
+    call: tokio::task::JoinHandle<Result<ToolOutput, ToolError>>,
     events: broadcast::Receiver<EventRecord>,
 }
 
@@ -190,7 +191,7 @@ impl McpServer {
         activation: String,
         tool: String,
         input: Value,
-    ) -> Result<ToolOutput, String> {
+    ) -> Result<ToolOutput, ToolError> {
         let host = &self.host;
         let no_runner = crate::calls::NoRunner("not needed".into());
         let runner: &dyn RunnerTools = match &runners {
@@ -203,7 +204,7 @@ impl McpServer {
         {
             tracing::warn!("recording the end of the call's activation: {e}");
         }
-        result.map_err(|e| e.to_string())
+        result
     }
 
     /// One `tools/call`; an `ask` on the way is put to the client the way its protocol allows.
@@ -407,10 +408,10 @@ fn peer_asks(peer: &Peer<RoleServer>) -> bool {
 }
 
 /// A call's end as its MCP result: a refusal, denial or failure is a tool error with its text.
-fn finished(joined: Result<Result<ToolOutput, String>, tokio::task::JoinError>) -> CallToolResponse {
+fn finished(joined: Result<Result<ToolOutput, ToolError>, tokio::task::JoinError>) -> CallToolResponse {
     let result = match joined {
         Ok(Ok(out)) => to_result(out),
-        Ok(Err(message)) => CallToolResult::error(vec![McpBlock::text(message)]),
+        Ok(Err(e)) => CallToolResult::error(vec![McpBlock::text(e.message())]),
         Err(e) => CallToolResult::error(vec![McpBlock::text(format!("the call stopped: {e}"))]),
     };
     result.into()

@@ -182,6 +182,7 @@ impl LiveProject {
     }
 
     /// Serve `project` from now on. Refused past [`Self::MAX_VERSIONS`].
+    // String: logged by the one caller; this refusal goes with the leaked versions (issue 23 point 5).
     pub fn replace(&self, project: Project) -> Result<(), String> {
         use std::sync::atomic::Ordering;
         if self.versions.fetch_add(1, Ordering::SeqCst) >= Self::MAX_VERSIONS {

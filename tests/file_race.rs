@@ -88,10 +88,13 @@ async fn read_through_a_swapped_link_to_proc_never_leaks() {
         match tools.invoke("file.read", json!({"path": "/artifacts/bob/d/environ"})).await {
             Ok(out) if out.output == format!("1: {DECOY}") => read += 1,
             Ok(out) => leaks.push(out.output),
-            Err(e) if e == "Read path must be under /workspace, /artifacts, or /mnt: /artifacts/bob/d/environ" => {
+            Err(e)
+                if e.message()
+                    == "Read path must be under /workspace, /artifacts, or /mnt: /artifacts/bob/d/environ" =>
+            {
                 refused += 1
             }
-            Err(e) if e.starts_with("No such file or directory") => refused += 1,
+            Err(e) if e.message().starts_with("No such file or directory") => refused += 1,
             Err(e) => leaks.push(format!("unexpected error: {e}")),
         }
     }

@@ -6,9 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use suzumio::js::{
-    CONTROLLER_GLUE, CallScope, HostFuture, HostOps, JsCall, JsError, JsHost, JsLimits, ModuleSpec, rejected,
-};
+use suzumio::js::{CONTROLLER_GLUE, CallScope, HostFuture, HostOps, JsCall, JsError, JsHost, JsLimits, ModuleSpec};
+use suzumio::toolpack::ToolError;
 
 /// A host that answers a few operations and records what it was asked.
 #[derive(Default)]
@@ -17,14 +16,16 @@ struct TestHost {
 }
 
 impl HostOps for TestHost {
-    fn call(&self, _pack: &str, scope: &CallScope, op: &str, args: Value) -> Result<Value, String> {
+    fn call(&self, _pack: &str, scope: &CallScope, op: &str, args: Value) -> Result<Value, ToolError> {
         self.calls.lock().unwrap().push((op.to_string(), scope.agent_id.clone(), args.clone()));
         match op {
             "store.projectStats" => Ok(json!({"messages": 3})),
             "recordSignal" => Ok(json!([{"id": "sig_1", "kind": args["kind"]}])),
-            "state.read" => Err(format!("no state named {}", args["name"].as_str().unwrap_or(""))),
-            "store.sendMessage" => Err(rejected("Communication policy allows non-coordinator priorities P2 or lower")),
-            _ => Err(format!("unknown op {op}")),
+            "state.read" => Err(ToolError::Failed(format!("no state named {}", args["name"].as_str().unwrap_or("")))),
+            "store.sendMessage" => {
+                Err(ToolError::Rejected("Communication policy allows non-coordinator priorities P2 or lower".into()))
+            }
+            _ => Err(ToolError::Failed(format!("unknown op {op}"))),
         }
     }
 
@@ -37,7 +38,7 @@ impl HostOps for TestHost {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                     Ok(json!(ms))
                 }
-                _ => Err(format!("unknown async op {op}")),
+                _ => Err(ToolError::Failed(format!("unknown async op {op}"))),
             }
         })
     }

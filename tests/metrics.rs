@@ -161,6 +161,64 @@ fn metrics_match_the_store_after_a_scripted_run() {
     assert_eq!(c.stop(), Some(0));
 }
 
+const SLOW_SCRIPT: &str = r#"
+activations:
+  - agent: reviewer
+    steps:
+      - say: "Starting the long job."
+        call: [{tool: shell.exec, input: {command: "sleep 30; echo late"}}]
+      - say: "never reached"
+"#;
+
+/// Until `done` holds, within a deadline that only guards against hanging.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A call stopped by `suzumio cancel` is no failure of the tool: the store records it with
+/// kind `cancelled`, and `/metrics` counts it under `status="cancelled"`, not `failed`.
+#[test]
+fn a_cancelled_call_is_counted_as_cancelled() {
+    let project = TempProject::scripted("review", SLOW_SCRIPT, &[]);
+    let dir = project.dir.to_str().unwrap();
+    let c = Controller::start_with_env(
+        &project.dir,
+        &[],
+        &[("SUZUMIO_RUNNER_BIN", support::runner_binary().to_str().unwrap())],
+    );
+    let sent = suzumio(&repo_root(), &["send", dir, "reviewer", "Run the slow job"]);
+    assert_eq!(sent.status.code(), Some(0), "{}", text(&sent.stderr));
+    wait_for("the slow shell call", || {
+        let out = suzumio(&repo_root(), &["logs", dir, "--agent", "reviewer", "--type", "tool_call.started"]);
+        text(&out.stdout).contains("shell.exec")
+    });
+    let cancelled = json(dir, &["cancel", "reviewer", "--json"]);
+    assert_eq!(cancelled["cancelled"], true, "{cancelled}");
+    let id = cancelled["activationId"].as_str().unwrap().to_string();
+
+    let timeline = json(dir, &["show", &id, "--json"]);
+    let call = timeline["items"].as_array().unwrap().iter().find(|i| i["tool"] == "shell.exec").unwrap().clone();
+    assert_eq!((call["status"].as_str(), call["errorKind"].as_str()), (Some("failed"), Some("cancelled")), "{call}");
+
+    let r = http("GET", &c.url("/metrics"), &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let samples = scrape(&r.body);
+    let calls = |status| value(&samples, "suzumio_tool_calls_total", &[("tool", "shell.exec"), ("status", status)]);
+    assert_eq!((calls("cancelled"), calls("failed")), (Some(1.0), None), "{}", r.body);
+    assert!(
+        samples.iter().any(|s| s.metric == "suzumio_tool_call_duration_seconds"
+            && s.labels.get("tool") == Some("shell.exec")
+            && s.labels.get("status") == Some("cancelled")),
+        "the histogram has the same label: {}",
+        r.body
+    );
+    assert_eq!(c.stop(), Some(0));
+}
+
 /// One request with the headers given (no Host of its own), over a plain socket.
 fn raw_get(base: &str, path: &str, headers: &[(&str, &str)]) -> u16 {
     let addr = base.trim_start_matches("http://");

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use suzumio::rpc::ToolOutput;
+use suzumio::toolpack::ToolError;
 use suzumio_runner::{BuiltinTool, BuiltinTools, Roots};
 use tokio::sync::Notify;
 
@@ -62,14 +63,14 @@ impl Sandbox {
         self.base.join("outside")
     }
 
-    async fn run(&self, tool: &str, input: Value) -> Result<ToolOutput, String> {
+    async fn run(&self, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
         self.tools.invoke(tool, input).await
     }
 
     /// The tool's output text, or its error text.
     async fn check(&self, tool: &str, input: Value, expected: Result<&str, &str>) {
         let got = self.run(tool, input.clone()).await;
-        let got = got.as_ref().map(|o| o.output.as_str()).map_err(String::as_str);
+        let got = got.as_ref().map(|o| o.output.as_str()).map_err(ToolError::message);
         assert_eq!(got, expected, "{tool} {input}");
     }
 }
@@ -358,7 +359,10 @@ async fn write_roots_follow_the_artifacts_dir() {
     let out = tools.invoke("file.write", json!({"path": "/artifacts/qa/r.md", "content": "x"})).await.unwrap();
     assert_eq!(out.output, "Wrote 1 chars to /artifacts/qa/r.md");
     let error = tools.invoke("file.write", json!({"path": "/artifacts/pm/r.md", "content": "x"})).await.unwrap_err();
-    assert_eq!(error, "Write path must be under /workspace or /artifacts/qa: /artifacts/pm/r.md");
+    assert_eq!(
+        error,
+        ToolError::Failed("Write path must be under /workspace or /artifacts/qa: /artifacts/pm/r.md".into())
+    );
 }
 
 // ---- file.patch ----
@@ -717,7 +721,10 @@ async fn shell_is_stopped_by_cancel() {
         tokio::time::sleep(Duration::from_millis(1000)).await;
         cancel.notify_one();
     });
-    assert_eq!(result.unwrap_err(), "shell.exec was cancelled: sleep 30 & echo $! > c.pid; wait");
+    assert_eq!(
+        result.unwrap_err(),
+        ToolError::Cancelled("shell.exec was cancelled: sleep 30 & echo $! > c.pid; wait".into())
+    );
     assert!(started.elapsed() < Duration::from_secs(3));
     assert!(wait_gone(pid_in(&s, "/workspace/c.pid")).await);
 }

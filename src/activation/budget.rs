@@ -142,6 +142,7 @@ impl<'a> ActivationBudget<'a> {
 
     /// Record one model call: its tokens, and its cost from the preset's prices. `input`
     /// counts every input token, `cached_input` the part of it the provider read from its cache.
+    // String: activation/run.rs's `add_usage` passes the text on as the activation's failure.
     pub fn record(&self, model: &ResolvedModel, input: u64, cached_input: u64, output: u64) -> Result<(), String> {
         let prices = &model.preset.prices;
         let call = TokenUsage {

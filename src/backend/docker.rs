@@ -268,6 +268,9 @@ impl DockerBackend {
             Some(Err(DockerError::DockerContainerWaitError { code, error })) => {
                 (code, Some(error).filter(|m| !m.is_empty()))
             }
+            Some(Err(e)) if status_of(&e) == Some(409) => {
+                return Err(BackendError::ContainerRemoving { name: name.to_string() });
+            }
             Some(Err(e)) => return Err(self.container_error("wait for", name, e)),
             None => {
                 return Err(BackendError::Container {
@@ -298,8 +301,9 @@ impl DockerBackend {
         let logs = self.last_logs(name).await;
         let end = match exited {
             Err(_) => RunnerEnd::StillRunning,
-            Ok(Err(BackendError::ContainerNotFound { .. })) => RunnerEnd::Removed,
-            Ok(Err(e)) if e.to_string().contains("removal") => RunnerEnd::Removed,
+            Ok(Err(BackendError::ContainerNotFound { .. } | BackendError::ContainerRemoving { .. })) => {
+                RunnerEnd::Removed
+            }
             Ok(Err(e)) => RunnerEnd::Unknown(e.to_string()),
             Ok(Ok(exit)) if exit.code == 137 && !exit.oom_killed && self.removed_within(name, REMOVAL_GRACE).await => {
                 RunnerEnd::Removed

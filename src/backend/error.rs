@@ -83,6 +83,10 @@ pub enum BackendError {
     #[error("Container {name} does not exist")]
     ContainerNotFound { name: String },
 
+    /// The engine answered 409 Conflict: the container's removal (`docker rm -f`) is under way.
+    #[error("Container {name} is being removed")]
+    ContainerRemoving { name: String },
+
     #[error("Docker could not {action} container {name}: {message}")]
     Container { action: &'static str, name: String, message: String },
 

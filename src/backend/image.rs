@@ -214,6 +214,7 @@ pub(crate) fn split_tag(image: &str) -> (&str, &str) {
 }
 
 /// A static executable has no `PT_INTERP` program header. Reads just enough of the ELF header.
+// String: the reason of `BackendError::BusyboxNotStatic`, and nothing else.
 pub fn check_static_elf(bytes: &[u8]) -> Result<(), String> {
     if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
         return Err("not an ELF executable".to_string());

@@ -104,9 +104,11 @@ impl CliError {
         if self.is_rendered() {
             return None;
         }
-        let message = self.to_string();
-        // The store's and the policy's text, and a schema's enum failure on a `priority` field.
-        let priority = message.contains("Invalid priority: ") || message.contains("/priority: ");
+        // A schema's failure on a `priority` field (the only priority a user types in JSON).
+        let priority = match self {
+            CliError::Invoke(InvokeError::InvalidInput(errors)) => errors.iter().any(|e| e.pointer == "/priority"),
+            _ => false,
+        };
         priority.then(|| {
             let all: Vec<&str> = Priority::ALL.iter().map(|p| p.as_str()).collect();
             format!("hint: a priority is one of {}", all.join(", "))

@@ -91,7 +91,8 @@ impl Store {
                 (ActivationOutcome::Cancelled, Some(reason)) => format!("its activation was cancelled: {reason}"),
                 _ => "its activation ended before the call's end was recorded".to_string(),
             };
-            w.close_open_tool_calls(id, agent_id, &why)?;
+            let kind = if outcome == ActivationOutcome::Cancelled { "cancelled" } else { "internal" };
+            w.close_open_tool_calls(id, agent_id, &why, kind)?;
             let is_active = agent_row(w.tx, agent_id)?.is_some_and(|a| a.active_activation_id.as_deref() == Some(id));
             if is_active {
                 w.tx.execute(

@@ -413,6 +413,7 @@ impl Store {
                 activation_id,
                 &agent,
                 "the controller stopped while this call waited for approval; the resumed activation asks with the same request",
+                "internal",
             )
         })
     }

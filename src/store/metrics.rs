@@ -1,6 +1,9 @@
 //! The store's numbers for `GET /metrics`: counts by status, tool call latencies in histogram
 //! buckets, model usage by agent, pending signals by priority, pending approvals. Each is one
 //! aggregate query, read at scrape time; the web layer encodes them. Reads only.
+//!
+//! A finished tool call's status is `completed` or `failed`, or `cancelled` when it was stopped
+//! on purpose (its `error_kind`): a P0 or `suzumio cancel` is no failure of the tool.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +15,7 @@ use crate::store::{Store, StoreError, TokenUsage};
 /// Upper bounds (seconds) of the tool call latency buckets; `+Inf` follows.
 pub const LATENCY_BUCKETS: &[f64] = &[0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
 
-/// Finished tool calls of one tool with one status.
+/// Finished tool calls of one tool with one status (`completed`, `failed`, `cancelled`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolLatency {
     pub tool: String,
@@ -58,7 +61,8 @@ impl Store {
             let le: Vec<String> = LATENCY_BUCKETS.iter().map(|b| format!("COALESCE(SUM(d <= {b}), 0)")).collect();
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT tool, status, COUNT(*), COALESCE(SUM(d), 0.0), {} FROM
-                   (SELECT tool, status, MAX(0.0, (julianday(finished_at) - julianday(started_at)) * 86400.0) AS d
+                   (SELECT tool, CASE WHEN error_kind = 'cancelled' THEN 'cancelled' ELSE status END AS status,
+                           MAX(0.0, (julianday(finished_at) - julianday(started_at)) * 86400.0) AS d
                     FROM tool_calls WHERE finished_at IS NOT NULL)
                  GROUP BY tool, status ORDER BY tool, status",
                 le.join(", ")

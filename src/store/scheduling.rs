@@ -206,9 +206,16 @@ impl Store {
 }
 
 impl WriteTx<'_> {
-    /// Tool calls of an activation still `running` are closed as failed with `reason`: nothing
-    /// runs them any more, and `tool-status` must not say otherwise.
-    pub(crate) fn close_open_tool_calls(&mut self, id: &str, agent: &str, reason: &str) -> Result<(), StoreError> {
+    /// Tool calls of an activation still `running` are closed as failed with `reason` and
+    /// `error_kind` (`cancelled` when the activation was, `internal` otherwise): nothing runs
+    /// them any more, and `tool-status` must not say otherwise.
+    pub(crate) fn close_open_tool_calls(
+        &mut self,
+        id: &str,
+        agent: &str,
+        reason: &str,
+        error_kind: &str,
+    ) -> Result<(), StoreError> {
         let open_calls: Vec<(String, String)> = {
             let mut stmt =
                 self.tx.prepare("SELECT id, tool FROM tool_calls WHERE activation_id = ?1 AND status = 'running'")?;
@@ -217,9 +224,9 @@ impl WriteTx<'_> {
         };
         for (call, tool) in open_calls {
             self.tx.execute(
-                "UPDATE tool_calls SET status = 'failed', error = ?2, error_kind = 'internal', finished_at = ?3
+                "UPDATE tool_calls SET status = 'failed', error = ?2, error_kind = ?4, finished_at = ?3
                  WHERE id = ?1",
-                params![call, reason, self.now],
+                params![call, reason, self.now, error_kind],
             )?;
             self.event(Event::ToolCallFinished {
                 tool_call_id: call,
@@ -228,7 +235,7 @@ impl WriteTx<'_> {
                 tool,
                 status: "failed".into(),
                 error: Some(reason.to_string()),
-                error_kind: Some("internal".into()),
+                error_kind: Some(error_kind.into()),
             })?;
         }
         Ok(())
@@ -250,7 +257,8 @@ impl WriteTx<'_> {
              WHERE delivered_activation_id = ?1 AND status = 'delivered' AND target_agent IS NOT NULL",
             [id],
         )? as u64;
-        self.close_open_tool_calls(id, agent, reason)?;
+        let kind = if status == ActivationStatus::Cancelled { "cancelled" } else { "internal" };
+        self.close_open_tool_calls(id, agent, reason, kind)?;
         self.cancel_pending_approvals(id, &format!("the activation ended before a decision: {reason}"))?;
         self.tx.execute(
             "UPDATE agents SET active_activation_id = NULL, status = 'quiet', updated_at = ?3

@@ -39,7 +39,7 @@ pub struct HttpMcp {
 pub async fn call(host: &ToolHost, pack: &McpPackConfig, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
     let name = tool.strip_prefix(&format!("{}.", pack.id)).unwrap_or(tool);
     let slot = slot_of(host, &pack.id);
-    let session = slot.get_or_start(|| connect(host, pack)).await.map_err(ToolError::Failed)?;
+    let session = slot.get_or_start(|| connect(host, pack)).await?;
     match slot.call(&session, name, input).await {
         Ok(out) => Ok(out),
         Err(CallError::Tool(e)) => Err(e),
@@ -79,23 +79,22 @@ fn slot_of(host: &ToolHost, id: &str) -> Arc<McpSlot> {
     sessions.entry(id.to_string()).or_default().clone()
 }
 
-async fn connect(host: &ToolHost, pack: &McpPackConfig) -> Result<McpSession, String> {
+async fn connect(host: &ToolHost, pack: &McpPackConfig) -> Result<McpSession, ToolError> {
     let McpTransport::Http { url, headers } = &pack.transport else {
-        return Err(format!("the MCP server {} is not an HTTP server", pack.id));
+        return Err(ToolError::Internal(format!("the MCP server {} is not an HTTP server", pack.id)));
     };
     let who = format!("the MCP server {}", pack.id);
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{who} has an invalid URL: {e}"))?;
+    let parsed = reqwest::Url::parse(url).map_err(|e| ToolError::Failed(format!("{who} has an invalid URL: {e}")))?;
     let client = super::web_fetch::egress_client(&host.project.config.web_fetch, &parsed, &who, |b| {
         b.connect_timeout(CONNECT_TIMEOUT)
     })
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     let mut custom = HashMap::new();
     for (name, value) in headers {
-        let name =
-            http::HeaderName::try_from(name.as_str()).map_err(|_| format!("{who}: `{name}` is not a header name"))?;
+        let name = http::HeaderName::try_from(name.as_str())
+            .map_err(|_| ToolError::Failed(format!("{who}: `{name}` is not a header name")))?;
         let value = http::HeaderValue::try_from(value.as_str())
-            .map_err(|_| format!("{who}: the value of header {name} is not valid"))?;
+            .map_err(|_| ToolError::Failed(format!("{who}: the value of header {name} is not valid")))?;
         custom.insert(name, value);
     }
     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
@@ -139,6 +138,6 @@ fn changes(host: &ToolHost) -> tokio::sync::mpsc::UnboundedSender<String> {
 async fn relist(host: &ToolHost, pack: &McpPackConfig) -> McpListing {
     match slot_of(host, &pack.id).current().await {
         Some(s) => s.list().await.unwrap_or_else(|e| McpListing::failed(&pack.id, e)),
-        None => McpListing::failed(&pack.id, "the session closed before the new list was read".into()),
+        None => McpListing::failed(&pack.id, "the session closed before the new list was read"),
     }
 }

@@ -448,8 +448,8 @@ impl ToolHost {
         let ops = ops::ControllerOps::new(self.project.snapshot(), self.store.clone(), self.state.clone());
         for (i, item) in requests.iter().enumerate() {
             let recorded = ops.signal_request(item, None).and_then(|request| {
-                policy::check_pack_kind(&request.kind).map_err(|r| r.to_string())?;
-                self.store.record_signal(request).map_err(|e| e.to_string())
+                policy::check_pack_kind(&request.kind)?;
+                self.store.record_signal(request).map_err(ops::failed)
             });
             match recorded {
                 Ok(signals) => outcome.recorded.extend(signals.into_iter().map(|s| s.id)),

@@ -9,7 +9,7 @@
 //! do, whatever the pack passes. A call without one is the user's (a WebUI entry) or the
 //! controller's (a scheduler hook) and may send as `user` or a virtual sender; such code may
 //! still send for an agent (`onBehalfOf`, e.g. a job that agent scheduled), under the policy.
-//! Policy refusals are [`js::rejected`](crate::js::rejected) errors.
+//! Policy refusals are [`ToolError::Rejected`] errors; every other error is a failure.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,9 +20,10 @@ use super::pack_files::{NO_PROCESSES, PackFiles};
 use super::policy::{self, Refused};
 use crate::clock::{iso, parse_iso};
 use crate::config::Priority;
-use crate::js::{CallScope, HostFuture, HostOps, rejected};
+use crate::js::{CallScope, HostFuture, HostOps};
 use crate::project::Project;
 use crate::store::{MessageQuery, SendMessage, SignalQuery, SignalRequest, SignalStatus, StateFiles, Store};
+use crate::toolpack::ToolError;
 
 pub struct ControllerOps {
     project: Arc<Project>,
@@ -36,29 +37,31 @@ impl ControllerOps {
     }
 
     /// A signal request from pack code, checked field by field with the reference's messages.
-    pub fn signal_request(&self, args: &Value, scope: Option<&CallScope>) -> Result<SignalRequest, String> {
-        let Some(obj) = args.as_object() else { return Err("Tool input must be an object".into()) };
+    pub fn signal_request(&self, args: &Value, scope: Option<&CallScope>) -> Result<SignalRequest, ToolError> {
+        let Some(obj) = args.as_object() else { return Err(ToolError::Failed("Tool input must be an object".into())) };
         let allowed =
             ["kind", "targetAgent", "targetChannel", "priority", "payload", "status", "usefulEffect", "notBefore"];
         if let Some(extra) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
-            return Err(format!("Unknown signal field `{extra}` (allowed: {})", allowed.join(", ")));
+            return Err(ToolError::Failed(format!("Unknown signal field `{extra}` (allowed: {})", allowed.join(", "))));
         }
-        let string = |key: &str| -> Result<Option<String>, String> {
+        let string = |key: &str| -> Result<Option<String>, ToolError> {
             match obj.get(key) {
                 None | Some(Value::Null) => Ok(None),
                 Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(other) => Err(format!("{key} must be a string, got {other}")),
+                Some(other) => Err(ToolError::Failed(format!("{key} must be a string, got {other}"))),
             }
         };
         let kind = string("kind")?.unwrap_or_default();
         let useful_effect = match obj.get("usefulEffect") {
             None | Some(Value::Null) => None,
             Some(Value::Bool(b)) => Some(*b),
-            Some(other) => return Err(format!("Expected boolean, got {other}")),
+            Some(other) => return Err(ToolError::Failed(format!("Expected boolean, got {other}"))),
         };
         let not_before = match string("notBefore")? {
             None => None,
-            Some(text) => Some(parse_iso(&text).ok_or_else(|| format!("Invalid notBefore timestamp: {text}"))?),
+            Some(text) => Some(
+                parse_iso(&text).ok_or_else(|| ToolError::Failed(format!("Invalid notBefore timestamp: {text}")))?,
+            ),
         };
         Ok(SignalRequest {
             kind,
@@ -77,7 +80,7 @@ impl ControllerOps {
     /// A signal from pack code: for the scope's agent (attributed to its activation and checked
     /// by the policy), or unattributed for the user or the controller; no pack records the
     /// controller's own kinds either way.
-    fn record_signal(&self, args: &Value, scope: &CallScope) -> Result<Value, String> {
+    fn record_signal(&self, args: &Value, scope: &CallScope) -> Result<Value, ToolError> {
         let request = self.signal_request(args, Some(scope))?;
         match scope.agent_id.as_deref() {
             Some(agent) => {
@@ -96,12 +99,12 @@ impl ControllerOps {
 
     /// `store.sendMessage` (and, with `send: false`, `store.checkMessage`: would it be accepted
     /// now, from this caller?). See the module header for who it is sent as.
-    fn send_message(&self, args: &Value, scope: &CallScope, send: bool) -> Result<Value, String> {
-        let Some(obj) = args.as_object() else { return Err("Tool input must be an object".into()) };
+    fn send_message(&self, args: &Value, scope: &CallScope, send: bool) -> Result<Value, ToolError> {
+        let Some(obj) = args.as_object() else { return Err(ToolError::Failed("Tool input must be an object".into())) };
         let text = |key: &str| obj.get(key).and_then(Value::as_str).map(str::to_string);
         let body = text("body").filter(|b| !b.trim().is_empty());
         if send && body.is_none() {
-            return Err("body is required".into());
+            return Err(ToolError::Failed("body is required".into()));
         }
         let agent = self.acting_agent(scope, text("onBehalfOf").as_deref()).map_err(refusal)?;
         let (sender, recipient, channel, priority) =
@@ -135,8 +138,8 @@ impl ControllerOps {
                 source_agent: agent,
                 source_activation: activation,
             })
-            .map_err(|e| e.to_string())?;
-        serde_json::to_value(sent).map_err(|e| e.to_string())
+            .map_err(failed)?;
+        serde_json::to_value(sent).map_err(failed)
     }
 
     /// Who a message is sent for: the scope's agent (a support call, which may name only
@@ -155,8 +158,8 @@ impl ControllerOps {
         }
     }
 
-    fn list_agents(&self) -> Result<Value, String> {
-        let agents = self.store.agents().map_err(|e| e.to_string())?;
+    fn list_agents(&self) -> Result<Value, ToolError> {
+        let agents = self.store.agents().map_err(failed)?;
         Ok(Value::Array(agents.into_iter().map(|a| agent_json(&a)).collect()))
     }
 
@@ -196,12 +199,18 @@ pub(crate) fn communication_json(c: &crate::config::CommunicationConfig) -> Valu
     })
 }
 
-fn refusal(r: Refused) -> String {
-    rejected(r)
+/// A policy refusal: pack code sees a `RejectedError`.
+fn refusal(r: Refused) -> ToolError {
+    ToolError::Rejected(r.0)
 }
 
-fn to_json<T: serde::Serialize>(v: Result<T, crate::store::StoreError>) -> Result<Value, String> {
-    serde_json::to_value(v.map_err(|e| e.to_string())?).map_err(|e| e.to_string())
+/// A failure whose text is the whole story (the store's, a parse's).
+pub(crate) fn failed(e: impl std::fmt::Display) -> ToolError {
+    ToolError::Failed(e.to_string())
+}
+
+fn to_json<T: serde::Serialize>(v: Result<T, crate::store::StoreError>) -> Result<Value, ToolError> {
+    serde_json::to_value(v.map_err(failed)?).map_err(failed)
 }
 
 fn limit(args: &Value) -> Option<usize> {
@@ -213,7 +222,7 @@ fn str_arg(args: &Value, key: &str) -> Option<String> {
 }
 
 impl HostOps for ControllerOps {
-    fn call(&self, pack_id: &str, scope: &CallScope, op: &str, args: Value) -> Result<Value, String> {
+    fn call(&self, pack_id: &str, scope: &CallScope, op: &str, args: Value) -> Result<Value, ToolError> {
         if op.starts_with("fs.") || op.starts_with("exec") || op == "runtime.cwd" {
             let files = PackFiles::new(pack_id, self.project.registry.pack(pack_id), &self.state)?;
             if let Some(answer) = files.call(op, &args) {
@@ -237,7 +246,7 @@ impl HostOps for ControllerOps {
             "store.listSignals" => {
                 let status = match str_arg(&args, "status") {
                     None => None,
-                    Some(s) => Some(s.parse::<SignalStatus>().map_err(|e| e.to_string())?),
+                    Some(s) => Some(s.parse::<SignalStatus>().map_err(failed)?),
                 };
                 to_json(self.store.list_signals(&SignalQuery {
                     target_agent: str_arg(&args, "targetAgent"),
@@ -254,36 +263,45 @@ impl HostOps for ControllerOps {
                 Ok(json!(std::path::absolute(root).unwrap_or_else(|_| root.clone()).display().to_string()))
             }
             "state.read" => {
-                let name = str_arg(&args, "name").ok_or("state.read needs a file name")?;
-                self.state.read(pack_id, &name).map(|v| v.unwrap_or(Value::Null)).map_err(|e| e.to_string())
+                let name =
+                    str_arg(&args, "name").ok_or_else(|| ToolError::Failed("state.read needs a file name".into()))?;
+                self.state.read(pack_id, &name).map(|v| v.unwrap_or(Value::Null)).map_err(failed)
             }
             "state.write" => {
-                let name = str_arg(&args, "name").ok_or("state.write needs a file name")?;
+                let name =
+                    str_arg(&args, "name").ok_or_else(|| ToolError::Failed("state.write needs a file name".into()))?;
                 let value = args.get("value").cloned().unwrap_or(Value::Null);
-                self.state.write(pack_id, &name, &value).map(|_| Value::Null).map_err(|e| e.to_string())
+                self.state.write(pack_id, &name, &value).map(|_| Value::Null).map_err(failed)
             }
             "time.now" => Ok(json!(iso(self.store.now()))),
             "time.nextCron" => {
-                let expr = str_arg(&args, "expr").ok_or("nextCron needs a cron expression")?;
+                let expr = str_arg(&args, "expr")
+                    .ok_or_else(|| ToolError::Failed("nextCron needs a cron expression".into()))?;
                 let timezone = str_arg(&args, "timezone").unwrap_or_else(|| "UTC".into());
                 let after = match str_arg(&args, "after") {
-                    Some(text) => parse_iso(&text).ok_or_else(|| format!("Invalid timestamp: {text}"))?,
+                    Some(text) => {
+                        parse_iso(&text).ok_or_else(|| ToolError::Failed(format!("Invalid timestamp: {text}")))?
+                    }
                     None => self.store.now(),
                 };
-                Ok(crate::clock::next_cron(&expr, &timezone, after)?.map_or(Value::Null, |t| json!(iso(t))))
+                Ok(crate::clock::next_cron(&expr, &timezone, after)
+                    .map_err(failed)?
+                    .map_or(Value::Null, |t| json!(iso(t))))
             }
             "time.checkTimezone" => {
-                let name = str_arg(&args, "timezone").ok_or("checkTimezone needs a time zone name")?;
-                crate::clock::parse_timezone(&name).map(|_| json!(name))
+                let name = str_arg(&args, "timezone")
+                    .ok_or_else(|| ToolError::Failed("checkTimezone needs a time zone name".into()))?;
+                crate::clock::parse_timezone(&name).map(|_| json!(name)).map_err(failed)
             }
             "uuid" => Ok(json!(uuid::Uuid::new_v4().to_string())),
             "hasPendingSignals" => to_json(self.store.has_pending_signals(false)),
             "hasPendingSignalsForAgent" => {
-                let agent = str_arg(&args, "agentId").ok_or("hasPendingSignalsForAgent needs an agent id")?;
+                let agent = str_arg(&args, "agentId")
+                    .ok_or_else(|| ToolError::Failed("hasPendingSignalsForAgent needs an agent id".into()))?;
                 let include = args.get("includeNotReady").and_then(Value::as_bool).unwrap_or(false);
                 to_json(self.store.has_pending_signals_for_agent(&agent, include))
             }
-            other => Err(format!("context operation {other} is not available")),
+            other => Err(ToolError::Failed(format!("context operation {other} is not available"))),
         }
     }
 
@@ -296,8 +314,8 @@ impl HostOps for ControllerOps {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                     Ok(Value::Null)
                 }
-                "exec" => Err(NO_PROCESSES.into()),
-                other => Err(format!("context operation {other} is not available")),
+                "exec" => Err(ToolError::Failed(NO_PROCESSES.into())),
+                other => Err(ToolError::Failed(format!("context operation {other} is not available"))),
             }
         })
     }

@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 
 use crate::fsat::{dir_entries, remove_tree, stat_json};
 use crate::store::StateFiles;
-use crate::toolpack::PackSource;
+use crate::toolpack::{PackSource, ToolError};
 
 const MAX_READ_BYTES: u64 = 32 << 20;
 
@@ -74,8 +74,8 @@ struct Place {
 }
 
 impl PackFiles {
-    pub fn new(pack_id: &str, pack: Option<&crate::toolpack::Toolpack>, state: &StateFiles) -> Result<Self, String> {
-        let state_dir = state.pack_dir(pack_id).map_err(|e| e.to_string())?;
+    pub fn new(pack_id: &str, pack: Option<&crate::toolpack::Toolpack>, state: &StateFiles) -> Result<Self, ToolError> {
+        let state_dir = state.pack_dir(pack_id).map_err(|e| ToolError::Internal(e.to_string()))?;
         let state_dir = std::path::absolute(&state_dir).unwrap_or(state_dir);
         let pack_dir = pack.and_then(|p| match &p.source {
             PackSource::Local { root, .. } => Some(std::path::absolute(root).unwrap_or_else(|_| root.clone())),
@@ -85,11 +85,11 @@ impl PackFiles {
     }
 
     /// An `fs.*` operation (`runtime.cwd` too); `None` if `op` is not one. Processes are refused.
-    pub fn call(&self, op: &str, args: &Value) -> Option<Result<Value, String>> {
+    pub fn call(&self, op: &str, args: &Value) -> Option<Result<Value, ToolError>> {
         let args = args.as_object().cloned().unwrap_or_default();
         let outcome = match op {
             "runtime.cwd" => return Some(Ok(json!(self.state_dir.display().to_string()))),
-            "exec" | "exec.sync" => return Some(Err(NO_PROCESSES.into())),
+            "exec" | "exec.sync" => return Some(Err(ToolError::Failed(NO_PROCESSES.into()))),
             "fs.readFile" => self.read_file(&args),
             "fs.writeFile" => self.write_file(&args),
             "fs.readdir" => self.readdir(&args),

@@ -6,7 +6,7 @@
 //! | metric | type | labels |
 //! |---|---|---|
 //! | `suzumio_activations` | gauge | `agent`, `status` |
-//! | `suzumio_tool_calls` (`_total`) | counter: finished calls | `tool`, `status` |
+//! | `suzumio_tool_calls` (`_total`) | counter: finished calls | `tool`, `status` (`completed`, `failed`, `cancelled`) |
 //! | `suzumio_tool_call_duration_seconds` | histogram: finished calls | `tool`, `status` |
 //! | `suzumio_tool_calls_running` | gauge | `tool` |
 //! | `suzumio_model_calls`, `suzumio_model_input_tokens`, `suzumio_model_cached_input_tokens`, `suzumio_model_output_tokens`, `suzumio_model_cost` (`_total`) | counter | `agent` |

@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use crate::paths::{ARTIFACTS, Roots, WORKSPACE};
 use crate::service::Session;
 use suzumio_core::rpc::{Empty, ToolOutput, method};
+use suzumio_core::toolpack::ToolError;
 use suzumio_core::toolpack::mcp::{McpListing, McpServerSpec};
 use suzumio_core::toolpack::mcp_session::{CallError, McpSession, McpSlot};
 
@@ -125,18 +126,20 @@ impl McpServers {
     }
 
     /// Call `<id>.<tool>`. A server that is not running is started first.
-    pub async fn call(self: &Arc<Self>, tool: &str, input: Value) -> Result<ToolOutput, String> {
-        let (server, name) = self.split(tool).ok_or_else(|| format!("Unknown tool: {tool}"))?;
+    pub async fn call(self: &Arc<Self>, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
+        let (server, name) = self.split(tool).ok_or_else(|| ToolError::Rejected(format!("Unknown tool: {tool}")))?;
         let session = self.session_of(&server).await?;
         match server.live.call(&session, &name, input).await {
             Ok(out) => Ok(out.into()),
-            Err(CallError::Tool(e)) => Err(e.to_string()),
+            Err(CallError::Tool(e)) => Err(e),
             Err(CallError::Gone(why)) => {
                 // Its last words reach the pipe a moment after the exit.
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 let tail = stderr_tail(&server.stderr);
                 let said = if tail.is_empty() { String::new() } else { format!("; its stderr ended with: {tail}") };
-                Err(format!("{why}: the call did not complete{said}. The server is started again at the next call."))
+                Err(ToolError::Failed(format!(
+                    "{why}: the call did not complete{said}. The server is started again at the next call."
+                )))
             }
         }
     }
@@ -174,11 +177,11 @@ impl McpServers {
     }
 
     /// The live session of `server`, started if there is none.
-    async fn session_of(self: &Arc<Self>, server: &Arc<Server>) -> Result<Arc<McpSession>, String> {
+    async fn session_of(self: &Arc<Self>, server: &Arc<Server>) -> Result<Arc<McpSession>, ToolError> {
         server.live.get_or_start(|| self.start(server)).await
     }
 
-    async fn start(self: &Arc<Self>, server: &Arc<Server>) -> Result<McpSession, String> {
+    async fn start(self: &Arc<Self>, server: &Arc<Server>) -> Result<McpSession, ToolError> {
         let spec = &server.spec;
         let mut command = tokio::process::Command::new(&spec.command);
         command
@@ -191,10 +194,9 @@ impl McpServers {
             .current_dir(self.cwd(spec.cwd.as_deref()));
         let mut wrapped = CommandWrap::from(command);
         wrapped.wrap(ProcessGroup::leader());
-        let (transport, stderr) = TokioChildProcess::builder(wrapped)
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("the MCP server {} could not be started (`{}`): {e}", spec.id, spec.command))?;
+        let (transport, stderr) = TokioChildProcess::builder(wrapped).stderr(Stdio::piped()).spawn().map_err(|e| {
+            ToolError::Failed(format!("the MCP server {} could not be started (`{}`): {e}", spec.id, spec.command))
+        })?;
         server.stderr.lock().unwrap_or_else(|p| p.into_inner()).clear();
         if let Some(stderr) = stderr {
             let tail = server.stderr.clone();
@@ -221,7 +223,7 @@ impl McpServers {
         let started = McpSession::start(&spec.id, transport, timeout.min(START_CAP), notify).await;
         let mut session = started.map_err(|e| {
             let tail = stderr_tail(&server.stderr);
-            if tail.is_empty() { e } else { format!("{e}; its stderr ended with: {tail}") }
+            if tail.is_empty() { e } else { e.map_message(|m| format!("{m}; its stderr ended with: {tail}")) }
         })?;
         session.set_timeout(timeout);
         tracing::info!(mcp = %spec.id, "MCP server started");

@@ -16,6 +16,7 @@ use crate::js::{CallScope, HostFuture, HostOps, JsCall, JsError, JsHost, JsLimit
 use crate::pack_context::ContainerAccess;
 use crate::paths::WORKSPACE;
 use crate::rpc::{CallSupportParams, Connection, PackSpec, RecordSignalParams, SignalRequest, ToolOutput, method};
+use crate::toolpack::ToolError;
 
 /// Identity a pack's context carries (`project`, `agentId`).
 #[derive(Clone, Debug)]
@@ -41,7 +42,7 @@ impl RunnerPack {
         identity: &Identity,
         connection: Connection,
         access: Arc<ContainerAccess>,
-    ) -> Result<RunnerPack, String> {
+    ) -> Result<RunnerPack, ToolError> {
         let root = Path::new(&spec.root);
         let module = Path::new(&spec.module);
         let module = if module.is_absolute() { module.to_path_buf() } else { root.join(module) };
@@ -57,9 +58,9 @@ impl RunnerPack {
             },
         };
         let ops: Arc<dyn HostOps> = Arc::new(ControllerLink { connection, access: access.clone(), module_name });
-        let host = JsHost::spawn(module_spec, ops).await.map_err(message_of)?;
+        let host = JsHost::spawn(module_spec, ops).await.map_err(load_error)?;
         let pack = RunnerPack { id: spec.id.clone(), host, identity: identity.clone(), access };
-        let tools = serde_json::to_string(&spec.tools).map_err(|e| e.to_string())?;
+        let tools = serde_json::to_string(&spec.tools).map_err(|e| ToolError::Internal(e.to_string()))?;
         pack.host
             .call(JsCall {
                 export: "load",
@@ -67,7 +68,7 @@ impl RunnerPack {
                 scope: CallScope { agent_id: Some(identity.agent_id.clone()), activation_id: None },
             })
             .await
-            .map_err(message_of)?;
+            .map_err(load_error)?;
         Ok(pack)
     }
 
@@ -80,7 +81,7 @@ impl RunnerPack {
         tool: &str,
         input: &Value,
         cancel: Arc<Notify>,
-    ) -> Result<ToolOutput, String> {
+    ) -> Result<ToolOutput, ToolError> {
         let running = self.access.begin_call(activation_id);
         let call = self.host.call(JsCall {
             export: "invoke",
@@ -91,17 +92,18 @@ impl RunnerPack {
             },
         });
         tokio::pin!(call);
-        let returned = tokio::select! {
-            returned = &mut call => returned,
+        let (returned, cancelled) = tokio::select! {
+            returned = &mut call => (returned, false),
             _ = cancel.notified() => {
                 running.cancel();
-                call.await
+                (call.await, true)
             }
         };
         drop(running);
-        let returned = returned.map_err(|e| call_error(&self.id, tool, e))?;
+        let returned = returned.map_err(|e| call_error(&self.id, tool, e, cancelled))?;
         crate::toolpack::output::parse_output(&format!("Runner tool {tool} of toolpack {}", self.id), returned)
             .map(ToolOutput::from)
+            .map_err(ToolError::Failed)
     }
 
     fn base(&self, activation_id: Option<&str>) -> String {
@@ -120,20 +122,34 @@ impl RunnerPack {
 /// What a user sees of a pack that did not load: a thrown error's own message (`Runner module
 /// for p did not register x`, or the factory's) with the pack's stack frames, otherwise the
 /// host's description (deadline, memory, load with its location).
-fn message_of(error: JsError) -> String {
-    match error {
+fn load_error(error: JsError) -> ToolError {
+    let kind = kind_of(&error, false);
+    let message = match error {
         JsError::Exception { message, stack, .. } => {
             let frames = stack.as_deref().map(crate::js::check::pack_frames).unwrap_or_default();
             if frames.is_empty() { message } else { format!("{message}\n{frames}") }
         }
         other => other.to_string(),
+    };
+    ToolError::of_kind(kind, message)
+}
+
+/// The kind of a pack's failure: a call that failed after it was cancelled was cancelled; the
+/// deadline is a timeout; a refusal the pack let escape stays a rejection.
+fn kind_of(error: &JsError, cancelled: bool) -> &'static str {
+    match error {
+        _ if cancelled => "cancelled",
+        JsError::Timeout { .. } => "timed_out",
+        JsError::Rejected { .. } => "rejected",
+        _ => "failed",
     }
 }
 
 /// A handler's failure as the author needs it: the pack, the tool, the message and the pack's
 /// own stack frames (paths as the runner sees them; the controller maps them to the host's).
-fn call_error(pack: &str, tool: &str, error: JsError) -> String {
-    match error {
+fn call_error(pack: &str, tool: &str, error: JsError, cancelled: bool) -> ToolError {
+    let kind = kind_of(&error, cancelled);
+    let message = match error {
         JsError::Exception { message, stack, .. } => {
             let frames = stack.as_deref().map(crate::js::check::pack_frames).unwrap_or_default();
             if frames.is_empty() {
@@ -143,7 +159,8 @@ fn call_error(pack: &str, tool: &str, error: JsError) -> String {
             }
         }
         other => other.to_string(),
-    }
+    };
+    ToolError::of_kind(kind, message)
 }
 
 /// The host operations of runner pack code: requests to the controller, and the container.
@@ -155,10 +172,10 @@ struct ControllerLink {
 }
 
 impl HostOps for ControllerLink {
-    fn call(&self, _pack_id: &str, scope: &CallScope, op: &str, args: Value) -> Result<Value, String> {
+    fn call(&self, _pack_id: &str, scope: &CallScope, op: &str, args: Value) -> Result<Value, ToolError> {
         self.access
             .call(op, &args, scope.activation_id.as_deref())
-            .ok_or_else(|| format!("{op} is not available in the runner"))
+            .ok_or_else(|| ToolError::Failed(format!("{op} is not available in the runner")))
     }
 
     fn call_async(&self, pack_id: &str, scope: &CallScope, op: &str, args: Value) -> HostFuture {
@@ -173,6 +190,8 @@ impl HostOps for ControllerLink {
             }
             _ => {}
         }
+        // Every failure reaches pack code as a plain `Error` with the message: a refusal from
+        // the controller's broker is no `RejectedError` here, as it never was.
         let connection = self.connection.clone();
         let module_name = self.module_name.clone();
         let pack_id = pack_id.to_string();
@@ -180,13 +199,15 @@ impl HostOps for ControllerLink {
         let op = op.to_string();
         Box::pin(async move {
             let Some(activation_id) = activation_id else {
-                return Err(format!("{op} can only be used while a tool call runs, not while the module loads"));
+                return Err(ToolError::Failed(format!(
+                    "{op} can only be used while a tool call runs, not while the module loads"
+                )));
             };
             match op.as_str() {
                 "callSupport" => {
                     let tool = match args.get("tool") {
                         Some(Value::String(tool)) => tool.clone(),
-                        _ => return Err("callSupport(tool, input): tool must be a string".into()),
+                        _ => return Err(ToolError::Failed("callSupport(tool, input): tool must be a string".into())),
                     };
                     let input = match args.get("input") {
                         None | Some(Value::Null) => Value::Object(Map::new()),
@@ -199,15 +220,18 @@ impl HostOps for ControllerLink {
                     connection
                         .call::<_, Value>(method::CALL_SUPPORT, &params)
                         .await
-                        .map_err(|e| format!("{from}: {}", e.message))
+                        .map_err(|e| ToolError::Failed(format!("{from}: {}", e.message)))
                 }
                 "recordSignal" => {
-                    let signal: SignalRequest =
-                        serde_json::from_value(args).map_err(|e| format!("recordSignal(signal): {e}"))?;
+                    let signal: SignalRequest = serde_json::from_value(args)
+                        .map_err(|e| ToolError::Failed(format!("recordSignal(signal): {e}")))?;
                     let params = RecordSignalParams { activation_id, signal };
-                    connection.call::<_, Value>(method::RECORD_SIGNAL, &params).await.map_err(|e| e.message)
+                    connection
+                        .call::<_, Value>(method::RECORD_SIGNAL, &params)
+                        .await
+                        .map_err(|e| ToolError::Failed(e.message))
                 }
-                other => Err(format!("{other} is not available in the runner")),
+                other => Err(ToolError::Failed(format!("{other} is not available in the runner"))),
             }
         })
     }

@@ -4,6 +4,8 @@
 //! `listCommands`/`stopCommand` for the agent's background commands, `ping` and `shutdown`; and
 //! [`RunnerService::report_ended_commands`], which sends `commandFinished` for each background
 //! command whose end is unread until the controller (this one or the next) acknowledges it.
+//! A failing `load`, `invoke` or `stopCommand` answers with its [`ToolError`]: the message as
+//! the model sees it, the kind in `data.kind`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -22,6 +24,7 @@ use crate::rpc::{
     ListCommandsResult, LoadParams, LoadResult, RequestHandler, RpcError, StopCommandParams, ToolOutput, method,
     parse_params,
 };
+use crate::toolpack::ToolError;
 
 /// How long a request waits for the hello to finish before it is refused.
 const SESSION_WAIT: Duration = Duration::from_secs(10);
@@ -43,7 +46,7 @@ enum Tool {
     Pack(RunnerPack),
     /// A tool of a pack that did not load: every call gets the pack's load error, and the
     /// agent's other tools (built-ins, other packs) work as before.
-    Broken(Arc<str>),
+    Broken(ToolError),
 }
 
 /// The tools of the last successful `load`.
@@ -154,12 +157,12 @@ impl RunnerService {
             method::LOAD => {
                 let params: LoadParams = parse_params(name, params)?;
                 let session = self.session().await?;
-                let loaded = self.load(&session, params).await.map_err(RpcError::application)?;
+                let loaded = self.load(&session, params).await?;
                 to_value(&loaded)
             }
             method::INVOKE => {
                 let params: InvokeParams = parse_params(name, params)?;
-                let output = self.invoke(params).await.map_err(RpcError::application)?;
+                let output = self.invoke(params).await?;
                 to_value(&output)
             }
             method::CANCEL => {
@@ -176,7 +179,7 @@ impl RunnerService {
             }
             method::STOP_COMMAND => {
                 let params: StopCommandParams = parse_params(name, params)?;
-                let info = self.commands.stop(&params.command_id).await.map_err(RpcError::application)?;
+                let info = self.commands.stop(&params.command_id).await?;
                 to_value(&info)
             }
             method::SHUTDOWN => {
@@ -198,31 +201,33 @@ impl RunnerService {
         }
     }
 
-    async fn load(&self, session: &Session, params: LoadParams) -> Result<LoadResult, String> {
+    async fn load(&self, session: &Session, params: LoadParams) -> Result<LoadResult, ToolError> {
         let _one_at_a_time = self.loading.lock().await;
         if params.project != session.project {
-            return Err(format!(
+            return Err(ToolError::Rejected(format!(
                 "load is for project {} but this runner serves project {}",
                 params.project, session.project
-            ));
+            )));
         }
         if params.agent_id != session.agent_id {
-            return Err(format!(
+            return Err(ToolError::Rejected(format!(
                 "load is for agent {} but this runner serves agent {}",
                 params.agent_id, session.agent_id
-            ));
+            )));
         }
         let artifacts_dir = params.artifacts_dir.clone().unwrap_or_else(|| format!("{ARTIFACTS}/{}", params.agent_id));
         let normalized = Roots::normalize(&artifacts_dir);
         if normalized.strip_prefix(ARTIFACTS).is_none_or(|rest| rest.len() < 2 || !rest.starts_with('/')) {
-            return Err(format!("artifactsDir must be a directory under {ARTIFACTS}: {artifacts_dir}"));
+            return Err(ToolError::Rejected(format!(
+                "artifactsDir must be a directory under {ARTIFACTS}: {artifacts_dir}"
+            )));
         }
 
         let mut table = ToolTable::default();
         let mut names = Vec::new();
         let mut register = |name: &str, tool: Tool, table: &mut ToolTable| {
             if table.tools.contains_key(name) {
-                return Err(format!("Duplicate runner tool: {name}"));
+                return Err(ToolError::Rejected(format!("Duplicate runner tool: {name}")));
             }
             names.push(name.to_string());
             table.tools.insert(name.to_string(), tool);
@@ -231,7 +236,10 @@ impl RunnerService {
         for name in &params.builtin_tools {
             let tool = BuiltinTool::from_name(name).ok_or_else(|| {
                 let known: Vec<_> = BuiltinTool::names().collect();
-                format!("Unknown built-in runner tool: {name} (this runner has {})", known.join(", "))
+                ToolError::Rejected(format!(
+                    "Unknown built-in runner tool: {name} (this runner has {})",
+                    known.join(", ")
+                ))
             })?;
             register(name, Tool::Builtin(tool), &mut table)?;
         }
@@ -250,7 +258,7 @@ impl RunnerService {
                 }
                 Err(error) => {
                     tracing::warn!(toolpack = %spec.id, "the pack did not load; its tools answer with its error: {error}");
-                    let error: Arc<str> = Arc::from(format!("toolpack {} could not be loaded: {error}", spec.id));
+                    let error = error.map_message(|m| format!("toolpack {} could not be loaded: {m}", spec.id));
                     for name in &spec.tools {
                         register(name, Tool::Broken(error.clone()), &mut table)?;
                     }
@@ -263,7 +271,7 @@ impl RunnerService {
         Ok(LoadResult { tools: names, mcp })
     }
 
-    async fn invoke(&self, mut params: InvokeParams) -> Result<ToolOutput, String> {
+    async fn invoke(&self, mut params: InvokeParams) -> Result<ToolOutput, ToolError> {
         let table = self.table.read().unwrap_or_else(|p| p.into_inner()).clone();
         let input = match params.input.take() {
             None | Some(Value::Null) => json!({}),
@@ -272,16 +280,17 @@ impl RunnerService {
         if !table.tools.contains_key(&params.tool) && self.mcp.owns(&params.tool) {
             return self.invoke_mcp(&params, input).await;
         }
-        let tool = table.tools.get(&params.tool).ok_or_else(|| format!("Unknown tool: {}", params.tool))?;
+        let unknown = || ToolError::Rejected(format!("Unknown tool: {}", params.tool));
+        let tool = table.tools.get(&params.tool).ok_or_else(unknown)?;
         let cancel = Arc::new(Notify::new());
         let result = match tool {
             Tool::Pack(pack) => {
                 self.running().insert(params.call_id.clone(), cancel.clone());
                 pack.invoke(&params.activation_id, &params.tool, &input, cancel).await
             }
-            Tool::Broken(error) => Err(error.to_string()),
+            Tool::Broken(error) => Err(error.clone()),
             Tool::Builtin(tool) => {
-                let builtins = table.builtins.as_ref().ok_or_else(|| format!("Unknown tool: {}", params.tool))?;
+                let builtins = table.builtins.as_ref().ok_or_else(unknown)?;
                 self.running().insert(params.call_id.clone(), cancel.clone());
                 builtins.run(*tool, input, Some(cancel)).await
             }
@@ -291,12 +300,12 @@ impl RunnerService {
     }
 
     /// An MCP tool: cancelled by dropping the request (rmcp then sends `notifications/cancelled`).
-    async fn invoke_mcp(&self, params: &InvokeParams, input: Value) -> Result<ToolOutput, String> {
+    async fn invoke_mcp(&self, params: &InvokeParams, input: Value) -> Result<ToolOutput, ToolError> {
         let cancel = Arc::new(Notify::new());
         self.running().insert(params.call_id.clone(), cancel.clone());
         let result = tokio::select! {
             result = self.mcp.call(&params.tool, input) => result,
-            _ = cancel.notified() => Err(format!("{} was cancelled", params.tool)),
+            _ = cancel.notified() => Err(ToolError::Cancelled(format!("{} was cancelled", params.tool))),
         };
         self.running().remove(&params.call_id);
         result

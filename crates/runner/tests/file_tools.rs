@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 use suzumio_core::rpc::ToolOutput;
+use suzumio_core::toolpack::ToolError;
 use suzumio_runner::{BuiltinTools, Roots};
 
 struct Sandbox {
@@ -45,7 +46,7 @@ impl Sandbox {
         self.base.join("outside")
     }
 
-    async fn run(&self, tool: &str, input: Value) -> Result<ToolOutput, String> {
+    async fn run(&self, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
         self.tools.invoke(tool, input).await
     }
 
@@ -59,7 +60,7 @@ impl Sandbox {
     async fn err(&self, tool: &str, input: Value) -> String {
         match self.run(tool, input.clone()).await {
             Ok(out) => panic!("{tool} {input} should fail: {}", out.output),
-            Err(e) => e,
+            Err(e) => e.message().to_string(),
         }
     }
 

@@ -60,7 +60,7 @@ impl Repo {
     async fn err(&self, tool: &str, input: Value) -> String {
         match self.tools.invoke(tool, input.clone()).await {
             Ok(out) => panic!("{tool} {input} should fail: {}", out.output),
-            Err(e) => e,
+            Err(e) => e.message().to_string(),
         }
     }
 }

@@ -25,7 +25,7 @@
 use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
-use super::http::{Flow, HttpClient, Streamed, credential_values, error_message};
+use super::http::{BadAnswer, Flow, HttpClient, JsonWire, Streamed, complete, credential_values, error_message};
 use super::{
     ChatMessage, DeltaSink, HttpSettings, ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderFuture,
     StopReason, ToolCall, ToolChoice, Usage, invalid_json, merge_provider_options,
@@ -54,6 +54,12 @@ impl AnthropicProvider {
             headers: config.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             http,
         })
+    }
+}
+
+impl JsonWire for AnthropicProvider {
+    fn http(&self) -> &HttpClient {
+        &self.http
     }
 
     fn url(&self) -> String {
@@ -120,16 +126,22 @@ impl AnthropicProvider {
         merge_provider_options(&mut body, &request.provider_options, &["anthropic", &self.id]);
         body
     }
+
+    fn headers(&self, request: &ModelRequest) -> Result<HeaderMap, ProviderError> {
+        let mut auth: Vec<(String, String)> =
+            self.api_key.iter().map(|key| ("x-api-key".to_string(), key.clone())).collect();
+        auth.push(("anthropic-version".into(), ANTHROPIC_VERSION.into()));
+        self.http.request_headers(auth, &self.headers, request)
+    }
+
+    fn parse(&self, answer: &Value) -> Result<ModelResponse, ProviderError> {
+        self.http.parse(answer, parse_response)
+    }
 }
 
 impl ModelProvider for AnthropicProvider {
     fn complete(&self, request: ModelRequest) -> ProviderFuture<'_> {
-        Box::pin(async move {
-            let body = self.body(&request);
-            let headers = self.headers(&request)?;
-            let answer = self.http.post_json(&self.url(), headers, &body, credential_values(&request.headers)).await?;
-            self.parse(&answer)
-        })
+        Box::pin(async move { complete(self, &request).await })
     }
 
     fn stream<'a>(&'a self, request: ModelRequest, sink: &'a dyn DeltaSink) -> ProviderFuture<'a> {
@@ -148,7 +160,7 @@ impl ModelProvider for AnthropicProvider {
                 Streamed::Json(json) => json,
                 Streamed::Events => message
                     .finish()
-                    .map_err(|message| ProviderError::Stream { provider: self.http.label().to_string(), message })?,
+                    .map_err(|e| ProviderError::Stream { provider: self.http.label().to_string(), message: e.0 })?,
             };
             self.parse(&answer)
         })
@@ -156,19 +168,6 @@ impl ModelProvider for AnthropicProvider {
 
     fn describe(&self) -> String {
         format!("{} at {}", self.http.label(), self.http.redact(&self.base_url))
-    }
-}
-
-impl AnthropicProvider {
-    fn headers(&self, request: &ModelRequest) -> Result<HeaderMap, ProviderError> {
-        let mut auth: Vec<(String, String)> =
-            self.api_key.iter().map(|key| ("x-api-key".to_string(), key.clone())).collect();
-        auth.push(("anthropic-version".into(), ANTHROPIC_VERSION.into()));
-        self.http.request_headers(auth, &self.headers, request)
-    }
-
-    fn parse(&self, answer: &Value) -> Result<ModelResponse, ProviderError> {
-        self.http.parse(answer, parse_response)
     }
 }
 
@@ -184,14 +183,14 @@ struct StreamedMessage {
 }
 
 impl StreamedMessage {
-    fn feed(&mut self, event: &str, data: &str, sink: &dyn DeltaSink) -> Result<Flow, String> {
+    fn feed(&mut self, event: &str, data: &str, sink: &dyn DeltaSink) -> Result<Flow, BadAnswer> {
         let parsed: Value = match serde_json::from_str(data) {
             Ok(value) => value,
             Err(e) if event == "ping" => {
                 tracing::debug!("an unreadable ping ({e}) is ignored");
                 return Ok(Flow::More);
             }
-            Err(e) => return Err(format!("a `{event}` event is not JSON ({e})")),
+            Err(e) => return Err(BadAnswer(format!("a `{event}` event is not JSON ({e})"))),
         };
         let kind = parsed.get("type").and_then(Value::as_str).unwrap_or(event);
         match kind {
@@ -218,7 +217,7 @@ impl StreamedMessage {
                 let delta = parsed.get("delta").ok_or("content_block_delta has no delta")?;
                 let Some((_, block, partial_json)) = self.blocks.iter_mut().rev().find(|(i, _, _)| Some(*i) == index)
                 else {
-                    return Err(format!("a delta for content block {index:?}, which never started"));
+                    return Err(BadAnswer(format!("a delta for content block {index:?}, which never started")));
                 };
                 match delta.get("type").and_then(Value::as_str) {
                     Some("text_delta") => {
@@ -255,7 +254,7 @@ impl StreamedMessage {
                 self.done = true;
                 return Ok(Flow::Done);
             }
-            "error" => return Err(format!("the server sent an error: {}", error_message(data))),
+            "error" => return Err(BadAnswer(format!("the server sent an error: {}", error_message(data)))),
             // ping, content_block_stop, and event types added later (the API says to ignore them).
             _ => {}
         }
@@ -264,12 +263,12 @@ impl StreamedMessage {
 
     /// The message as a non-streamed call would have got it. A stream that ended before
     /// `message_stop` is an error: the answer may be cut short.
-    fn finish(self) -> Result<Value, String> {
+    fn finish(self) -> Result<Value, BadAnswer> {
         let Some(mut message) = self.message else {
-            return Err("the stream ended before message_start".to_string());
+            return Err(BadAnswer("the stream ended before message_start".into()));
         };
         if !self.done {
-            return Err("the stream ended before message_stop".to_string());
+            return Err(BadAnswer("the stream ended before message_stop".into()));
         }
         let mut blocks = self.blocks;
         blocks.sort_by_key(|(index, _, _)| *index);
@@ -386,9 +385,9 @@ fn text_block(text: &str) -> Option<Value> {
     (!text.trim().is_empty()).then(|| json!({"type": "text", "text": text}))
 }
 
-fn parse_response(answer: &Value) -> Result<ModelResponse, String> {
+fn parse_response(answer: &Value) -> Result<ModelResponse, BadAnswer> {
     if answer.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(format!("the server answered with an error: {}", answer.get("error").unwrap_or(answer)));
+        return Err(BadAnswer(format!("the server answered with an error: {}", answer.get("error").unwrap_or(answer))));
     }
     let blocks = answer.get("content").and_then(Value::as_array).ok_or("the answer has no content list")?;
     let mut texts: Vec<&str> = Vec::new();

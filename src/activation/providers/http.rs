@@ -21,6 +21,43 @@ use super::{
 };
 use crate::config::ProviderConfig;
 
+/// What is wrong with a provider's answer (an event, a chunk, the final JSON), in the wire
+/// format's own terms: [`HttpClient`] names the provider and redacts secrets when it makes a
+/// [`ProviderError`] of it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct BadAnswer(pub String);
+
+impl From<&str> for BadAnswer {
+    fn from(message: &str) -> Self {
+        BadAnswer(message.to_string())
+    }
+}
+
+impl From<String> for BadAnswer {
+    fn from(message: String) -> Self {
+        BadAnswer(message)
+    }
+}
+
+/// A provider that POSTs one JSON body and reads one JSON answer (the OpenAI-style and the
+/// Anthropic wire formats): what [`complete`] needs of it.
+pub(crate) trait JsonWire {
+    fn http(&self) -> &HttpClient;
+    fn url(&self) -> String;
+    fn body(&self, request: &ModelRequest) -> Value;
+    fn headers(&self, request: &ModelRequest) -> Result<HeaderMap, ProviderError>;
+    fn parse(&self, answer: &Value) -> Result<ModelResponse, ProviderError>;
+}
+
+/// One call without streaming, the same for every JSON wire format.
+pub(crate) async fn complete(wire: &impl JsonWire, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+    let body = wire.body(request);
+    let headers = wire.headers(request)?;
+    let answer = wire.http().post_json(&wire.url(), headers, &body, credential_values(&request.headers)).await?;
+    wire.parse(&answer)
+}
+
 /// Longest server text kept in an error message.
 const MAX_ERROR_CHARS: usize = 2000;
 /// Shorter strings are not treated as secrets (a dummy key like `x` would mangle every message).
@@ -147,12 +184,10 @@ impl HttpClient {
     pub fn parse(
         &self,
         answer: &serde_json::Value,
-        parse: impl FnOnce(&serde_json::Value) -> Result<ModelResponse, String>,
+        parse: impl FnOnce(&serde_json::Value) -> Result<ModelResponse, BadAnswer>,
     ) -> Result<ModelResponse, ProviderError> {
-        parse(answer).map_err(|message| ProviderError::BadResponse {
-            provider: self.label.clone(),
-            message: self.redact(&message),
-        })
+        parse(answer)
+            .map_err(|e| ProviderError::BadResponse { provider: self.label.clone(), message: self.redact(&e.0) })
     }
 
     /// Build a header map; values are marked sensitive so they never show in `Debug` output.
@@ -193,7 +228,7 @@ impl HttpClient {
         headers: HeaderMap,
         body: &Value,
         extra_secrets: Vec<String>,
-        mut on_event: impl FnMut(&str, &str) -> Result<Flow, String>,
+        mut on_event: impl FnMut(&str, &str) -> Result<Flow, BadAnswer>,
     ) -> Result<Streamed, ProviderError> {
         let redactor = self.redactor_with(extra_secrets);
         let response = self.send(url, headers, body, &redactor).await?;
@@ -228,7 +263,7 @@ impl HttpClient {
             match on_event(&event.event, &event.data) {
                 Ok(Flow::More) => {}
                 Ok(Flow::Done) => return Ok(Streamed::Events),
-                Err(message) => return Err(self.stream_error(&message, &redactor)),
+                Err(e) => return Err(self.stream_error(&e.0, &redactor)),
             }
         }
     }

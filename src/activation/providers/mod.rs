@@ -405,6 +405,7 @@ pub fn resolve_presets(models: &ModelsConfig, preset: &str) -> Result<Vec<Resolv
     Ok(out)
 }
 
+// String: activation/run.rs ends the activation with this text (`Ending::Failed`).
 fn expand_preset(
     models: &ModelsConfig,
     id: &str,

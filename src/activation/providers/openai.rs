@@ -16,7 +16,7 @@
 use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
-use super::http::{Flow, HttpClient, Streamed, credential_values, error_message};
+use super::http::{BadAnswer, Flow, HttpClient, JsonWire, Streamed, complete, credential_values, error_message};
 use super::{
     ChatMessage, DeltaSink, HttpSettings, ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderFuture,
     StopReason, ToolCall, ToolChoice, Usage, invalid_arguments, merge_provider_options,
@@ -44,6 +44,12 @@ impl OpenAiProvider {
             headers: config.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             http,
         })
+    }
+}
+
+impl JsonWire for OpenAiProvider {
+    fn http(&self) -> &HttpClient {
+        &self.http
     }
 
     fn body(&self, request: &ModelRequest) -> Value {
@@ -91,16 +97,24 @@ impl OpenAiProvider {
         merge_provider_options(&mut body, &request.provider_options, &[namespace, &self.id]);
         body
     }
+
+    fn url(&self) -> String {
+        format!("{}/chat/completions", self.base_url)
+    }
+
+    fn headers(&self, request: &ModelRequest) -> Result<HeaderMap, ProviderError> {
+        let auth = self.api_key.iter().map(|key| ("authorization".to_string(), format!("Bearer {key}"))).collect();
+        self.http.request_headers(auth, &self.headers, request)
+    }
+
+    fn parse(&self, answer: &Value) -> Result<ModelResponse, ProviderError> {
+        self.http.parse(answer, parse_response)
+    }
 }
 
 impl ModelProvider for OpenAiProvider {
     fn complete(&self, request: ModelRequest) -> ProviderFuture<'_> {
-        Box::pin(async move {
-            let body = self.body(&request);
-            let headers = self.headers(&request)?;
-            let answer = self.http.post_json(&self.url(), headers, &body, credential_values(&request.headers)).await?;
-            self.parse(&answer)
-        })
+        Box::pin(async move { complete(self, &request).await })
     }
 
     fn stream<'a>(&'a self, request: ModelRequest, sink: &'a dyn DeltaSink) -> ProviderFuture<'a> {
@@ -123,7 +137,7 @@ impl ModelProvider for OpenAiProvider {
                 Streamed::Json(json) => json,
                 Streamed::Events => answer
                     .finish(sink)
-                    .map_err(|message| ProviderError::Stream { provider: self.http.label().to_string(), message })?,
+                    .map_err(|e| ProviderError::Stream { provider: self.http.label().to_string(), message: e.0 })?,
             };
             self.parse(&answer)
         })
@@ -131,21 +145,6 @@ impl ModelProvider for OpenAiProvider {
 
     fn describe(&self) -> String {
         format!("{} at {}", self.http.label(), self.http.redact(&self.base_url))
-    }
-}
-
-impl OpenAiProvider {
-    fn url(&self) -> String {
-        format!("{}/chat/completions", self.base_url)
-    }
-
-    fn headers(&self, request: &ModelRequest) -> Result<HeaderMap, ProviderError> {
-        let auth = self.api_key.iter().map(|key| ("authorization".to_string(), format!("Bearer {key}"))).collect();
-        self.http.request_headers(auth, &self.headers, request)
-    }
-
-    fn parse(&self, answer: &Value) -> Result<ModelResponse, ProviderError> {
-        self.http.parse(answer, parse_response)
     }
 }
 
@@ -170,7 +169,7 @@ struct PartialCall {
 }
 
 impl StreamedAnswer {
-    fn feed(&mut self, data: &str, sink: &dyn DeltaSink) -> Result<Flow, String> {
+    fn feed(&mut self, data: &str, sink: &dyn DeltaSink) -> Result<Flow, BadAnswer> {
         let data = data.trim();
         if data == "[DONE]" {
             self.done = true;
@@ -182,7 +181,7 @@ impl StreamedAnswer {
         let chunk: Value =
             serde_json::from_str(data).map_err(|e| format!("a chunk is not JSON ({e}): {}", shorten(data)))?;
         if chunk.get("error").is_some() {
-            return Err(format!("the server sent an error: {}", error_message(data)));
+            return Err(BadAnswer(format!("the server sent an error: {}", error_message(data))));
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             self.usage = Some(usage.clone());
@@ -255,9 +254,9 @@ impl StreamedAnswer {
 
     /// The answer as a non-streamed call would have got it. A stream that ended before it said
     /// it was done (`[DONE]` or a finish reason) is an error: the answer may be cut short.
-    fn finish(self, sink: &dyn DeltaSink) -> Result<Value, String> {
+    fn finish(self, sink: &dyn DeltaSink) -> Result<Value, BadAnswer> {
         if !self.done && self.finish_reason.is_none() {
-            return Err("the stream ended before the answer was complete".to_string());
+            return Err(BadAnswer("the stream ended before the answer was complete".into()));
         }
         // A refusal stands in for the text (as in `parse_response`), so it is the text shown.
         if self.text.is_empty() && !self.refusal.is_empty() {
@@ -346,12 +345,12 @@ fn wire_message(message: &ChatMessage) -> Value {
     }
 }
 
-fn parse_response(answer: &Value) -> Result<ModelResponse, String> {
+fn parse_response(answer: &Value) -> Result<ModelResponse, BadAnswer> {
     let Some(choice) = answer.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
-        return Err(match answer.get("error") {
+        return Err(BadAnswer(match answer.get("error") {
             Some(error) => format!("the server answered with an error: {error}"),
             None => format!("no choices in the answer: {}", shorten(&answer.to_string())),
-        });
+        }));
     };
     let message = choice.get("message").ok_or("choices[0] has no message")?;
     let mut text = content_text(message.get("content"));

@@ -40,6 +40,7 @@ pub struct Loader<'e> {
 
 /// Read a config file: a regular file (a FIFO or a device would block or never end), at most
 /// [`MAX_FILE_BYTES`], UTF-8.
+// String: a config diagnostic's message; the caller adds the file.
 fn read_config_file(path: &Path) -> Result<String, String> {
     use std::io::Read;
     let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;

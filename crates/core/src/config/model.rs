@@ -148,6 +148,7 @@ pub enum AllowPattern {
 }
 
 impl AllowPattern {
+    // String: a config diagnostic's message; the caller adds where it was written.
     pub fn parse(text: &str) -> Result<AllowPattern, String> {
         if text == "*" {
             return Ok(AllowPattern::All);

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{CallScope, HostFuture, HostOps, JsCall, JsError, JsHost, JsLimits, ModuleSpec, RUNNER_GLUE};
+use crate::toolpack::ToolError;
 
 /// One problem with a pack module, located in the file that has it when JavaScript said where.
 #[derive(Clone, Debug, PartialEq)]
@@ -151,13 +152,13 @@ struct Sandbox;
 const SANDBOXED: &str = "is not available while `suzumio check` loads the module";
 
 impl HostOps for Sandbox {
-    fn call(&self, _pack_id: &str, _scope: &CallScope, op: &str, _args: Value) -> Result<Value, String> {
-        Err(format!("{op} {SANDBOXED}"))
+    fn call(&self, _pack_id: &str, _scope: &CallScope, op: &str, _args: Value) -> Result<Value, ToolError> {
+        Err(ToolError::Failed(format!("{op} {SANDBOXED}")))
     }
 
     fn call_async(&self, _pack_id: &str, _scope: &CallScope, op: &str, _args: Value) -> HostFuture {
         let message = format!("{op} {SANDBOXED}");
-        Box::pin(async move { Err(message) })
+        Box::pin(async move { Err(ToolError::Failed(message)) })
     }
 }
 

@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::loader::{PackLoader, PackResolver};
 use super::{CallScope, HostOps, Job, JsError, ModuleSpec};
+use crate::toolpack::ToolError;
 
 const GLUE_MODULE: &str = "suzumio:glue";
 
@@ -263,13 +264,11 @@ fn describe(error: CaughtError<'_>) -> Thrown {
 }
 
 /// What the glue's `unwrap` reads: `{ok}`, `{error}`, or `{error, rejected: true}` for a refusal.
-fn reply(result: Result<Value, String>) -> String {
+fn reply(result: Result<Value, ToolError>) -> String {
     match result {
         Ok(v) => json!({ "ok": v }).to_string(),
-        Err(e) => match super::split_rejected(&e) {
-            (message, true) => json!({ "error": message, "rejected": true }).to_string(),
-            (message, false) => json!({ "error": message }).to_string(),
-        },
+        Err(ToolError::Rejected(message)) => json!({ "error": message, "rejected": true }).to_string(),
+        Err(e) => json!({ "error": e.message() }).to_string(),
     }
 }
 

@@ -23,6 +23,8 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::toolpack::ToolError;
+
 /// The glue that adapts a `controller.mjs` to the calls the controller makes
 /// (`support`, `webui`, `schedulerTick`, `hasSchedulerHook`).
 pub const CONTROLLER_GLUE: &str = include_str!("controller_glue.mjs");
@@ -59,7 +61,7 @@ pub enum JsError {
     Load { pack: String, module: String, message: String },
     #[error("toolpack {pack}: {message}")]
     BadResult { pack: String, message: String },
-    /// A host operation refused what the pack asked for by a rule (see [`rejected`]) and the
+    /// A host operation refused what the pack asked for by a rule (a [`ToolError::Rejected`]) and the
     /// pack let that refusal end its call: nothing it asked for was done.
     #[error("toolpack {pack}: {message}")]
     Rejected { pack: String, message: String },
@@ -87,33 +89,20 @@ pub struct CallScope {
     pub activation_id: Option<String>,
 }
 
-/// Marks a [`HostOps`] error as a refusal by a rule (a policy) rather than a failure.
-const REJECTED_MARK: &str = "\u{0}rejected:";
-
-/// The error a [`HostOps`] operation returns when a rule refuses the request (a policy, not a
-/// failure). Pack code sees an `Error` named `RejectedError` with `message`; a call that lets it
-/// escape ends as [`JsError::Rejected`], so the caller can report a rejection, not a failure.
-pub fn rejected(message: impl std::fmt::Display) -> String {
-    format!("{REJECTED_MARK}{message}")
-}
-
-/// `(message, true)` for an error made by [`rejected`], `(error, false)` for any other.
-pub(crate) fn split_rejected(error: &str) -> (&str, bool) {
-    match error.strip_prefix(REJECTED_MARK) {
-        Some(message) => (message, true),
-        None => (error, false),
-    }
-}
-
-pub type HostFuture = Pin<Box<dyn Future<Output = Result<Value, String>> + Send>>;
+pub type HostFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
 
 /// The capabilities a pack's JavaScript can use (`context.store`, `context.state`, ...). `call`
 /// runs on the pack's thread and may block briefly (store queries); `call_async` returns a
 /// future awaited by JavaScript as a promise. Only the glue module can reach them: it takes the
 /// host functions off `globalThis` before the pack module is evaluated, so a pack's own code
 /// (top level or handlers) has only the `context` of the call it is in.
+///
+/// A [`ToolError::Rejected`] is a refusal by a rule (a policy, not a failure): pack code sees an
+/// `Error` named `RejectedError` with its message, and a call that lets it escape ends as
+/// [`JsError::Rejected`], so the caller can report a rejection. Any other error is a plain
+/// `Error` with the message.
 pub trait HostOps: Send + Sync + 'static {
-    fn call(&self, pack_id: &str, scope: &CallScope, op: &str, args: Value) -> Result<Value, String>;
+    fn call(&self, pack_id: &str, scope: &CallScope, op: &str, args: Value) -> Result<Value, ToolError>;
     fn call_async(&self, pack_id: &str, scope: &CallScope, op: &str, args: Value) -> HostFuture;
 }
 

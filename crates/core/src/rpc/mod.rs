@@ -25,7 +25,11 @@
 //! invalid request, `-32601` method not found, `-32602` invalid params, `-32603` internal error,
 //! and `-32000` for application errors. The message of an application error is the text a user
 //! or a model sees, e.g. `Tool not allowed for pm: file.write` or `Patch search text not found in
-//! /workspace/a.txt`; it is never wrapped or prefixed on the way.
+//! /workspace/a.txt`; it is never wrapped or prefixed on the way. A failing tool call (`invoke`,
+//! `callSupport`, `recordSignal`) carries its kind in `data.kind`: one of `rejected`, `denied`,
+//! `failed`, `runner_lost`, `cancelled`, `timed_out`, `too_large`, `internal`
+//! ([`crate::toolpack::ToolError`] makes and reads it); the receiving end takes the kind from
+//! there, never from the message.
 //!
 //! # Handshake
 //!
@@ -56,7 +60,7 @@
 //! |---|---|---|
 //! | `load` | [`LoadParams`] `{project, agentId, packs: [{id, root, module, tools, timeoutMs, memoryMb}], builtinTools, artifactsDir?}` | [`LoadResult`] `{tools}`: every tool name the runner now serves. `-32000` with e.g. `Runner module for <id> must export createRunnerToolpack`, `Runner module for <id> did not register <name>`, `Duplicate runner tool: <name>`; a failed load changes nothing. A later `load` replaces the whole tool set. |
 //! | `invoke` | [`InvokeParams`] `{activationId, tool, input?, callId}` | [`ToolOutput`]; `-32000` with the tool's message (`Unknown tool: <name>` when it is not loaded) |
-//! | `cancel` | [`CancelParams`] `{callId}` | [`CancelResult`] `{cancelled}`: best effort; a running `shell.exec` is killed (its `invoke` then fails with `shell.exec was cancelled ...`), other tools run to their end |
+//! | `cancel` | [`CancelParams`] `{callId}` | [`CancelResult`] `{cancelled}`: best effort; a running `shell.exec` is killed (its `invoke` then fails with kind `cancelled`), other tools run to their end |
 //! | `ping` | none | `{}` |
 //! | `shutdown` | none | `{}`, then running commands are killed, the runner closes the connection and exits 0 |
 //! | `listCommands` | [`ListCommandsParams`] `{tailChars}` | [`ListCommandsResult`] `{commands: [CommandInfo]}`: the agent's background commands |

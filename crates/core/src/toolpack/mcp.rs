@@ -78,8 +78,8 @@ pub struct McpListing {
 }
 
 impl McpListing {
-    pub fn failed(id: &str, error: String) -> McpListing {
-        McpListing { id: id.to_string(), error: Some(error), ..McpListing::default() }
+    pub fn failed(id: &str, error: impl std::fmt::Display) -> McpListing {
+        McpListing { id: id.to_string(), error: Some(error.to_string()), ..McpListing::default() }
     }
 
     /// `name version`, for messages.

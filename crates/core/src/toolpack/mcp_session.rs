@@ -60,7 +60,7 @@ impl McpSession {
         transport: T,
         timeout: Duration,
         on_list_changed: OnListChanged,
-    ) -> Result<McpSession, String>
+    ) -> Result<McpSession, ToolError>
     where
         T: IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
@@ -68,12 +68,12 @@ impl McpSession {
         let watcher = Watcher { on_list_changed };
         let service = match tokio::time::timeout(timeout, watcher.serve(transport)).await {
             Ok(Ok(service)) => service,
-            Ok(Err(e)) => return Err(format!("the MCP server {id} did not initialize: {e}")),
+            Ok(Err(e)) => return Err(ToolError::Failed(format!("the MCP server {id} did not initialize: {e}"))),
             Err(_) => {
-                return Err(format!(
+                return Err(ToolError::TimedOut(format!(
                     "the MCP server {id} did not answer `initialize` within {} ms",
                     timeout.as_millis()
-                ));
+                )));
             }
         };
         Ok(McpSession { id: id.to_string(), service, timeout })
@@ -89,16 +89,18 @@ impl McpSession {
     }
 
     /// `tools/list` (every page), with who the server said it is.
-    pub async fn list(&self) -> Result<McpListing, String> {
+    pub async fn list(&self) -> Result<McpListing, ToolError> {
         let tools = match tokio::time::timeout(self.timeout, self.service.peer().list_all_tools()).await {
             Ok(Ok(tools)) => tools,
-            Ok(Err(e)) => return Err(format!("the MCP server {} failed `tools/list`: {e}", self.id)),
+            Ok(Err(e)) => {
+                return Err(ToolError::Failed(format!("the MCP server {} failed `tools/list`: {e}", self.id)));
+            }
             Err(_) => {
-                return Err(format!(
+                return Err(ToolError::TimedOut(format!(
                     "the MCP server {} did not list its tools within {} ms",
                     self.id,
                     self.timeout.as_millis()
-                ));
+                )));
             }
         };
         let info = self.service.peer().peer_info();
@@ -148,7 +150,7 @@ impl McpSession {
                 ))));
             }
             Err(_) => {
-                return Err(CallError::Tool(ToolError::Failed(format!(
+                return Err(CallError::Tool(ToolError::TimedOut(format!(
                     "the MCP server {} did not answer `{tool}` within {} ms (the pack's timeoutMs)",
                     self.id,
                     self.timeout.as_millis()
@@ -157,8 +159,7 @@ impl McpSession {
         };
         let value = serde_json::to_value(&result)
             .map_err(|e| CallError::Tool(ToolError::Internal(format!("reading the result of {tool}: {e}"))))?;
-        output_of(&format!("MCP server {} tool {tool}", self.id), value)
-            .map_err(|e| CallError::Tool(ToolError::Failed(e)))
+        output_of(&format!("MCP server {} tool {tool}", self.id), value).map_err(CallError::Tool)
     }
 
     /// End the session (for a child process: close its stdin, then signal it).
@@ -176,10 +177,10 @@ pub struct McpSlot {
 
 impl McpSlot {
     /// The live session, or a new one from `start` (one start at a time).
-    pub async fn get_or_start<F, Fut>(&self, start: F) -> Result<Arc<McpSession>, String>
+    pub async fn get_or_start<F, Fut>(&self, start: F) -> Result<Arc<McpSession>, ToolError>
     where
         F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<McpSession, String>>,
+        Fut: std::future::Future<Output = Result<McpSession, ToolError>>,
     {
         let mut live = self.live.lock().await;
         if let Some(session) = live.as_ref().filter(|s| !s.is_closed()) {
@@ -220,7 +221,7 @@ impl McpSlot {
 /// An MCP `CallToolResult` as a Suzumio result: text, image and resource-link blocks pass as
 /// they are; audio, embedded resources and images of a type the models do not take become a
 /// line of text saying what was left out; past [`MAX_CONTENT_BLOCKS`] the rest is summed up.
-pub fn output_of(what: &str, result: Value) -> Result<ToolOutput, String> {
+pub fn output_of(what: &str, result: Value) -> Result<ToolOutput, ToolError> {
     let mut content = Vec::new();
     let blocks = result.get("content").and_then(Value::as_array).cloned().unwrap_or_default();
     let total = blocks.len();
@@ -241,7 +242,7 @@ pub fn output_of(what: &str, result: Value) -> Result<ToolOutput, String> {
     if let Some(s) = result.get("structuredContent").filter(|s| s.is_object()) {
         out.insert("structuredContent".into(), s.clone());
     }
-    parse_output(what, Value::Object(out))
+    parse_output(what, Value::Object(out)).map_err(ToolError::Failed)
 }
 
 fn block_of(block: &Value) -> Value {

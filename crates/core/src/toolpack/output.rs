@@ -60,6 +60,7 @@ impl ToolOutput {
 }
 
 /// Check what a pack returned. `what` names the pack and the handler for the message.
+// String: the shape mistake is the whole error; each caller (a pack, an MCP server, a hook) gives it its kind.
 pub fn parse_output(what: &str, value: Value) -> Result<ToolOutput, String> {
     let Value::Object(mut map) = value else {
         return Err(format!(
@@ -102,6 +103,7 @@ pub fn parse_output(what: &str, value: Value) -> Result<ToolOutput, String> {
 }
 
 /// `{content, isError?, structuredContent?}` with the limits on blocks, images and size.
+// String: part of `parse_output`.
 fn parse_rich(what: &str, mut map: Map<String, Value>) -> Result<ToolOutput, String> {
     let Some(Value::Array(blocks)) = map.remove("content") else {
         return Err(format!("{what} returned `content` that is not an array of content blocks"));
@@ -145,6 +147,7 @@ fn parse_rich(what: &str, mut map: Map<String, Value>) -> Result<ToolOutput, Str
     Ok(ToolOutput { output: text_of(&content), content, structured_content, is_error, ..ToolOutput::default() })
 }
 
+// String: part of `parse_output`.
 fn parse_block(what: &str, block: Value) -> Result<ContentBlock, String> {
     let Value::Object(map) = &block else {
         return Err(format!("{what} is {}, expected a content block object", kind(&block)));
@@ -193,6 +196,7 @@ pub fn text_of(content: &[ContentBlock]) -> String {
 
 /// A result's `structuredContent` against the tool's `outputSchema`, when it declares one. An
 /// error result (`isError`) need not match.
+// String: like `parse_output`, the caller gives the mismatch its kind.
 pub fn check_structured(tool: &super::ToolDefinition, out: &ToolOutput) -> Result<(), String> {
     let Some(validator) = &tool.output_validator else { return Ok(()) };
     if out.is_error {

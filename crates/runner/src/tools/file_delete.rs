@@ -11,21 +11,23 @@ use serde_json::{Map, Value, json};
 
 use super::{ToolContext, bool_field, io_error, string_field};
 use crate::rpc::ToolOutput;
+use crate::toolpack::ToolError;
 use suzumio_core::fsat::remove_tree;
 
-pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let path = string_field(input, "path")?;
     let recursive = bool_field(input, "recursive", false)?;
     let entry = ctx.locate_entry(path, "delete")?;
     let shown = entry.shown.clone();
-    let kind = entry.kind().ok_or_else(|| format!("No such file or directory: {shown}"))?;
+    let kind = entry.kind().ok_or_else(|| ToolError::Failed(format!("No such file or directory: {shown}")))?;
     let removed = if kind == FileType::Directory {
         if !recursive {
-            return Err(format!(
+            return Err(ToolError::Failed(format!(
                 "Cannot delete {shown}: it is a directory (set recursive: true to delete it and everything in it)"
-            ));
+            )));
         }
-        let name = CString::new(entry.name.as_str()).map_err(|_| format!("Cannot delete {shown}"))?;
+        let name =
+            CString::new(entry.name.as_str()).map_err(|_| ToolError::Failed(format!("Cannot delete {shown}")))?;
         remove_tree(entry.dir.as_fd(), &name).map_err(|e| io_error("delete", &shown, &e))?
     } else {
         rustix::fs::unlinkat(&entry.dir, entry.name.as_str(), AtFlags::empty())

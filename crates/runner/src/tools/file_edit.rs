@@ -10,48 +10,59 @@ use serde_json::{Map, Value, json};
 
 use super::{ToolContext, bool_field, cut_to_bytes, io_error, rename_into_place, string_field, write_temp};
 use crate::rpc::ToolOutput;
+use crate::toolpack::ToolError;
 
 /// A file larger than this is not edited in memory.
 const MAX_FILE_BYTES: u64 = 16 << 20;
 const MAX_DIFF_BYTES: usize = 4000;
 
-pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let path = string_field(input, "path")?;
     let old = string_field(input, "oldText")?;
     let new = string_field(input, "newText")?;
     let replace_all = bool_field(input, "replaceAll", false)?;
     if old.is_empty() {
-        return Err("oldText must not be empty (use file.write to create or replace a whole file)".into());
+        return Err(ToolError::Failed(
+            "oldText must not be empty (use file.write to create or replace a whole file)".into(),
+        ));
     }
     if old == new {
-        return Err("oldText and newText are the same: nothing to change".into());
+        return Err(ToolError::Failed("oldText and newText are the same: nothing to change".into()));
     }
     let location = ctx.locate_write(path)?;
     let shown = location.shown.clone();
     match location.file_type() {
-        Some(FileType::Directory) => return Err(format!("Cannot edit {shown}: it is a directory")),
-        None => return Err(format!("No such file or directory: {shown}")),
+        Some(FileType::Directory) => return Err(ToolError::Failed(format!("Cannot edit {shown}: it is a directory"))),
+        None => return Err(ToolError::Failed(format!("No such file or directory: {shown}"))),
         Some(_) => {}
     }
-    let Some(name) = location.name() else { return Err(format!("No such file or directory: {shown}")) };
+    let Some(name) = location.name() else {
+        return Err(ToolError::Failed(format!("No such file or directory: {shown}")));
+    };
     let opened = ctx.open_write(path)?;
     if !opened.meta.is_file() {
-        return Err(format!("Cannot edit {shown}: it is not a regular file"));
+        return Err(ToolError::Failed(format!("Cannot edit {shown}: it is not a regular file")));
     }
     if opened.meta.len() > MAX_FILE_BYTES {
-        return Err(format!("Cannot edit {shown}: it is larger than {} MiB", MAX_FILE_BYTES >> 20));
+        return Err(ToolError::TooLarge(format!(
+            "Cannot edit {shown}: it is larger than {} MiB",
+            MAX_FILE_BYTES >> 20
+        )));
     }
     let mut bytes = Vec::new();
     opened.file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(|e| io_error("read", &shown, &e))?;
-    let current = String::from_utf8(bytes).map_err(|_| format!("Cannot edit {shown}: it is not UTF-8 text"))?;
+    let current = String::from_utf8(bytes)
+        .map_err(|_| ToolError::Failed(format!("Cannot edit {shown}: it is not UTF-8 text")))?;
     let found = current.matches(old).count();
     if found == 0 {
-        return Err(format!("oldText not found in {shown}; read the file and copy the text exactly"));
+        return Err(ToolError::Failed(format!(
+            "oldText not found in {shown}; read the file and copy the text exactly"
+        )));
     }
     if found > 1 && !replace_all {
-        return Err(format!(
+        return Err(ToolError::Failed(format!(
             "oldText matches {found} times in {shown}; add surrounding lines to make it unique, or set replaceAll: true"
-        ));
+        )));
     }
     let updated = if replace_all { current.replace(old, new) } else { current.replacen(old, new, 1) };
     let temp = write_temp(&location.dir, name, &updated).map_err(|e| io_error("write", &shown, &e))?;

@@ -15,14 +15,17 @@ use serde_json::{Map, Value, json};
 use super::walk::{self, Filters, Limits};
 use super::{ToolContext, bool_field, io_error, optional_string, positive, string_field};
 use crate::rpc::ToolOutput;
+use crate::toolpack::ToolError;
 
 const DEFAULT_LIMIT: u64 = 100;
 const MAX_LIMIT: u64 = 1000;
 
-pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let pattern = string_field(input, "pattern")?;
     if pattern.starts_with('/') {
-        return Err(format!("pattern is relative to path; put the directory in path instead: {pattern}"));
+        return Err(ToolError::Failed(format!(
+            "pattern is relative to path; put the directory in path instead: {pattern}"
+        )));
     }
     let path = optional_string(input, "path")?.unwrap_or(".");
     let limit = positive(input, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
@@ -30,7 +33,7 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
     let filters = Filters::new(bool_field(input, "respectGitignore", true)?, None, None)?;
     let dir = ctx.open_read(path)?;
     if !dir.meta.is_dir() {
-        return Err(format!("Not a directory: {}", dir.shown));
+        return Err(ToolError::Failed(format!("Not a directory: {}", dir.shown)));
     }
     let limits = Limits::search();
     // (modified seconds, nanoseconds, path): every match is kept, so the newest can be picked.

@@ -20,6 +20,7 @@ use super::walk::{self, Filters, Limits};
 use super::{ToolContext, bool_field, count, io_error, optional_string, positive, string_field};
 use crate::paths::open_child_file;
 use crate::rpc::ToolOutput;
+use crate::toolpack::ToolError;
 
 const DEFAULT_MAX_MATCHES: u64 = 100;
 const MAX_MAX_MATCHES: u64 = 2000;
@@ -36,14 +37,14 @@ enum Mode {
     Counts,
 }
 
-pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let pattern = string_field(input, "pattern")?;
     let path = optional_string(input, "path")?.unwrap_or(".");
     let mode = match optional_string(input, "outputMode")?.unwrap_or("matches") {
         "matches" => Mode::Matches,
         "files" => Mode::Files,
         "counts" => Mode::Counts,
-        other => return Err(format!("outputMode must be matches, files or counts: {other}")),
+        other => return Err(ToolError::Failed(format!("outputMode must be matches, files or counts: {other}"))),
     };
     let max_matches = positive(input, "maxMatches", DEFAULT_MAX_MATCHES, MAX_MAX_MATCHES)?;
     let (before, after) = match mode {
@@ -56,7 +57,7 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
         .case_insensitive(bool_field(input, "caseInsensitive", false)?)
         .line_terminator(Some(b'\n'))
         .build(pattern)
-        .map_err(|e| format!("Invalid regex {pattern:?}: {e}"))?;
+        .map_err(|e| ToolError::Failed(format!("Invalid regex {pattern:?}: {e}")))?;
     let filters = Filters::new(bool_field(input, "respectGitignore", true)?, optional_string(input, "include")?, None)?;
     let mut searcher = SearcherBuilder::new()
         .binary_detection(BinaryDetection::quit(b'\x00'))
@@ -102,7 +103,10 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
     } else if start.meta.is_file() {
         search.file(&mut searcher, &start.file, &start.shown);
     } else {
-        return Err(format!("Cannot search {}: it is not a regular file or a directory", start.shown));
+        return Err(ToolError::Failed(format!(
+            "Cannot search {}: it is not a regular file or a directory",
+            start.shown
+        )));
     }
     let mut output = if search.out.is_empty() {
         format!("(no matches for {pattern:?} in {})", start.shown)

@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use super::walk::{self, Filters, Limits, Stopped};
 use super::{ToolContext, bool_field, io_error, optional_string, positive};
 use crate::rpc::ToolOutput;
+use crate::toolpack::ToolError;
 
 const DEFAULT_DEPTH: u64 = 1;
 const MAX_DEPTH: u64 = 10;
@@ -23,7 +24,7 @@ const MAX_LIMIT: u64 = 2000;
 /// Past the limit the walk goes on only to count what was left out, up to this many entries.
 const COUNT_CAP: u64 = 100_000;
 
-pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let path = optional_string(input, "path")?.unwrap_or(".");
     let depth = positive(input, "depth", DEFAULT_DEPTH, MAX_DEPTH)?;
     let limit = positive(input, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
@@ -34,7 +35,7 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
     )?;
     let dir = ctx.open_read(path)?;
     if !dir.meta.is_dir() {
-        return Err(format!("Not a directory: {} (use file.read for files)", dir.shown));
+        return Err(ToolError::Failed(format!("Not a directory: {} (use file.read for files)", dir.shown)));
     }
     let limits = Limits { max_depth: depth, max_visits: COUNT_CAP, deadline: Instant::now() + walk::SEARCH_TIME };
     let mut lines = Vec::new();

@@ -8,13 +8,14 @@ use serde_json::{Map, Value, json};
 
 use super::{ToolContext, bool_field, io_error, string_field};
 use crate::rpc::ToolOutput;
+use crate::toolpack::ToolError;
 
-pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let overwrite = bool_field(input, "overwrite", false)?;
     let from = ctx.locate_entry(string_field(input, "from")?, "move")?;
     let to = ctx.locate_entry(string_field(input, "to")?, "move to")?;
     if from.kind().is_none() {
-        return Err(format!("No such file or directory: {}", from.shown));
+        return Err(ToolError::Failed(format!("No such file or directory: {}", from.shown)));
     }
     let flags = if overwrite { RenameFlags::empty() } else { RenameFlags::NOREPLACE };
     let mut renamed = rustix::fs::renameat_with(&from.dir, from.name.as_str(), &to.dir, to.name.as_str(), flags);
@@ -29,13 +30,16 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
     match renamed {
         Ok(()) => {}
         Err(Errno::EXIST) => {
-            return Err(format!("Cannot move to {}: it already exists (set overwrite: true to replace it)", to.shown));
+            return Err(ToolError::Failed(format!(
+                "Cannot move to {}: it already exists (set overwrite: true to replace it)",
+                to.shown
+            )));
         }
         Err(Errno::XDEV) => {
-            return Err(format!(
+            return Err(ToolError::Failed(format!(
                 "Cannot move {} to {}: they are on different filesystems (copy with file.read and file.write instead)",
                 from.shown, to.shown
-            ));
+            )));
         }
         Err(e) => return Err(io_error(&format!("move {} to", from.shown), &to.shown, &e.into())),
     }

@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 use super::{ToolContext, bool_field, io_error, rename_into_place, string_field, write_temp};
 use crate::paths::{Location, Roots};
 use crate::rpc::ToolOutput;
+use crate::toolpack::ToolError;
 
 /// The planned state of one file.
 struct Planned {
@@ -33,24 +34,24 @@ struct Plan {
     dirs: BTreeSet<String>,
 }
 
-pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let operations = match input.get("operations") {
         Some(Value::Array(ops)) if !ops.is_empty() => ops,
-        _ => return Err("operations must be a non-empty array".into()),
+        _ => return Err(ToolError::Rejected("operations must be a non-empty array".into())),
     };
     let mut plan = Plan::default();
     let mut lines = Vec::new();
     for operation in operations {
         let Value::Object(operation) = operation else {
-            return Err("Each patch operation must be an object".into());
+            return Err(ToolError::Rejected("Each patch operation must be an object".into()));
         };
         let op = match operation.get("op") {
             Some(Value::String(op)) => op.as_str(),
-            Some(other) => return Err(format!("Unsupported patch op: {other}")),
-            None => return Err("Unsupported patch op: undefined".into()),
+            Some(other) => return Err(ToolError::Rejected(format!("Unsupported patch op: {other}"))),
+            None => return Err(ToolError::Rejected("Unsupported patch op: undefined".into())),
         };
         if !matches!(op, "add" | "update" | "delete") {
-            return Err(format!("Unsupported patch op: {op}"));
+            return Err(ToolError::Rejected(format!("Unsupported patch op: {op}")));
         }
         let path = string_field(operation, "path")?;
         let location = ctx.locate_write(path)?;
@@ -72,12 +73,12 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
 }
 
 impl Plan {
-    fn add(&mut self, location: Location, operation: &Map<String, Value>) -> Result<String, String> {
+    fn add(&mut self, location: Location, operation: &Map<String, Value>) -> Result<String, ToolError> {
         let content = string_field(operation, "content")?;
         let create_dirs = bool_field(operation, "createDirs", false)?;
         let shown = location.shown.clone();
         if self.kind(&location) == Some(FileType::Directory) {
-            return Err(format!("Cannot write {shown}: it is a directory"));
+            return Err(ToolError::Failed(format!("Cannot write {shown}: it is a directory")));
         }
         if location.name().is_none() {
             let resolved = location.resolved();
@@ -87,10 +88,10 @@ impl Plan {
             // `parents[0]` is the parent itself; another `add` may already have planned it.
             if !self.dirs.contains(&parents[0]) {
                 if !create_dirs {
-                    return Err(format!(
+                    return Err(ToolError::Failed(format!(
                         "Parent directory does not exist: {} (set createDirs: true to create it)",
                         Roots::normalize(&format!("{shown}/.."))
-                    ));
+                    )));
                 }
                 self.dirs.extend(parents);
             }
@@ -106,27 +107,27 @@ impl Plan {
         path: &str,
         location: Location,
         operation: &Map<String, Value>,
-    ) -> Result<String, String> {
+    ) -> Result<String, ToolError> {
         let shown = location.shown.clone();
         let search = match operation.get("search") {
             Some(Value::String(s)) if !s.is_empty() => s.as_str(),
-            _ => return Err(format!("Patch search text is required for update: {shown}")),
+            _ => return Err(ToolError::Rejected(format!("Patch search text is required for update: {shown}"))),
         };
         let replace = match operation.get("replace") {
             None | Some(Value::Null) => "",
             Some(Value::String(s)) => s.as_str(),
-            Some(_) => return Err("replace must be a string".into()),
+            Some(_) => return Err(ToolError::Rejected("replace must be a string".into())),
         };
         let replace_all = bool_field(operation, "replaceAll", false)?;
         let current = self.current(ctx, path, &location)?;
         let matches = current.matches(search).count();
         if matches == 0 {
-            return Err(format!("Patch search text not found in {shown}"));
+            return Err(ToolError::Failed(format!("Patch search text not found in {shown}")));
         }
         if matches > 1 && !replace_all {
-            return Err(format!(
+            return Err(ToolError::Failed(format!(
                 "Patch search text matched {matches} times in {shown}; set replaceAll:true or make search text unique"
-            ));
+            )));
         }
         let updated = current.replace(search, replace);
         self.set(location, Some(updated));
@@ -134,17 +135,19 @@ impl Plan {
         Ok(format!("Updated {shown} ({matches} {plural})"))
     }
 
-    fn delete(&mut self, location: Location) -> Result<String, String> {
+    fn delete(&mut self, location: Location) -> Result<String, ToolError> {
         let shown = location.shown.clone();
         let exists = match self.files.get(&location.resolved()) {
             Some(planned) => planned.content.is_some(),
             None => match location.file_type() {
-                Some(FileType::Directory) => return Err(format!("Cannot delete {shown}: it is a directory")),
+                Some(FileType::Directory) => {
+                    return Err(ToolError::Failed(format!("Cannot delete {shown}: it is a directory")));
+                }
                 kind => kind.is_some(),
             },
         };
         if !exists {
-            return Err(format!("No such file or directory: {shown}"));
+            return Err(ToolError::Failed(format!("No such file or directory: {shown}")));
         }
         self.set(location, None);
         Ok(format!("Deleted {shown}"))
@@ -159,19 +162,22 @@ impl Plan {
     }
 
     /// The content a file has at this point of the plan.
-    fn current(&self, ctx: &ToolContext, path: &str, location: &Location) -> Result<String, String> {
+    fn current(&self, ctx: &ToolContext, path: &str, location: &Location) -> Result<String, ToolError> {
         let shown = &location.shown;
         match self.files.get(&location.resolved()) {
             Some(Planned { content: Some(content), .. }) => Ok(content.clone()),
-            Some(Planned { content: None, .. }) => Err(format!("No such file or directory: {shown}")),
+            Some(Planned { content: None, .. }) => {
+                Err(ToolError::Failed(format!("No such file or directory: {shown}")))
+            }
             None => {
                 if location.file_type() == Some(FileType::Directory) {
-                    return Err(format!("Cannot update {shown}: it is a directory"));
+                    return Err(ToolError::Failed(format!("Cannot update {shown}: it is a directory")));
                 }
                 let mut opened = ctx.open_write(path)?;
                 let mut bytes = Vec::new();
                 opened.file.read_to_end(&mut bytes).map_err(|e| io_error("read", shown, &e))?;
-                String::from_utf8(bytes).map_err(|_| format!("Cannot update {shown}: it is not UTF-8 text"))
+                String::from_utf8(bytes)
+                    .map_err(|_| ToolError::Failed(format!("Cannot update {shown}: it is not UTF-8 text")))
             }
         }
     }
@@ -190,7 +196,7 @@ impl Plan {
 
     /// Write everything to temporary files first; only then rename and delete. A failure before
     /// the renames removes what was created and changes nothing.
-    fn commit(self) -> Result<(), String> {
+    fn commit(self) -> Result<(), ToolError> {
         let mut created_dirs: Vec<(OwnedFd, String)> = Vec::new();
         let mut temps: Vec<(OwnedFd, String, &str, &str)> = Vec::new();
         let undo = |temps: &[(OwnedFd, String, &str, &str)], dirs: &[(OwnedFd, String)]| {
@@ -242,6 +248,10 @@ impl Plan {
                 failures.push(io_error("delete", &planned.shown, &e.into()));
             }
         }
-        if failures.is_empty() { Ok(()) } else { Err(failures.join("\n")) }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(ToolError::Failed(failures.iter().map(ToolError::message).collect::<Vec<_>>().join("\n")))
+        }
     }
 }

@@ -14,6 +14,7 @@ use rustix::fs::{AtFlags, FileType};
 
 use super::{Opened, ToolContext, cut_to_bytes, io_error, positive, string_field};
 use crate::rpc::ToolOutput;
+use crate::toolpack::ToolError;
 
 const DEFAULT_LIMIT: u64 = 200;
 const MAX_LIMIT: u64 = 2000;
@@ -21,7 +22,7 @@ const DEFAULT_MAX_BYTES: u64 = 50_000;
 const MAX_MAX_BYTES: u64 = 100_000;
 const MAX_LINE_CHARS: usize = 2000;
 
-pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let path = string_field(input, "path")?;
     let offset = positive(input, "offset", 1, u64::MAX)?;
     let limit = positive(input, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
@@ -31,7 +32,7 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
         read_directory(ctx, &path, offset, limit).map_err(|e| io_error("list", &path.shown, &e))?
     } else if !path.meta.is_file() {
         // A FIFO is opened without waiting for a writer, but reading it could still wait.
-        return Err(format!("Cannot read {}: it is not a regular file or a directory", path.shown));
+        return Err(ToolError::Failed(format!("Cannot read {}: it is not a regular file or a directory", path.shown)));
     } else {
         read_file(&path.file, offset, limit).map_err(|e| io_error("read", &path.shown, &e))?
     };

@@ -8,25 +8,26 @@ use serde_json::{Map, Value, json};
 use super::{ToolContext, bool_field, io_error, rename_into_place, string_field, write_temp};
 use crate::paths::Roots;
 use crate::rpc::ToolOutput;
+use crate::toolpack::ToolError;
 
-pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let path = string_field(input, "path")?;
     let content = string_field(input, "content")?;
     let create_dirs = bool_field(input, "createDirs", false)?;
     let location = ctx.locate_write(path)?;
     let shown = location.shown.clone();
     if location.file_type() == Some(FileType::Directory) {
-        return Err(format!("Cannot write {shown}: it is a directory"));
+        return Err(ToolError::Failed(format!("Cannot write {shown}: it is a directory")));
     }
-    let Some(name) = location.rest.last() else { return Err(format!("Cannot write {shown}")) };
+    let Some(name) = location.rest.last() else { return Err(ToolError::Failed(format!("Cannot write {shown}"))) };
     let parent = if location.name().is_some() {
         location.dir.try_clone().map_err(|e| io_error("write", &shown, &e))?
     } else {
         if !create_dirs {
-            return Err(format!(
+            return Err(ToolError::Failed(format!(
                 "Parent directory does not exist: {} (set createDirs: true to create it)",
                 Roots::normalize(&format!("{shown}/.."))
-            ));
+            )));
         }
         location.create_parents(&mut Vec::new()).map_err(|e| io_error("create the directory of", &shown, &e))?
     };

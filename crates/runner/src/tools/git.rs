@@ -22,8 +22,9 @@ use gix::status::plumbing::index_as_worktree_with_renames::Summary;
 use serde_json::{Map, Value, json};
 
 use super::{ToolContext, bool_field, cut_to_bytes, optional_string, positive};
-use crate::paths::{ARTIFACTS, MNT, Roots, WORKSPACE};
+use crate::paths::{ARTIFACTS, MNT, PathRefusal, Roots, WORKSPACE};
 use crate::rpc::ToolOutput;
+use crate::toolpack::ToolError;
 
 const MAX_STATUS_ENTRIES: usize = 500;
 const DEFAULT_DIFF_BYTES: u64 = 50_000;
@@ -46,18 +47,20 @@ struct Repo {
 }
 
 impl Repo {
-    fn open(ctx: &ToolContext, input: &Map<String, Value>) -> Result<Repo, String> {
+    fn open(ctx: &ToolContext, input: &Map<String, Value>) -> Result<Repo, ToolError> {
         let path = optional_string(input, "path")?.unwrap_or(".");
         let shown = Roots::normalize(path);
         // A path that is gone (a deleted file's history) is looked for from its nearest parent.
         let mut existing = shown.clone();
         let start = loop {
-            match ctx.open_read(&existing) {
+            match ctx.roots.open(&existing, &[WORKSPACE, ARTIFACTS, MNT]) {
                 Ok(start) => break start,
-                Err(e) if e.starts_with("No such file or directory") && existing.matches('/').count() > 1 => {
+                Err(PathRefusal::Io(e))
+                    if e.kind() == std::io::ErrorKind::NotFound && existing.matches('/').count() > 1 =>
+                {
                     existing = parent(&existing).to_string();
                 }
-                Err(e) => return Err(e),
+                Err(refusal) => return Err(ctx.read_refusal(&existing, refusal)),
             }
         };
         let mut dir = if start.meta.is_dir() { existing } else { parent(&existing).to_string() };
@@ -66,19 +69,26 @@ impl Repo {
                 break dir;
             }
             if [WORKSPACE, ARTIFACTS, MNT].contains(&dir.as_str()) || dir.matches('/').count() <= 1 {
-                return Err(format!("Not a git repository (nor any parent up to {}): {shown}", top_root(&shown)));
+                return Err(ToolError::Failed(format!(
+                    "Not a git repository (nor any parent up to {}): {shown}",
+                    top_root(&shown)
+                )));
             }
             dir = parent(&dir).to_string();
         };
-        let disk = ctx.roots.to_disk(&top).ok_or_else(|| format!("Not a git repository: {shown}"))?;
+        let disk =
+            ctx.roots.to_disk(&top).ok_or_else(|| ToolError::Failed(format!("Not a git repository: {shown}")))?;
         let options = gix::open::Options::isolated();
-        let repo = gix::open_opts(&disk, options)
-            .map_err(|e| format!("Cannot open the git repository at {top}: {}", one_line(&e.to_string())))?;
+        let repo = gix::open_opts(&disk, options).map_err(|e| {
+            ToolError::Failed(format!("Cannot open the git repository at {top}: {}", one_line(&e.to_string())))
+        })?;
         let beneath = ctx.disk_roots();
         for (what, place) in [("git directory", Some(repo.git_dir())), ("worktree", repo.workdir())] {
             let real = place.and_then(|p| std::fs::canonicalize(p).ok());
             if !real.as_deref().is_some_and(|real| beneath.iter().any(|root| real.starts_with(root))) {
-                return Err(format!("Cannot open the git repository at {top}: its {what} is outside the roots"));
+                return Err(ToolError::Failed(format!(
+                    "Cannot open the git repository at {top}: its {what} is outside the roots"
+                )));
             }
         }
         let filter = shown.strip_prefix(&top).unwrap_or_default().trim_start_matches('/').to_string();
@@ -108,8 +118,10 @@ impl Repo {
     }
 
     /// The changes between `HEAD` and the index (staged) and between the index and the worktree.
-    fn changes(&self) -> Result<Changes, String> {
-        let failed = |e: gix::Error| format!("git status failed in {}: {}", self.top, one_line(&e.to_string()));
+    fn changes(&self) -> Result<Changes, ToolError> {
+        let failed = |e: gix::Error| {
+            ToolError::Failed(format!("git status failed in {}: {}", self.top, one_line(&e.to_string())))
+        };
         let items = self
             .repo
             .status(gix::progress::Discard)
@@ -170,13 +182,14 @@ impl Repo {
     }
 
     /// A blob's content, unless it is too large to diff.
-    fn blob(&self, id: Option<gix::ObjectId>) -> Result<Content, String> {
+    fn blob(&self, id: Option<gix::ObjectId>) -> Result<Content, ToolError> {
         let Some(id) = id else { return Ok(Content::Text(String::new())) };
-        let header = self.repo.find_header(id).map_err(|e| format!("Cannot read object {id}: {e}"))?;
+        let header =
+            self.repo.find_header(id).map_err(|e| ToolError::Failed(format!("Cannot read object {id}: {e}")))?;
         if header.size() > MAX_DIFF_FILE_BYTES {
             return Ok(Content::TooLarge);
         }
-        let blob = self.repo.find_blob(id).map_err(|e| format!("Cannot read object {id}: {e}"))?;
+        let blob = self.repo.find_blob(id).map_err(|e| ToolError::Failed(format!("Cannot read object {id}: {e}")))?;
         Ok(Content::of(blob.data.clone()))
     }
 
@@ -234,7 +247,7 @@ impl Content {
     }
 }
 
-pub(super) fn status(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+pub(super) fn status(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let repo = Repo::open(ctx, input)?;
     let changes = repo.changes()?;
     let mut lines = vec![repo.head_line()];
@@ -279,7 +292,7 @@ pub(super) fn status(ctx: &ToolContext, input: &Map<String, Value>) -> Result<To
     })
 }
 
-pub(super) fn diff(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+pub(super) fn diff(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let staged = bool_field(input, "staged", false)?;
     let max_bytes = positive(input, "maxBytes", DEFAULT_DIFF_BYTES, MAX_DIFF_BYTES)? as usize;
     let repo = Repo::open(ctx, input)?;
@@ -348,10 +361,11 @@ pub(super) fn diff(ctx: &ToolContext, input: &Map<String, Value>) -> Result<Tool
     })
 }
 
-pub(super) fn log(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+pub(super) fn log(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let limit = positive(input, "limit", DEFAULT_LOG, MAX_LOG)? as usize;
     let repo = Repo::open(ctx, input)?;
-    let failed = |e: gix::Error| format!("git log failed in {}: {}", repo.top, one_line(&e.to_string()));
+    let failed =
+        |e: gix::Error| ToolError::Failed(format!("git log failed in {}: {}", repo.top, one_line(&e.to_string())));
     let Ok(head) = repo.repo.head_id() else {
         return Ok(ToolOutput {
             title: Some(repo.shown_filter()),

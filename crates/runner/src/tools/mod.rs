@@ -10,8 +10,10 @@
 //! rename can lead a tool outside its roots ([`crate::paths`]); and `file.patch` is
 //! all-or-nothing.
 //!
-//! Errors are plain strings on purpose: each is the exact text the model sees, and it crosses
-//! the wire unchanged as a `-32000` message.
+//! Errors are [`ToolError`]s: the message is the exact text the model sees, and it crosses the
+//! wire unchanged as a `-32000` message with the kind in `data.kind` (a malformed input is
+//! `rejected`, a cancelled `shell.exec` `cancelled`, a file over a limit `too_large`, the rest
+//! `failed`).
 
 mod file_delete;
 mod file_edit;
@@ -35,6 +37,7 @@ use tokio::sync::Notify;
 
 use super::paths::{ARTIFACTS, Location, MNT, Opened, PathRefusal, Roots, WORKSPACE};
 use crate::rpc::ToolOutput;
+use crate::toolpack::ToolError;
 pub use shell_background::BackgroundCommands;
 /// How `shell.exec` runs a process, shared with packs' `context.exec`.
 pub(crate) use shell_exec::{ProcessRequest, execute};
@@ -44,7 +47,7 @@ pub(crate) use shell_exec::{ProcessRequest, execute};
 /// tools share the runner's [`BackgroundCommands`].
 #[derive(Clone, Copy)]
 pub enum Implementation {
-    Blocking(fn(&ToolContext, &Map<String, Value>) -> Result<ToolOutput, String>),
+    Blocking(fn(&ToolContext, &Map<String, Value>) -> Result<ToolOutput, ToolError>),
     Shell,
     Background(shell_background::Op),
 }
@@ -132,8 +135,8 @@ impl BuiltinTools {
     }
 
     /// Run a tool by name (`Unknown tool: <name>` if it is not a built-in).
-    pub async fn invoke(&self, tool: &str, input: Value) -> Result<ToolOutput, String> {
-        let tool = BuiltinTool::from_name(tool).ok_or_else(|| format!("Unknown tool: {tool}"))?;
+    pub async fn invoke(&self, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
+        let tool = BuiltinTool::from_name(tool).ok_or_else(|| ToolError::Rejected(format!("Unknown tool: {tool}")))?;
         self.run(tool, input, None).await
     }
 
@@ -143,8 +146,10 @@ impl BuiltinTools {
         tool: BuiltinTool,
         input: Value,
         cancel: Option<Arc<Notify>>,
-    ) -> Result<ToolOutput, String> {
-        let Value::Object(input) = input else { return Err("Tool input must be an object".into()) };
+    ) -> Result<ToolOutput, ToolError> {
+        let Value::Object(input) = input else {
+            return Err(ToolError::Rejected("Tool input must be an object".into()));
+        };
         let run = match tool.implementation {
             Implementation::Shell => return shell_exec::run(&self.ctx, &input, cancel).await,
             Implementation::Background(op) => return shell_background::run(op, &self.ctx, &input).await,
@@ -154,35 +159,37 @@ impl BuiltinTools {
         let ctx = self.ctx.clone();
         tokio::task::spawn_blocking(move || run(&ctx, &input))
             .await
-            .unwrap_or_else(|e| Err(format!("{} failed unexpectedly: {e}", tool.name())))
+            .unwrap_or_else(|e| Err(ToolError::Failed(format!("{} failed unexpectedly: {e}", tool.name()))))
     }
 }
 
 impl ToolContext {
     /// Open an existing file or directory under the read roots.
-    fn open_read(&self, input: &str) -> Result<Opened, String> {
+    fn open_read(&self, input: &str) -> Result<Opened, ToolError> {
         self.roots.open(input, &[WORKSPACE, ARTIFACTS, MNT]).map_err(|refusal| self.read_refusal(input, refusal))
     }
 
     /// Open an existing file under the write roots (the current content of a file to patch).
-    fn open_write(&self, input: &str) -> Result<Opened, String> {
+    fn open_write(&self, input: &str) -> Result<Opened, ToolError> {
         self.roots.open(input, &self.write_roots()).map_err(|refusal| self.write_refusal(input, "read", refusal))
     }
 
     /// Locate a path to create, replace or delete under the write roots.
-    fn locate_write(&self, input: &str) -> Result<Location, String> {
+    fn locate_write(&self, input: &str) -> Result<Location, ToolError> {
         self.roots.locate(input, &self.write_roots()).map_err(|refusal| self.write_refusal(input, "write", refusal))
     }
 
     /// The entry `input` names under the write roots, for deleting or renaming it: its parent
     /// directory opened (every link on the way followed and checked) and its final name, which
     /// is not followed when it is a link. A root itself is refused.
-    fn locate_entry(&self, input: &str, action: &str) -> Result<NamedEntry, String> {
+    fn locate_entry(&self, input: &str, action: &str) -> Result<NamedEntry, ToolError> {
         let shown = Roots::normalize(input);
         if self.write_roots().contains(&shown.as_str()) {
-            return Err(format!("Cannot {action} {shown}: it is a root directory"));
+            return Err(ToolError::Failed(format!("Cannot {action} {shown}: it is a root directory")));
         }
-        let Some((parent, name)) = shown.rsplit_once('/') else { return Err(format!("Cannot {action} {shown}")) };
+        let Some((parent, name)) = shown.rsplit_once('/') else {
+            return Err(ToolError::Failed(format!("Cannot {action} {shown}")));
+        };
         if !self.write_roots().iter().any(|root| shown.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'))) {
             return Err(self.write_refusal(input, action, PathRefusal::OutsideRoots(shown)));
         }
@@ -204,22 +211,22 @@ impl ToolContext {
         [WORKSPACE, &self.own_artifacts]
     }
 
-    fn read_refusal(&self, input: &str, refusal: PathRefusal) -> String {
+    fn read_refusal(&self, input: &str, refusal: PathRefusal) -> ToolError {
         match refusal {
             PathRefusal::OutsideRoots(shown) => {
-                format!("Read path must be under /workspace, /artifacts, or /mnt: {shown}")
+                ToolError::Failed(format!("Read path must be under /workspace, /artifacts, or /mnt: {shown}"))
             }
-            PathRefusal::Unresolvable(why) => why,
+            PathRefusal::Unresolvable(why) => ToolError::Failed(why),
             PathRefusal::Io(e) => io_error("read", &Roots::normalize(input), &e),
         }
     }
 
-    fn write_refusal(&self, input: &str, action: &str, refusal: PathRefusal) -> String {
+    fn write_refusal(&self, input: &str, action: &str, refusal: PathRefusal) -> ToolError {
         match refusal {
             PathRefusal::OutsideRoots(shown) => {
-                format!("Write path must be under /workspace or {}: {shown}", self.own_artifacts)
+                ToolError::Failed(format!("Write path must be under /workspace or {}: {shown}", self.own_artifacts))
             }
-            PathRefusal::Unresolvable(why) => why,
+            PathRefusal::Unresolvable(why) => ToolError::Failed(why),
             PathRefusal::Io(e) => io_error(action, &Roots::normalize(input), &e),
         }
     }
@@ -244,62 +251,62 @@ impl NamedEntry {
 }
 
 /// A required string field (`<key> must be a string`).
-fn string_field<'a>(input: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
+fn string_field<'a>(input: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolError> {
     match input.get(key) {
         Some(Value::String(s)) => Ok(s),
-        _ => Err(format!("{key} must be a string")),
+        _ => Err(ToolError::Rejected(format!("{key} must be a string"))),
     }
 }
 
 /// An optional string field (`<key> must be a string`).
-fn optional_string<'a>(input: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
+fn optional_string<'a>(input: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, ToolError> {
     match input.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!("{key} must be a string")),
+        Some(_) => Err(ToolError::Rejected(format!("{key} must be a string"))),
     }
 }
 
 /// An optional whole number of at least zero, capped (`<key> must be a number of at least 0`).
-fn count(input: &Map<String, Value>, key: &str, default: u64, cap: u64) -> Result<u64, String> {
+fn count(input: &Map<String, Value>, key: &str, default: u64, cap: u64) -> Result<u64, ToolError> {
     match input.get(key) {
         None | Some(Value::Null) => Ok(default.min(cap)),
         Some(Value::Number(n)) => match n.as_f64() {
             Some(f) if f.is_finite() && f >= 0.0 => Ok((f.floor() as u64).min(cap)),
-            _ => Err(format!("{key} must be a number of at least 0")),
+            _ => Err(ToolError::Rejected(format!("{key} must be a number of at least 0"))),
         },
-        Some(_) => Err(format!("{key} must be a number of at least 0")),
+        Some(_) => Err(ToolError::Rejected(format!("{key} must be a number of at least 0"))),
     }
 }
 
 /// An optional boolean (`<key> must be a boolean`).
-fn bool_field(input: &Map<String, Value>, key: &str, default: bool) -> Result<bool, String> {
+fn bool_field(input: &Map<String, Value>, key: &str, default: bool) -> Result<bool, ToolError> {
     match input.get(key) {
         None | Some(Value::Null) => Ok(default),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(format!("{key} must be a boolean")),
+        Some(_) => Err(ToolError::Rejected(format!("{key} must be a boolean"))),
     }
 }
 
 /// An optional positive whole number, capped (`Expected a positive number`).
-fn positive(input: &Map<String, Value>, key: &str, default: u64, cap: u64) -> Result<u64, String> {
+fn positive(input: &Map<String, Value>, key: &str, default: u64, cap: u64) -> Result<u64, ToolError> {
     match input.get(key) {
         None | Some(Value::Null) => Ok(default.min(cap)),
         Some(Value::Number(n)) => match n.as_f64() {
             Some(f) if f.is_finite() && f >= 1.0 => Ok((f.floor() as u64).min(cap)),
-            _ => Err("Expected a positive number".into()),
+            _ => Err(ToolError::Rejected("Expected a positive number".into())),
         },
-        Some(_) => Err("Expected a positive number".into()),
+        Some(_) => Err(ToolError::Rejected("Expected a positive number".into())),
     }
 }
 
 /// The message for a failed filesystem operation on `shown`.
-fn io_error(action: &str, shown: &str, error: &std::io::Error) -> String {
-    match error.kind() {
+fn io_error(action: &str, shown: &str, error: &std::io::Error) -> ToolError {
+    ToolError::Failed(match error.kind() {
         std::io::ErrorKind::NotFound => format!("No such file or directory: {shown}"),
         std::io::ErrorKind::PermissionDenied => format!("Permission denied: {shown}"),
         _ => format!("Cannot {action} {shown}: {error}"),
-    }
+    })
 }
 
 /// Write `content` to a new temporary file in `dir` next to `name` (keeping the permissions of
@@ -363,7 +370,10 @@ mod tests {
         assert_eq!(positive(&input(json!(null)), "n", 3, 10), Ok(3));
         assert_eq!(positive(&input(json!(2.7)), "n", 1, 10), Ok(2));
         for bad in [json!(0), json!(-1), json!("5"), json!(0.5), json!(true)] {
-            assert_eq!(positive(&input(bad), "n", 1, 10), Err("Expected a positive number".into()));
+            assert_eq!(
+                positive(&input(bad), "n", 1, 10),
+                Err(ToolError::Rejected("Expected a positive number".into()))
+            );
         }
     }
 

@@ -34,6 +34,7 @@ use tokio::sync::{Notify, watch};
 use super::shell_exec::{DRAIN_GRACE, KILL_GRACE, group_has_live_members, shell, signal_name, working_directory};
 use super::{ToolContext, positive, string_field};
 use crate::rpc::{CommandFinishedParams, CommandInfo, CommandStatus, ToolOutput};
+use crate::toolpack::ToolError;
 
 /// Output kept per command (its tail).
 pub const RING_BYTES: usize = 1 << 20;
@@ -265,7 +266,7 @@ impl BackgroundCommands {
     }
 
     /// By id, or by name (the newest command with it).
-    fn find(&self, key: &str) -> Result<Arc<Background>, String> {
+    fn find(&self, key: &str) -> Result<Arc<Background>, ToolError> {
         let all = self.all();
         if let Some(found) = all.get(key) {
             return Ok(found.clone());
@@ -274,7 +275,7 @@ impl BackgroundCommands {
             .rev()
             .find(|c| c.name.as_deref() == Some(key))
             .cloned()
-            .ok_or_else(|| format!("No background command {key}: shell.list shows them"))
+            .ok_or_else(|| ToolError::Rejected(format!("No background command {key}: shell.list shows them")))
     }
 
     /// Every command, oldest first, with up to `tail_chars` of its recent output.
@@ -285,8 +286,9 @@ impl BackgroundCommands {
 
     /// Stop a command for the user (the controller's `stopCommand`); like `shell.stop`, no
     /// report follows.
-    pub async fn stop(&self, id: &str) -> Result<CommandInfo, String> {
-        let command = self.all().get(id).cloned().ok_or_else(|| format!("No background command {id}"))?;
+    pub async fn stop(&self, id: &str) -> Result<CommandInfo, ToolError> {
+        let command =
+            self.all().get(id).cloned().ok_or_else(|| ToolError::Rejected(format!("No background command {id}")))?;
         command.request_stop(Signal::SIGTERM);
         wait_ended(&command, KILL_GRACE + Duration::from_secs(3)).await;
         Ok(command.info(0))
@@ -357,7 +359,7 @@ impl BackgroundCommands {
     }
 }
 
-pub(super) async fn run(op: Op, ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+pub(super) async fn run(op: Op, ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let commands = &ctx.commands;
     match op {
         Op::Start => start(ctx, commands, input).await,
@@ -371,16 +373,16 @@ async fn start(
     ctx: &ToolContext,
     commands: &Arc<BackgroundCommands>,
     input: &Map<String, Value>,
-) -> Result<ToolOutput, String> {
+) -> Result<ToolOutput, ToolError> {
     let command = string_field(input, "command")?.to_string();
     let name = match input.get("name") {
         None | Some(Value::Null) => None,
         Some(Value::String(n)) if n.trim().is_empty() => None,
         Some(Value::String(n)) if n.chars().count() > MAX_NAME_CHARS => {
-            return Err(format!("name must be at most {MAX_NAME_CHARS} characters"));
+            return Err(ToolError::Rejected(format!("name must be at most {MAX_NAME_CHARS} characters")));
         }
         Some(Value::String(n)) => Some(n.trim().to_string()),
-        Some(_) => return Err("name must be a string".into()),
+        Some(_) => return Err(ToolError::Rejected("name must be a string".into())),
     };
     let env = match input.get("env") {
         None | Some(Value::Null) => Vec::new(),
@@ -388,20 +390,20 @@ async fn start(
             .iter()
             .map(|(k, v)| match v {
                 Value::String(v) if valid_env_name(k) && !v.contains('\0') => Ok((k.clone(), v.clone())),
-                Value::String(_) => Err(format!("env: {k:?} is not a usable variable name")),
-                _ => Err(format!("env.{k} must be a string")),
+                Value::String(_) => Err(ToolError::Rejected(format!("env: {k:?} is not a usable variable name"))),
+                _ => Err(ToolError::Rejected(format!("env.{k} must be a string"))),
             })
             .collect::<Result<Vec<_>, _>>()?,
-        Some(_) => return Err("env must be an object of strings".into()),
+        Some(_) => return Err(ToolError::Rejected("env must be an object of strings".into())),
     };
     let (cwd_shown, cwd) = working_directory(ctx, input.get("cwd"))?;
     if !cwd.is_dir() {
-        return Err(format!("Working directory does not exist: {cwd_shown}"));
+        return Err(ToolError::Failed(format!("Working directory does not exist: {cwd_shown}")));
     }
     if commands.running() >= MAX_RUNNING {
-        return Err(format!(
+        return Err(ToolError::Failed(format!(
             "{MAX_RUNNING} background commands are running already (the most an agent may have): stop one with shell.stop or wait for one to end"
-        ));
+        )));
     }
 
     let (program, flag) = shell();
@@ -416,8 +418,8 @@ async fn start(
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("Cannot start {program}: {e}"))?;
-    let pid = child.id().ok_or("the command exited before it could be watched")?;
+        .map_err(|e| ToolError::Failed(format!("Cannot start {program}: {e}")))?;
+    let pid = child.id().ok_or_else(|| ToolError::Failed("the command exited before it could be watched".into()))?;
     let (ended, _) = watch::channel(false);
     let background = Arc::new(Background {
         id: format!("cmd_{}", uuid::Uuid::now_v7().simple()),
@@ -532,13 +534,13 @@ async fn wait_ended(command: &Background, within: Duration) {
     let _ = tokio::time::timeout(within, ended.wait_for(|e| *e)).await;
 }
 
-async fn check(commands: &BackgroundCommands, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+async fn check(commands: &BackgroundCommands, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let command = commands.find(string_field(input, "id")?)?;
     let max = positive(input, "maxOutputBytes", DEFAULT_CHECK_OUTPUT, MAX_CHECK_OUTPUT)? as usize;
     let wait_ms = match input.get("waitMs") {
         None | Some(Value::Null) => 0,
         Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64().unwrap_or(0).min(MAX_WAIT_MS),
-        Some(_) => return Err("waitMs must be a whole number of milliseconds".into()),
+        Some(_) => return Err(ToolError::Rejected("waitMs must be a whole number of milliseconds".into())),
     };
     let waiting = wait_ms > 0 && {
         let mut state = lock(&command.state);
@@ -563,7 +565,7 @@ async fn check(commands: &BackgroundCommands, input: &Map<String, Value>) -> Res
     Ok(result_of(&command, &state, lost, new, max))
 }
 
-async fn stop(commands: &BackgroundCommands, input: &Map<String, Value>) -> Result<ToolOutput, String> {
+async fn stop(commands: &BackgroundCommands, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let command = commands.find(string_field(input, "id")?)?;
     let was_running = lock(&command.state).running();
     command.request_stop(Signal::SIGTERM);

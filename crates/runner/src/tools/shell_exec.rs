@@ -27,6 +27,7 @@ use tokio::sync::Notify;
 use super::{ToolContext, positive};
 use crate::paths::{Roots, WORKSPACE};
 use crate::rpc::ToolOutput;
+use crate::toolpack::ToolError;
 
 const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 const MAX_TIMEOUT_MS: u64 = 300_000;
@@ -42,16 +43,16 @@ pub(super) async fn run(
     ctx: &ToolContext,
     input: &Map<String, Value>,
     cancel: Option<Arc<Notify>>,
-) -> Result<ToolOutput, String> {
+) -> Result<ToolOutput, ToolError> {
     let command = match input.get("command") {
         Some(Value::String(command)) => command.as_str(),
-        _ => return Err("command must be a string".into()),
+        _ => return Err(ToolError::Rejected("command must be a string".into())),
     };
     let timeout_ms = positive(input, "timeoutMs", DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)?;
     let max_output = positive(input, "maxOutputBytes", DEFAULT_MAX_OUTPUT, MAX_MAX_OUTPUT)? as usize;
     let (cwd_shown, cwd) = working_directory(ctx, input.get("cwd"))?;
     if !cwd.is_dir() {
-        return Err(format!("Working directory does not exist: {cwd_shown}"));
+        return Err(ToolError::Failed(format!("Working directory does not exist: {cwd_shown}")));
     }
 
     let (program, flag) = shell();
@@ -70,9 +71,10 @@ pub(super) async fn run(
             None => std::future::pending().await,
         }
     };
-    let done = execute(request, cancelled).await.map_err(|e| format!("Cannot start {program}: {e}"))?;
+    let done =
+        execute(request, cancelled).await.map_err(|e| ToolError::Failed(format!("Cannot start {program}: {e}")))?;
     if done.cancelled {
-        return Err(format!("shell.exec was cancelled: {command}"));
+        return Err(ToolError::Cancelled(format!("shell.exec was cancelled: {command}")));
     }
 
     let exit_code = done.status.code();
@@ -261,12 +263,12 @@ pub(super) fn group_has_live_members(group: Pid) -> bool {
 
 /// The working directory as shown and on disk. Relative paths resolve under `/workspace`; any
 /// absolute path is allowed (the roots map to their directories on disk).
-pub(super) fn working_directory(ctx: &ToolContext, cwd: Option<&Value>) -> Result<(String, PathBuf), String> {
+pub(super) fn working_directory(ctx: &ToolContext, cwd: Option<&Value>) -> Result<(String, PathBuf), ToolError> {
     let shown = match cwd {
         None | Some(Value::Null) => WORKSPACE.to_string(),
         Some(Value::String(cwd)) if cwd.is_empty() => WORKSPACE.to_string(),
         Some(Value::String(cwd)) => Roots::normalize(cwd),
-        Some(_) => return Err("cwd must be a string".into()),
+        Some(_) => return Err(ToolError::Rejected("cwd must be a string".into())),
     };
     let on_disk = ctx.roots.to_disk(&shown).unwrap_or_else(|| PathBuf::from(&shown));
     Ok((shown, on_disk))

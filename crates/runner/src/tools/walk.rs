@@ -24,6 +24,7 @@ use rustix::fs::{AtFlags, FileType};
 
 use super::ToolContext;
 use crate::paths::{open_child_dir, open_child_file};
+use crate::toolpack::ToolError;
 
 /// A `.gitignore` larger than this is not read (git itself has no limit; this is a guard).
 const MAX_GITIGNORE_BYTES: u64 = 1 << 20;
@@ -45,7 +46,7 @@ impl Filters {
     /// `include` selects files (not directories); `exclude` drops files and whole directories.
     /// A glob without `/` matches an entry's name at any depth, one with `/` its path relative
     /// to where the walk started; `*` does not cross `/`, `**` does.
-    pub(super) fn new(gitignore: bool, include: Option<&str>, exclude: Option<&str>) -> Result<Filters, String> {
+    pub(super) fn new(gitignore: bool, include: Option<&str>, exclude: Option<&str>) -> Result<Filters, ToolError> {
         Ok(Filters {
             gitignore,
             include: include.map(|g| glob("include", g)).transpose()?,
@@ -63,13 +64,13 @@ impl Filters {
 }
 
 /// A glob as the tools take it (`Invalid <key> glob ...` when it is not one).
-pub(super) fn glob(key: &str, pattern: &str) -> Result<GlobMatcher, String> {
+pub(super) fn glob(key: &str, pattern: &str) -> Result<GlobMatcher, ToolError> {
     GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
         .map(|g| g.compile_matcher())
-        .map_err(|e| format!("Invalid {key} glob {pattern:?}: {}", e.kind()))
+        .map_err(|e| ToolError::Failed(format!("Invalid {key} glob {pattern:?}: {}", e.kind())))
 }
 
 /// One entry the walk reports.
@@ -349,6 +350,6 @@ mod tests {
     #[test]
     fn a_bad_glob_is_refused_with_its_reason() {
         let err = glob("include", "a[").unwrap_err();
-        assert!(err.starts_with("Invalid include glob \"a[\": "), "{err}");
+        assert!(err.message().starts_with("Invalid include glob \"a[\": "), "{err}");
     }
 }

@@ -88,6 +88,7 @@ fn check_target(target: &str, loc: &Loc, path: &str, d: &mut Diagnostics) -> Opt
 mod tests {
     use super::*;
 
+    // String: a config diagnostic's message; the caller adds where it was written.
     fn target(t: &str) -> Result<String, String> {
         let mut d = Diagnostics::default();
         let loc = Loc::file(Path::new("c.yaml").into());

@@ -184,6 +184,7 @@ fn duration(obj: &Obj, key: &str, d: &mut Diagnostics) -> Option<std::time::Dura
 
 /// A path glob (`src/**`, `/workspace/**/*.env`, `/mnt/data/*`): `*` within one component,
 /// `**` across components, `?`, `[...]`.
+// String: a config diagnostic's message; the caller adds where it was written.
 pub fn check_path_glob(text: &str) -> Result<(), String> {
     if text.trim().is_empty() {
         return Err("a path glob must not be empty".into());
@@ -194,6 +195,7 @@ pub fn check_path_glob(text: &str) -> Result<(), String> {
 /// A command pattern: words, `*` matching anything (spaces included); a trailing ` *` also
 /// matches no arguments. No shell operators: the line is split into its commands before rules
 /// see it, so an operator in a pattern could never match.
+// String: a config diagnostic's message; the caller adds where it was written.
 pub fn check_command_pattern(text: &str) -> Result<(), String> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
@@ -209,6 +211,7 @@ pub fn check_command_pattern(text: &str) -> Result<(), String> {
 }
 
 /// A host pattern: `example.com`, `*.example.com` (its subdomains) or `*`.
+// String: a config diagnostic's message; the caller adds where it was written.
 pub fn check_host_pattern(text: &str) -> Result<(), String> {
     if text == "*" {
         return Ok(());

@@ -227,6 +227,7 @@ fn read_mcp(item: &Node, path: &str, d: &mut Diagnostics) -> Option<McpPackConfi
 }
 
 /// What can be said of an MCP server URL without a URL crate: http(s), a host, no credentials.
+// String: a config diagnostic's message; the caller adds where it was written.
 fn check_server_url(url: &str) -> Result<(), String> {
     let lower = url.to_ascii_lowercase();
     let rest = lower
