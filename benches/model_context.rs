@@ -364,10 +364,7 @@ fn main() {
             reports.push(rt.block_on(run(format, window)));
         }
     }
-    println!(
-        "{} activations per configuration; KB = 1000 bytes; tokens estimated as bytes / 4",
-        activations_per_run()
-    );
+    println!("{} activations per configuration; KB = 1000 bytes; tokens estimated as bytes / 4", activations_per_run());
     println!("first / median / max / last activation:");
     println!(
         "{:<36} {:>30} {:>30} {:>28} {:>6} {:>8} {:>8}",
