@@ -52,6 +52,10 @@ fn main() {
         println!("runner binary: {}", runner.display());
         println!("{:<58} {:>12} {:>12}", "case", "median", "p99");
 
+        // The bare `docker run` needs the image the agents' containers use; the backend builds
+        // the default one only at the first container start.
+        let docker = suzumio::backend::DockerBackend::connect().await.unwrap();
+        docker.ensure_image(&image).await.unwrap();
         let mut bare = Vec::new();
         for _ in 0..iterations(10, 2) {
             let start = Instant::now();
@@ -114,11 +118,15 @@ fn main() {
         }
         row("warm runner.mjs tool call, full path (records in SQLite)", &full);
 
-        // callSupport on the agent's socket, as the runner sends it.
+        // callSupport on the agent's socket, as the runner sends it: this program is the agent's
+        // runner, on a runner set of its own (a socket takes one session at a time, with a
+        // one-time token).
+        runners.shutdown().await;
+        let runners = runner_set().await.unwrap();
+        let token = runners.admit_runner("w").unwrap();
         let socket = dir.join(".suzumio/run/w/control.sock");
         let stream = tokio::net::UnixStream::connect(&socket).await.unwrap();
         let (conn, _) = suzumio::rpc::Connection::spawn(stream, Arc::new(AnswerLoad));
-        let token = tools.store.agent("w").unwrap().unwrap().token;
         conn.request("hello", json!({"version": "bench", "protocol": 1, "token": token})).await.unwrap();
         let params = json!({"activationId": activation.id, "toolpackId": "bench", "tool": "bench.ping", "input": {}});
         let mut support = Vec::new();
