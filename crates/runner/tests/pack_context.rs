@@ -133,9 +133,12 @@ const TOOLS: [&str; 10] = [
     "node.modules",
 ];
 
-struct ControllerEnd;
+/// The peer the test drives the runner from: it answers the runner's hello and nothing else
+/// (these packs never call the controller), so every answer checked here is the runner's. The
+/// runner against the real controller end: the controller's `tests/runner_session.rs`.
+struct HelloOnly;
 
-impl RequestHandler for ControllerEnd {
+impl RequestHandler for HelloOnly {
     fn handle(&self, name: String, params: Value) -> HandlerFuture {
         let answer = match name.as_str() {
             method::HELLO => parse_params::<HelloParams>(&name, params).map(|_| {
@@ -186,7 +189,7 @@ impl Runner {
             .spawn()
             .unwrap();
         let (stream, _) = within(listener.accept()).await.unwrap();
-        let (conn, _) = Connection::spawn(stream, Arc::new(ControllerEnd));
+        let (conn, _) = Connection::spawn(stream, Arc::new(HelloOnly));
         within(conn.request(method::PING, Value::Null)).await.unwrap();
         let runner = Runner { dir, child, conn, _tmp: tmp };
         let pack = PackSpec {
