@@ -276,9 +276,7 @@ async fn a_throwing_handler_returns_its_message() {
 async fn a_looping_handler_is_stopped_at_the_pack_deadline_and_the_runner_keeps_serving() {
     let h = Harness::start().await;
     h.load_demo().await;
-    let started = Instant::now();
     let error = h.invoke_error("demo.loop", json!({})).await;
-    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
     assert!(error.contains("did not finish within 500 ms"), "{error}");
     assert_eq!(h.invoke("demo.noop", json!({})).await.unwrap().output, "ok");
     within("ping", h.conn.request(method::PING, Value::Null)).await.unwrap();
@@ -357,16 +355,25 @@ async fn builtin_tools_work_over_the_socket_on_the_mapped_roots() {
 async fn cancel_stops_a_running_command() {
     let h = Harness::start().await;
     h.load_demo().await;
-    let started = Instant::now();
-    let running = h.invoke_as("act_1", "call_9", "shell.exec", json!({"command": "sleep 30"}));
+    let command = "echo $$ > started; exec sleep 30";
+    let marker = h.dir.join("ws/started");
+    let running = h.invoke_as("act_1", "call_9", "shell.exec", json!({"command": command}));
     let cancel = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Once the command runs (it has written its pid), not after a guessed delay.
+        within("the command starts", async {
+            while !marker.exists() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
         h.conn.request(method::CANCEL, json!({"callId": "call_9"})).await.unwrap()
     };
     let (result, cancelled) = tokio::join!(running, cancel);
     assert_eq!(cancelled, json!({"cancelled": true}));
-    assert_eq!(result.unwrap_err().message, "shell.exec was cancelled: sleep 30");
-    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(result.unwrap_err().message, format!("shell.exec was cancelled: {command}"));
+    let pid = std::fs::read_to_string(&marker).unwrap().trim().to_string();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(stat.rsplit_once(") ").is_none_or(|(_, rest)| rest.starts_with('Z')), "the command {pid} still runs");
     let unknown = h.conn.request(method::CANCEL, json!({"callId": "nope"})).await.unwrap();
     assert_eq!(unknown, json!({"cancelled": false}));
 }
