@@ -5,11 +5,12 @@
 //! - resident memory of `suzumio run` with 20 idle agents, the packaged scheduler and plan packs
 //!   loaded, containers excluded (target: under 50 MiB).
 //!
-//! Run with `cargo bench --bench activation`.
+//! Run with `cargo bench --bench activation` (`SUZUMIO_BENCH_QUICK=1`: 5 messages, and the
+//! memory read after 1 s instead of 5).
 
 mod common;
 
-use common::percentile;
+use common::{iterations, percentile};
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -65,7 +66,8 @@ fn main() {
         let scheduler = Arc::new(Scheduler::new(tools.clone(), activations.clone()));
         tokio::spawn(scheduler.run(tokio_util::sync::CancellationToken::new()));
         tokio::time::sleep(Duration::from_millis(100)).await;
-        for i in 0..60 {
+        let (messages, warm_up) = (iterations(60, 5), iterations(10, 1));
+        for i in 0..messages {
             let before = arrivals.lock().unwrap().len();
             let sent = Instant::now();
             tools
@@ -84,7 +86,7 @@ fn main() {
                 }
                 tokio::time::sleep(Duration::from_micros(200)).await;
             };
-            if i >= 10 {
+            if i >= warm_up {
                 latencies.push(arrived - sent);
             }
             // Let the activation end before the next message.
@@ -97,7 +99,7 @@ fn main() {
     println!("{:<62} {:>10} {:>10}", "case", "median", "p99");
     println!(
         "{:<62} {:>8.2}ms {:>8.2}ms",
-        "send -> start of the model call (idle agent, 50 messages)",
+        &format!("send -> start of the model call (idle agent, {} messages)", latencies.len()),
         percentile(&latencies, 0.5).as_secs_f64() * 1e3,
         percentile(&latencies, 0.99).as_secs_f64() * 1e3
     );
@@ -125,7 +127,7 @@ fn main() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(5));
+    std::thread::sleep(Duration::from_secs(iterations(5, 1) as u64));
     let rss = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
         .unwrap()
         .lines()

@@ -4,7 +4,8 @@
 //! - `POST /api/projects/:p/tool-ui/...` over loopback HTTP (keep-alive), for a JS pack entry
 //!   and for the built-in entry.
 //!
-//! Run with `cargo bench --bench controller` (optionally `-- <iterations>`).
+//! Run with `cargo bench --bench controller` (optionally `-- <iterations>`; `SUZUMIO_BENCH_QUICK=1`:
+//! 20).
 
 mod common;
 
@@ -86,7 +87,8 @@ fn main() {
     if common::listing() {
         return;
     }
-    let iterations: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(2000);
+    let iterations: usize =
+        std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(common::iterations(2000, 20));
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let dir = std::env::temp_dir().join(format!("suzumio-bench-{}", std::process::id()));
     copy_dir(&repo.join("tests/fixtures/projects/review"), &dir);

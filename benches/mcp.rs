@@ -10,7 +10,7 @@
 //! The runner is a local process (`--backend process`), so the figures are the protocol's and
 //! ours, not Docker's. Needs the venv of `scripts/setup.sh` and the static runner:
 //! `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu --bin suzumio-runner`
-//! then `cargo bench --bench mcp`.
+//! then `cargo bench --bench mcp` (`SUZUMIO_BENCH_QUICK=1`: 10 calls of each).
 
 mod common;
 
@@ -26,8 +26,6 @@ use suzumio::config::BackendKind;
 use suzumio::toolpack::mcp_session::McpSession;
 
 const PYTHON: &str = "/opt/suzumio-mcp-venv/bin/python";
-const CALLS: usize = 1000;
-const WARM: usize = 100;
 
 fn row(name: &str, samples: &[Duration]) {
     println!(
@@ -59,6 +57,7 @@ fn main() {
     if common::listing() {
         return;
     }
+    let (calls, warm) = (common::iterations(1000, 10), common::iterations(100, 2));
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let server = repo.join("tests/fixtures/mcp/tally.py");
     assert!(std::path::Path::new(PYTHON).exists(), "{PYTHON} is missing: run scripts/setup.sh");
@@ -71,13 +70,13 @@ fn main() {
     println!("{:<62} {:>12} {:>12}", "case", "median", "p99");
 
     let out = std::process::Command::new(PYTHON)
-        .args(["-c", PY_CLIENT, PYTHON, &server.display().to_string(), &(CALLS + WARM).to_string()])
+        .args(["-c", PY_CLIENT, PYTHON, &server.display().to_string(), &(calls + warm).to_string()])
         .output()
         .expect("python runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let python: Vec<Duration> = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .skip(WARM)
+        .skip(warm)
         .map(|l| Duration::from_secs_f64(l.trim().parse().unwrap()))
         .collect();
     row("Python SDK client -> server (direct)", &python);
@@ -101,10 +100,10 @@ fn main() {
         let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
         let session = McpSession::start("tally", transport, Duration::from_secs(20), Arc::new(|| {})).await.unwrap();
         let mut direct = Vec::new();
-        for i in 0..CALLS + WARM {
+        for i in 0..calls + warm {
             let start = Instant::now();
             session.call("echo", json!({"message": "hi"})).await.map_err(|e| format!("{e:?}")).unwrap();
-            if i >= WARM {
+            if i >= warm {
                 direct.push(start.elapsed());
             }
         }
@@ -121,10 +120,10 @@ fn main() {
         assert!(errors.is_empty(), "{errors:?}");
         let activation = tools.store.start_activation("w", "bench", &[]).unwrap();
         let mut via_runner = Vec::new();
-        for i in 0..CALLS + WARM {
+        for i in 0..calls + warm {
             let start = Instant::now();
             let out = runners.invoke("w", &activation.id, "tally.echo", json!({"message": "hi"})).await.unwrap();
-            if i >= WARM {
+            if i >= warm {
                 via_runner.push(start.elapsed());
             }
             assert_eq!(out.output, "Echo: hi");
@@ -132,7 +131,7 @@ fn main() {
         row("MCP tool through the agent's runner (socket + runner + MCP)", &via_runner);
         let mut full_mcp = Vec::new();
         let mut full_js = Vec::new();
-        for i in 0..CALLS + WARM {
+        for i in 0..calls + warm {
             let start = Instant::now();
             execute_tool(&tools, runners.as_ref(), "w", &activation.id, "tally.echo", json!({"message": "hi"}))
                 .await
@@ -142,7 +141,7 @@ fn main() {
             execute_tool(&tools, runners.as_ref(), "w", &activation.id, "bench.echo", json!({"x": "hi"}))
                 .await
                 .unwrap();
-            if i >= WARM {
+            if i >= warm {
                 full_mcp.push(mcp);
                 full_js.push(start.elapsed());
             }

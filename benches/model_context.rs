@@ -15,7 +15,7 @@
 //! `contextWindow`, so the same program also runs on the loop before [K].
 //!
 //! Run with `cargo bench --bench model_context` (byte counts, not timings: any profile gives
-//! the same numbers).
+//! the same numbers; `SUZUMIO_BENCH_QUICK=1`: 5 activations per configuration).
 
 mod common;
 
@@ -37,7 +37,11 @@ use suzumio::scheduler::Scheduler;
 use suzumio::store::{ProjectStatus, SendMessage, StateFiles, Store};
 use suzumio::support::ToolHost;
 
-const ACTIVATIONS: usize = 50;
+/// Activations per configuration.
+fn activations_per_run() -> usize {
+    common::iterations(50, 5)
+}
+
 /// The window of the small preset, in tokens: with the default `compactAt` (0.8) the loop
 /// should compact near 6 400 tokens, every dozen activations or so.
 const SMALL_WINDOW: u64 = 8_000;
@@ -251,7 +255,7 @@ async fn run(format: Format, window: Option<u64>) -> Report {
     let scheduler = Arc::new(Scheduler::new(host.clone(), activations.clone()));
 
     let mut bounds = vec![0];
-    for round in 0..ACTIVATIONS {
+    for round in 0..activations_per_run() {
         host.store
             .send_message(SendMessage {
                 sender: "user".into(),
@@ -360,7 +364,7 @@ fn main() {
             reports.push(rt.block_on(run(format, window)));
         }
     }
-    println!("{ACTIVATIONS} activations per configuration; KB = 1000 bytes; tokens estimated as bytes / 4");
+    println!("{} activations per configuration; KB = 1000 bytes; tokens estimated as bytes / 4", activations_per_run());
     println!("first / median / max / last activation:");
     println!(
         "{:<36} {:>30} {:>30} {:>28} {:>6} {:>8} {:>8}",

@@ -8,7 +8,8 @@
 //! loops, one that awaits a 10-minute sleep, a WebUI promise that never resolves (kept in flight
 //! by a task calling it again and again). Every bad pack has `timeoutMs: 2000`.
 //!
-//! Run with `cargo bench --bench packs` (optionally `-- <messages>`; WebUI calls are 10×).
+//! Run with `cargo bench --bench packs` (optionally `-- <messages>`; WebUI calls are 10×;
+//! `SUZUMIO_BENCH_QUICK=1`: 3 messages).
 
 mod common;
 
@@ -149,7 +150,7 @@ fn main() {
     if common::listing() {
         return;
     }
-    let messages: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(100);
+    let messages: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(common::iterations(100, 3));
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let rows: Vec<Row> = CASES.iter().map(|&case| run_case(&rt, case, messages)).collect();
     println!("{} WebUI calls and {messages} messages per case", messages * 10);

@@ -8,11 +8,12 @@
 //!
 //! Needs Docker and the static runner (release build preferred):
 //! `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu --bin suzumio-runner`
-//! then `cargo bench --bench runner`.
+//! then `cargo bench --bench runner` (`SUZUMIO_BENCH_QUICK=1`: a few iterations of each, as
+//! `scripts/test.sh` runs it).
 
 mod common;
 
-use common::{AnswerLoad, copy_dir, percentile};
+use common::{AnswerLoad, copy_dir, iterations, percentile};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,13 +47,17 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let tools = suzumio::controller::open(&dir).unwrap();
-        let runners = suzumio::controller::runners_with(&tools, BackendKind::Docker, runner.clone()).await.unwrap();
+        let runner_set = || suzumio::controller::runners_with(&tools, BackendKind::Docker, runner.clone());
         let image = tools.project.config.backend.docker.image.clone();
         println!("runner binary: {}", runner.display());
         println!("{:<58} {:>12} {:>12}", "case", "median", "p99");
 
+        // The bare `docker run` needs the image the agents' containers use; the backend builds
+        // the default one only at the first container start.
+        let docker = suzumio::backend::DockerBackend::connect().await.unwrap();
+        docker.ensure_image(&image).await.unwrap();
         let mut bare = Vec::new();
-        for _ in 0..10 {
+        for _ in 0..iterations(10, 2) {
             let start = Instant::now();
             let out = std::process::Command::new("docker")
                 .args(["run", "--rm", "--network", "none", &image, "true"])
@@ -63,14 +68,25 @@ fn main() {
         }
         row("docker run --rm (network none) of the minimal image", &bare);
 
+        // `shutdown` is final (the sockets' listeners are gone for good), so each cold start
+        // has its own runner set, made before the clock starts; the last one stays for the
+        // warm measurements.
         let mut cold = Vec::new();
-        for _ in 0..10 {
-            runners.shutdown().await;
+        let cold_starts = iterations(10, 2);
+        let mut warm = None;
+        for i in 0..cold_starts {
+            let runners = runner_set().await.unwrap();
             let start = Instant::now();
             let errors = runners.warm_up().await;
             assert!(errors.is_empty(), "{errors:?}");
             cold.push(start.elapsed());
+            if i + 1 == cold_starts {
+                warm = Some(runners);
+            } else {
+                runners.shutdown().await;
+            }
         }
+        let runners = warm.expect("at least one cold start");
         row("our agent container: nothing -> runner ready", &cold);
         println!(
             "  ratio (medians): {:.2}x",
@@ -80,43 +96,50 @@ fn main() {
         let activation = tools.store.start_activation("w", "bench", &[]).unwrap();
         let mut socket_only = Vec::new();
         let mut full = Vec::new();
-        for i in 0..2000 {
+        let (calls, warm_up) = (iterations(2000, 20), iterations(200, 2));
+        for i in 0..calls {
             let start = Instant::now();
             let out = runners.invoke("w", &activation.id, "bench.echo", json!({"x": "hi"})).await.unwrap();
-            if i >= 200 {
+            if i >= warm_up {
                 socket_only.push(start.elapsed());
             }
             assert_eq!(out.output, "hi");
         }
         row("warm runner.mjs tool call, socket + runner only", &socket_only);
-        for i in 0..1000 {
+        let (calls, warm_up) = (iterations(1000, 20), iterations(100, 2));
+        for i in 0..calls {
             let start = Instant::now();
             execute_tool(&tools, runners.as_ref(), "w", &activation.id, "bench.echo", json!({"x": "hi"}))
                 .await
                 .unwrap();
-            if i >= 100 {
+            if i >= warm_up {
                 full.push(start.elapsed());
             }
         }
         row("warm runner.mjs tool call, full path (records in SQLite)", &full);
 
-        // callSupport on the agent's socket, as the runner sends it.
+        // callSupport on the agent's socket, as the runner sends it: this program is the agent's
+        // runner, on a runner set of its own (a socket takes one session at a time, with a
+        // one-time token).
+        runners.shutdown().await;
+        let runners = runner_set().await.unwrap();
+        let token = runners.admit_runner("w").unwrap();
         let socket = dir.join(".suzumio/run/w/control.sock");
         let stream = tokio::net::UnixStream::connect(&socket).await.unwrap();
         let (conn, _) = suzumio::rpc::Connection::spawn(stream, Arc::new(AnswerLoad));
-        let token = tools.store.agent("w").unwrap().unwrap().token;
         conn.request("hello", json!({"version": "bench", "protocol": 1, "token": token})).await.unwrap();
         let params = json!({"activationId": activation.id, "toolpackId": "bench", "tool": "bench.ping", "input": {}});
         let mut support = Vec::new();
-        for i in 0..3000 {
+        let (calls, warm_up) = (iterations(3000, 30), iterations(300, 3));
+        for i in 0..calls {
             let start = Instant::now();
             conn.request("callSupport", params.clone()).await.unwrap();
-            if i >= 300 {
+            if i >= warm_up {
                 support.push(start.elapsed());
             }
         }
         row("callSupport round trip (sequential)", &support);
-        let calls = 20_000;
+        let calls = iterations(20_000, 200);
         let start = Instant::now();
         let mut in_flight = futures_util::stream::FuturesUnordered::new();
         let mut sent = 0;

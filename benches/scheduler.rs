@@ -3,7 +3,8 @@
 //! Reports medians and p99 of: the first tick (starts an activation for every agent), steady
 //! ticks while every agent is busy, and ticks with nothing due. Target: under 20 ms per tick.
 //!
-//! Run with `cargo bench --bench scheduler` (optionally `-- <ticks>`).
+//! Run with `cargo bench --bench scheduler` (optionally `-- <ticks>`; `SUZUMIO_BENCH_QUICK=1`:
+//! 200 signals, 200 jobs and 3 ticks).
 
 mod common;
 
@@ -36,7 +37,8 @@ fn main() {
     if common::listing() {
         return;
     }
-    let ticks: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(50);
+    let ticks: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(common::iterations(50, 3));
+    let (signals, job_count) = (common::iterations(10_000, 200), common::iterations(10_000, 200));
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let dir = std::env::temp_dir().join(format!("suzumio-bench-sched-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -72,7 +74,7 @@ backend:
 
     // 10 000 jobs, all due in the future (a day out, spread over a week).
     let now = store.now();
-    let jobs: Vec<_> = (0..10_000)
+    let jobs: Vec<_> = (0..job_count as i64)
         .map(|i| {
             let next = now + chrono::Duration::minutes(24 * 60 + i);
             json!({
@@ -90,7 +92,7 @@ backend:
     // 10 000 pending signals over 100 agents.
     let ids: Vec<String> = project.config.agents.iter().map(|a| a.id.clone()).collect();
     let fill = Instant::now();
-    for i in 0..10_000 {
+    for i in 0..signals {
         store
             .send_message(SendMessage {
                 sender: "user".into(),
@@ -101,7 +103,7 @@ backend:
             })
             .unwrap();
     }
-    eprintln!("setup: 10 000 messages in {:.1} s", fill.elapsed().as_secs_f64());
+    eprintln!("setup: {signals} messages in {:.1} s", fill.elapsed().as_secs_f64());
 
     let host = ToolHost::new(project.clone(), store.clone(), state);
     let scheduler = Scheduler::new(host.clone(), Arc::new(NoopLauncher));
@@ -121,7 +123,7 @@ backend:
         assert!(report.started.is_empty() && report.errors.is_empty(), "{:?}", report.errors);
     }
 
-    println!("100 agents, 10 000 pending signals, 10 000 scheduled jobs; {ticks} ticks");
+    println!("100 agents, {signals} pending signals, {job_count} scheduled jobs; {ticks} ticks");
     println!("{:<52} {:>10} {:>10}", "case", "median", "p99");
     println!("{:<52} {:>8.2}ms {:>10}", "first tick (starts 100 activations)", first_tick.as_secs_f64() * 1e3, "-");
     println!(

@@ -8,6 +8,8 @@
 #   chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver). The tests run them headless.
 # - npm and pip, which fetch the MCP servers of the MCP test image from the npm registry and PyPI
 #   (the image itself is built from the local debian image; nothing is pulled).
+# - The Python MCP SDK, pinned (tests/fixtures/mcp/python-requirements.txt), in its own venv.
+# - cargo-nextest, the test runner of scripts/test.sh (installed from crates.io when missing).
 # Safe to run again: it only does what is missing.
 set -euo pipefail
 
@@ -40,10 +42,22 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
 
-if ! "$MCP_VENV/bin/python" -c 'import mcp' >/dev/null 2>&1; then
-  log "installing the Python MCP SDK into $MCP_VENV"
+# The SDK and its whole tree at the versions the tests were written against: the same pinned
+# list the MCP test image installs, so the host's client and the image's servers agree.
+MCP_REQUIREMENTS="$(cd "$(dirname "$0")/.." && pwd)/tests/fixtures/mcp/python-requirements.txt"
+MCP_PIN=$(sed -n 's/^mcp==//p' "$MCP_REQUIREMENTS")
+if [ "$("$MCP_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))' 2>/dev/null)" != "$MCP_PIN" ]; then
+  log "installing the Python MCP SDK $MCP_PIN (pinned in $MCP_REQUIREMENTS) into $MCP_VENV"
   $SUDO python3 -m venv "$MCP_VENV"
-  $SUDO "$MCP_VENV/bin/pip" install -q mcp
+  $SUDO "$MCP_VENV/bin/pip" install -q -r "$MCP_REQUIREMENTS"
+fi
+
+# The suite runs under cargo-nextest, one process per test: some tests change process-wide
+# state (socket_flood.rs lowers RLIMIT_NOFILE, config_limits.rs reads getrusage(RUSAGE_CHILDREN)),
+# which under `cargo test` would leak into the other tests of the same binary.
+if ! cargo nextest --version >/dev/null 2>&1; then
+  log "installing cargo-nextest with cargo install (crates.io)"
+  cargo install cargo-nextest --locked
 fi
 
 docker_up() { docker info >/dev/null 2>&1; }

@@ -1,49 +1,53 @@
 //! The embedded JavaScript host against real pack modules on disk: export shapes, confined
-//! imports, deadlines, memory limits, errors with stacks, and host operations.
+//! imports, deadlines, memory limits, errors with stacks, and host operations. The operations
+//! are the controller's own (`ControllerOps`, what `ToolHost` gives every pack) on a real
+//! SQLite store in a temporary project, so what a pack reads or records is checked in the store.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use suzumio::js::{CONTROLLER_GLUE, CallScope, HostFuture, HostOps, JsCall, JsError, JsHost, JsLimits, ModuleSpec};
-use suzumio::toolpack::ToolError;
+use suzumio::clock::SystemClock;
+use suzumio::config::load::ProcessEnv;
+use suzumio::js::{CONTROLLER_GLUE, CallScope, JsCall, JsError, JsHost, JsLimits, ModuleSpec};
+use suzumio::project::Project;
+use suzumio::store::{Event, MessageQuery, SendMessage, SignalRequest, StateFiles, Store};
+use suzumio::support::ops::ControllerOps;
 
-/// A host that answers a few operations and records what it was asked.
-#[derive(Default)]
-struct TestHost {
-    calls: Mutex<Vec<(String, Option<String>, Value)>>,
+/// Guards a wait against hanging; never what decides a result.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A project for the host operations to act on: pm (the coordinator) and worker, under the
+/// communication policy, a store, and a running activation of each, for the scope of support
+/// calls.
+struct World {
+    dir: PathBuf,
+    store: Store,
+    ops: Arc<ControllerOps>,
+    pm_activation: String,
+    worker_activation: String,
+    _tmp: tempfile::TempDir,
 }
 
-impl HostOps for TestHost {
-    fn call(&self, _pack: &str, scope: &CallScope, op: &str, args: Value) -> Result<Value, ToolError> {
-        self.calls.lock().unwrap().push((op.to_string(), scope.agent_id.clone(), args.clone()));
-        match op {
-            "store.projectStats" => Ok(json!({"messages": 3})),
-            "recordSignal" => Ok(json!([{"id": "sig_1", "kind": args["kind"]}])),
-            "state.read" => Err(ToolError::Failed(format!("no state named {}", args["name"].as_str().unwrap_or("")))),
-            "store.sendMessage" => {
-                Err(ToolError::Rejected("Communication policy allows non-coordinator priorities P2 or lower".into()))
-            }
-            _ => Err(ToolError::Failed(format!("unknown op {op}"))),
-        }
-    }
-
-    fn call_async(&self, _pack: &str, _scope: &CallScope, op: &str, args: Value) -> HostFuture {
-        let op = op.to_string();
-        Box::pin(async move {
-            match op.as_str() {
-                "time.sleep" => {
-                    let ms = args["ms"].as_u64().unwrap_or(0);
-                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                    Ok(json!(ms))
-                }
-                _ => Err(ToolError::Failed(format!("unknown async op {op}"))),
-            }
-        })
+impl World {
+    fn new() -> World {
+        let tmp = tempfile::Builder::new().prefix("suzumio-js-project-").tempdir().unwrap();
+        let dir = tmp.path().canonicalize().unwrap();
+        std::fs::write(
+            dir.join("suzumio.yaml"),
+            "name: p\ntask: Host operations.\ncommunication: {restrictNonCoordinatorToCoordinator: true}\nagents:\n  pm: {tools: [messages.send]}\n  worker: {tools: [messages.send]}\n\
+             backend:\n  runner:\n    model: main\n    models:\n      providers: {local: {type: scripted}}\n      presets: {main: {provider: local}}\n",
+        )
+        .unwrap();
+        let project = Arc::new(Project::load(&dir, &ProcessEnv).unwrap_or_else(|e| panic!("{e}")));
+        let store = Store::open(&project.config, Arc::new(SystemClock)).unwrap();
+        let pm_activation = store.start_activation("pm", "host operations", &[]).unwrap().id;
+        let worker_activation = store.start_activation("worker", "host operations", &[]).unwrap().id;
+        let ops = Arc::new(ControllerOps::new(project, store.clone(), StateFiles::new(&dir)));
+        World { dir, store, ops, pm_activation, worker_activation, _tmp: tmp }
     }
 }
-
 struct Pack {
     dir: PathBuf,
     _tmp: tempfile::TempDir,
@@ -76,28 +80,38 @@ fn fast() -> JsLimits {
     JsLimits { call_timeout: Duration::from_millis(300), memory_bytes: 16 << 20 }
 }
 
-async fn host(pack: &Pack, limits: JsLimits) -> (JsHost, Arc<TestHost>) {
-    let ops = Arc::new(TestHost::default());
-    let host = JsHost::spawn(pack.spec("controller.mjs", limits), ops.clone()).await.expect("module loads");
-    (host, ops)
+/// The pack's runtime, with the controller's operations on a fresh project.
+async fn host(pack: &Pack, limits: JsLimits) -> (JsHost, World) {
+    let world = World::new();
+    let host = JsHost::spawn(pack.spec("controller.mjs", limits), world.ops.clone()).await.expect("module loads");
+    (host, world)
 }
 
-fn base() -> String {
-    json!({"project": "p", "agent": {"id": "pm"}, "activationId": "act_1", "toolpackId": "test-pack"}).to_string()
+/// A support call as `agent` makes it from its running activation.
+async fn support_as(host: &JsHost, world: &World, agent: &str, tool: &str, input: Value) -> Result<Value, JsError> {
+    let activation = if agent == "pm" { &world.pm_activation } else { &world.worker_activation };
+    let base = json!({"project": "p", "agent": {"id": agent}, "activationId": activation, "toolpackId": "test-pack"});
+    let scope = CallScope { agent_id: Some(agent.into()), activation_id: Some(activation.clone()) };
+    let call = JsCall { export: "support", args: vec![base.to_string(), tool.into(), input.to_string()], scope };
+    within(host.call(call)).await
 }
 
-async fn support(host: &JsHost, tool: &str, input: Value) -> Result<Value, JsError> {
-    let scope = CallScope { agent_id: Some("pm".into()), activation_id: Some("act_1".into()) };
-    host.call(JsCall { export: "support", args: vec![base(), tool.into(), input.to_string()], scope }).await
+async fn support(host: &JsHost, world: &World, tool: &str, input: Value) -> Result<Value, JsError> {
+    support_as(host, world, "pm", tool, input).await
 }
 
 async fn webui(host: &JsHost, entry: &str, input: Value) -> Result<Value, JsError> {
-    host.call(JsCall {
+    let base = json!({"project": "p", "toolpackId": "test-pack"}).to_string();
+    within(host.call(JsCall {
         export: "webui",
-        args: vec![base(), entry.into(), input.to_string()],
+        args: vec![base, entry.into(), input.to_string()],
         scope: CallScope::default(),
-    })
+    }))
     .await
+}
+
+async fn within<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(DEADLINE, future).await.unwrap_or_else(|_| panic!("no answer within {DEADLINE:?}"))
 }
 
 fn message(e: &JsError) -> String {
@@ -130,8 +144,8 @@ async fn controller_export_shapes() {
     ];
     for (name, source) in shapes {
         let pack = Pack::new("shapes", &[("controller.mjs", source)]);
-        let (host, _) = host(&pack, fast()).await;
-        let out = support(&host, "x.run", json!({"n": 7})).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (host, world) = host(&pack, fast()).await;
+        let out = support(&host, &world, "x.run", json!({"n": 7})).await.unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(out, json!({"output": "x.run:7"}), "{name}");
     }
 }
@@ -142,9 +156,9 @@ async fn missing_handler_and_missing_factory_are_errors() {
         "missing",
         &[("controller.mjs", "export function createControllerToolpack() { return { tools: {} }; }")],
     );
-    let (h, _) = host(&pack, fast()).await;
+    let (h, world) = host(&pack, fast()).await;
     assert_eq!(
-        message(&support(&h, "x.nope", json!({})).await.unwrap_err()),
+        message(&support(&h, &world, "x.nope", json!({})).await.unwrap_err()),
         "Controller side for test-pack did not handle x.nope"
     );
     assert_eq!(
@@ -153,27 +167,47 @@ async fn missing_handler_and_missing_factory_are_errors() {
     );
 
     let pack = Pack::new("nofactory", &[("controller.mjs", "export const x = 1;")]);
-    let (h, _) = host(&pack, fast()).await;
+    let (h, world) = host(&pack, fast()).await;
     assert_eq!(
-        message(&support(&h, "x.run", json!({})).await.unwrap_err()),
+        message(&support(&h, &world, "x.run", json!({})).await.unwrap_err()),
         "Controller module for test-pack must export createControllerToolpack"
     );
 }
 
-/// WebUI export shapes of reference §3.8, and the seed's `context.store.projectStats()` call.
+/// WebUI export shapes of reference §3.8 reach the handler with the entry's input.
 #[tokio::test]
-async fn webui_export_shapes_and_sync_store_calls() {
+async fn webui_export_shapes() {
     let shapes = [
-        "export function createWebuiToolpack(context) { return { webui: { 'r.stats': async () => { const stats = context.store.projectStats(); return { output: JSON.stringify(stats), metadata: { stats } }; } } }; }",
-        "export const webui = { 'r.stats': () => ({ output: JSON.stringify({ messages: 3 }), metadata: { stats: { messages: 3 } } }) };",
-        "export default (entry, input) => ({ output: JSON.stringify({ messages: 3 }), metadata: { stats: { messages: 3 } } });",
+        "export const webui = { 'r.echo': (input) => ({ output: `r.echo:${input.n}` }) };",
+        "export default (entry, input) => ({ output: `${entry}:${input.n}` });",
+        "export function createWebuiToolpack(context) { return { webui: { 'r.echo': (input) => ({ output: `r.echo:${input.n}` }) } }; }",
     ];
     for source in shapes {
         let pack = Pack::new("webui", &[("controller.mjs", source)]);
-        let (h, _) = host(&pack, fast()).await;
-        let out = webui(&h, "r.stats", json!({})).await.unwrap_or_else(|e| panic!("{source}: {e}"));
-        assert_eq!(out["metadata"]["stats"]["messages"], 3, "{source}");
+        let (h, _world) = host(&pack, fast()).await;
+        let out = webui(&h, "r.echo", json!({"n": 7})).await.unwrap_or_else(|e| panic!("{source}: {e}"));
+        assert_eq!(out, json!({"output": "r.echo:7"}), "{source}");
     }
+}
+
+/// The seed's `context.store.projectStats()`: a synchronous call answered from the store.
+#[tokio::test]
+async fn sync_store_calls_read_the_store() {
+    let source = "export function createWebuiToolpack(context) { return { webui: { 'r.stats': async () => { const stats = context.store.projectStats(); return { output: JSON.stringify(stats), metadata: { stats } }; } } }; }";
+    let pack = Pack::new("webui", &[("controller.mjs", source)]);
+    let (h, world) = host(&pack, fast()).await;
+    for body in ["one", "two", "three"] {
+        let message = SendMessage {
+            sender: "user".into(),
+            recipient: Some("pm".into()),
+            body: body.into(),
+            ..Default::default()
+        };
+        world.store.send_message(message).unwrap();
+    }
+    let out = webui(&h, "r.stats", json!({})).await.unwrap();
+    assert_eq!(out["metadata"]["stats"]["messages"], 3);
+    assert_eq!(out["metadata"]["stats"], serde_json::to_value(world.store.project_stats().unwrap()).unwrap());
 }
 
 #[tokio::test]
@@ -183,27 +217,38 @@ async fn host_errors_become_js_errors_and_scope_comes_from_rust() {
         return {
           async support(tool, input) {
             let caught = "";
-            try { context.state.read("jobs.json"); } catch (e) { caught = `${e instanceof Error}:${e.message}`; }
+            try { context.state.read("../jobs.json"); } catch (e) { caught = `${e instanceof Error}:${e.message}`; }
+            context.state.write("jobs.json", { jobs: [input.job] });
+            const back = context.state.read("jobs.json");
             const signals = context.recordSignal({ kind: "review.ready", targetAgent: "pm" });
             const slept = await context.time.sleep(5);
-            return { output: caught, metadata: { signals, slept, activationId: context.activationId } };
+            return { output: caught, metadata: { back, signals, slept, activationId: context.activationId } };
           },
         };
       }"#;
     let pack = Pack::new("ops", &[("controller.mjs", source)]);
-    let (h, ops) = host(&pack, fast()).await;
-    let out = support(&h, "x.run", json!({})).await.unwrap();
-    assert_eq!(out["output"], "true:no state named jobs.json");
-    assert_eq!(out["metadata"]["signals"][0]["kind"], "review.ready");
-    assert_eq!(out["metadata"]["slept"], 5);
-    assert_eq!(out["metadata"]["activationId"], "act_1");
-    let calls = ops.calls.lock().unwrap();
-    let record = calls.iter().find(|c| c.0 == "recordSignal").expect("recordSignal reached the host");
-    assert_eq!(record.1.as_deref(), Some("pm"), "the caller is the scope Rust set, not an argument");
+    let (h, world) = host(&pack, fast()).await;
+    let out = support(&h, &world, "x.run", json!({"job": "j1"})).await.unwrap();
+    let caught = out["output"].as_str().unwrap();
+    assert!(caught.starts_with("true:invalid toolpack state file name `../jobs.json`"), "{caught}");
+    assert_eq!(out["metadata"]["back"], json!({"jobs": ["j1"]}));
+    let on_disk = std::fs::read_to_string(world.dir.join("toolpack-state/test-pack/jobs.json")).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&on_disk).unwrap(), json!({"jobs": ["j1"]}), "the pack's state file");
+    assert_eq!(out["metadata"]["slept"], Value::Null, "the host's sleep resolved");
+    assert_eq!(out["metadata"]["activationId"], json!(world.pm_activation));
+    let id = out["metadata"]["signals"][0]["id"].as_str().expect("the recorded signal");
+    let signal = world.store.signal(id).unwrap().expect("in the store");
+    assert_eq!(signal.kind, "review.ready");
+    assert_eq!(
+        (signal.source_agent.as_deref(), signal.source_activation.as_deref()),
+        (Some("pm"), Some(world.pm_activation.as_str())),
+        "the caller is the scope Rust set, not an argument"
+    );
 }
 
 /// A host refusal by a rule is an `Error` named `RejectedError` that pack code may catch; one it
-/// lets escape ends the call as `JsError::Rejected`, not as the pack's own failure.
+/// lets escape ends the call as `JsError::Rejected`, not as the pack's own failure. Here the
+/// communication policy refuses a P0 from a non-coordinator, and nothing is sent.
 #[tokio::test]
 async fn host_refusals_are_rejections() {
     let source = r#"
@@ -215,16 +260,15 @@ async fn host_refusals_are_rejections() {
         };
       }"#;
     let pack = Pack::new("refusals", &[("controller.mjs", source)]);
-    let (h, _) = host(&pack, fast()).await;
-    let caught = support(&h, "x.catch", json!({})).await.unwrap();
-    assert_eq!(caught["output"], "RejectedError: Communication policy allows non-coordinator priorities P2 or lower");
+    let (h, world) = host(&pack, fast()).await;
+    let refusal = "Communication policy allows non-coordinator priorities P2 or lower; P0 is not allowed.";
+    let caught = support_as(&h, &world, "worker", "x.catch", json!({})).await.unwrap();
+    assert_eq!(caught["output"], format!("RejectedError: {refusal}"));
     assert_eq!(
-        support(&h, "x.escape", json!({})).await.unwrap_err(),
-        JsError::Rejected {
-            pack: "test-pack".into(),
-            message: "Communication policy allows non-coordinator priorities P2 or lower".into()
-        }
+        support_as(&h, &world, "worker", "x.escape", json!({})).await.unwrap_err(),
+        JsError::Rejected { pack: "test-pack".into(), message: refusal.into() }
     );
+    assert!(world.store.list_messages(&MessageQuery::default()).unwrap().is_empty(), "nothing was sent");
 }
 
 /// The host functions are gone from `globalThis` before the pack's module is evaluated, and the
@@ -235,11 +279,11 @@ async fn pack_code_cannot_capture_the_host_functions() {
       const seen = Object.getOwnPropertyNames(globalThis).filter((name) => name.startsWith("__suzumio"));
       export function createControllerToolpack() { return { "x.seen": () => ({ output: JSON.stringify(seen) }) }; }"#;
     let pack = Pack::new("capture", &[("controller.mjs", source)]);
-    let (h, _) = host(&pack, fast()).await;
-    assert_eq!(support(&h, "x.seen", json!({})).await.unwrap(), json!({"output": "[]"}));
+    let (h, world) = host(&pack, fast()).await;
+    assert_eq!(support(&h, &world, "x.seen", json!({})).await.unwrap(), json!({"output": "[]"}));
 
     let pack = Pack::new("glue", &[("controller.mjs", "import * as glue from 'suzumio:glue'; export default glue;")]);
-    let err = JsHost::spawn(pack.spec("controller.mjs", fast()), Arc::new(TestHost::default())).await.err();
+    let err = JsHost::spawn(pack.spec("controller.mjs", fast()), World::new().ops).await.err();
     let Some(JsError::Load { message, .. }) = err else { panic!("expected a load error, got {err:?}") };
     assert!(message.contains("suzumio: modules are internal to the host and cannot be imported"), "{message}");
 }
@@ -248,19 +292,17 @@ async fn pack_code_cannot_capture_the_host_functions() {
 #[tokio::test]
 async fn a_module_that_never_finishes_loading_fails_at_the_deadline() {
     let pack = Pack::new("tla", &[("controller.mjs", "await new Promise(() => {});\nexport default {};")]);
-    let started = Instant::now();
-    let err = JsHost::spawn(pack.spec("controller.mjs", fast()), Arc::new(TestHost::default())).await.err();
+    let err = within(JsHost::spawn(pack.spec("controller.mjs", fast()), World::new().ops)).await.err();
     let Some(JsError::Load { message, .. }) = err else { panic!("expected a load error, got {err:?}") };
     assert_eq!(message, "module evaluation did not finish within 300 ms");
-    assert!(started.elapsed() < Duration::from_secs(5), "stopped at the deadline: {:?}", started.elapsed());
 }
 
 #[tokio::test]
 async fn exceptions_keep_message_and_stack() {
     let source = "function deep() { throw new TypeError('bad input shape'); }\nexport function createControllerToolpack() { return { 'x.run': () => deep() }; }";
     let pack = Pack::new("throws", &[("controller.mjs", source)]);
-    let (h, _) = host(&pack, fast()).await;
-    match support(&h, "x.run", json!({})).await.unwrap_err() {
+    let (h, world) = host(&pack, fast()).await;
+    match support(&h, &world, "x.run", json!({})).await.unwrap_err() {
         JsError::Exception { message, stack, .. } => {
             assert_eq!(message, "TypeError: bad input shape");
             assert!(stack.unwrap_or_default().contains("deep"), "the stack names the function");
@@ -273,20 +315,18 @@ async fn exceptions_keep_message_and_stack() {
 async fn infinite_loop_is_stopped_at_the_deadline_and_the_pack_recovers() {
     let source = "let calls = 0;\nexport function createControllerToolpack() { return { 'x.loop': () => { while (true) {} }, 'x.ok': () => ({ output: 'fine' }) }; }";
     let pack = Pack::new("loop", &[("controller.mjs", source)]);
-    let (h, _) = host(&pack, fast()).await;
-    let started = Instant::now();
-    let err = support(&h, "x.loop", json!({})).await.unwrap_err();
+    let (h, world) = host(&pack, fast()).await;
+    let err = support(&h, &world, "x.loop", json!({})).await.unwrap_err();
     assert_eq!(err, JsError::Timeout { pack: "test-pack".into(), ms: 300 });
-    assert!(started.elapsed() < Duration::from_secs(5), "stopped promptly");
-    assert_eq!(support(&h, "x.ok", json!({})).await.unwrap(), json!({"output": "fine"}));
+    assert_eq!(support(&h, &world, "x.ok", json!({})).await.unwrap(), json!({"output": "fine"}));
 }
 
 #[tokio::test]
 async fn a_promise_that_never_settles_times_out() {
     let source = "export function createControllerToolpack() { return { 'x.hang': () => new Promise(() => {}) }; }";
     let pack = Pack::new("hang", &[("controller.mjs", source)]);
-    let (h, _) = host(&pack, fast()).await;
-    assert!(matches!(support(&h, "x.hang", json!({})).await, Err(JsError::Timeout { .. })));
+    let (h, world) = host(&pack, fast()).await;
+    assert!(matches!(support(&h, &world, "x.hang", json!({})).await, Err(JsError::Timeout { .. })));
 }
 
 #[tokio::test]
@@ -294,23 +334,24 @@ async fn runaway_allocation_hits_the_memory_limit_and_the_pack_recovers() {
     let source = "export function createControllerToolpack() { return { 'x.grow': () => { const a = []; while (true) a.push(new Array(100000).fill(1)); }, 'x.ok': () => ({ output: 'fine' }) }; }";
     let pack = Pack::new("oom", &[("controller.mjs", source)]);
     let limits = JsLimits { call_timeout: Duration::from_secs(20), memory_bytes: 16 << 20 };
-    let (h, _) = host(&pack, limits).await;
+    let (h, world) = host(&pack, limits).await;
     assert_eq!(
-        support(&h, "x.grow", json!({})).await.unwrap_err(),
+        support(&h, &world, "x.grow", json!({})).await.unwrap_err(),
         JsError::OutOfMemory { pack: "test-pack".into(), mib: 16 }
     );
-    assert_eq!(support(&h, "x.ok", json!({})).await.unwrap(), json!({"output": "fine"}));
+    assert_eq!(support(&h, &world, "x.ok", json!({})).await.unwrap(), json!({"output": "fine"}));
 }
 
+/// A pack spinning on its thread (here until the test records a signal it polls for) does not
+/// hold up another pack's call: that one answers while the first still spins.
 #[tokio::test]
 async fn one_looping_pack_does_not_block_another() {
-    let looping = Pack::new(
-        "busy",
-        &[(
-            "controller.mjs",
-            "export function createControllerToolpack() { return { 'x.loop': () => { while (true) {} } }; }",
-        )],
-    );
+    let spinning = r#"export function createControllerToolpack(context) { return { 'x.spin': () => {
+        context.recordSignal({ kind: "busy.spinning", targetAgent: "pm" });
+        while (context.store.listSignals({ kind: "busy.release" }).length === 0) {}
+        return { output: "released" };
+    } }; }"#;
+    let looping = Pack::new("busy", &[("controller.mjs", spinning)]);
     let healthy = Pack::new(
         "healthy",
         &[(
@@ -318,15 +359,31 @@ async fn one_looping_pack_does_not_block_another() {
             "export function createControllerToolpack() { return { 'x.ok': () => ({ output: 'ok' }) }; }",
         )],
     );
-    let slow = JsLimits { call_timeout: Duration::from_secs(3), memory_bytes: 16 << 20 };
-    let (busy, _) = host(&looping, slow).await;
-    let (fine, _) = host(&healthy, fast()).await;
-    let stuck = tokio::spawn(async move { support(&busy, "x.loop", json!({})).await });
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let started = Instant::now();
-    assert_eq!(support(&fine, "x.ok", json!({})).await.unwrap(), json!({"output": "ok"}));
-    assert!(started.elapsed() < Duration::from_secs(2), "the healthy pack answered while the other looped");
-    assert!(matches!(stuck.await.unwrap(), Err(JsError::Timeout { .. })));
+    let world = World::new();
+    let patient = JsLimits { call_timeout: DEADLINE, memory_bytes: 16 << 20 };
+    let busy = JsHost::spawn(looping.spec("controller.mjs", patient), world.ops.clone()).await.unwrap();
+    let fine = JsHost::spawn(healthy.spec("controller.mjs", fast()), world.ops.clone()).await.unwrap();
+    let mut events = world.store.subscribe();
+    let world = Arc::new(world);
+    let stuck = tokio::spawn({
+        let world = world.clone();
+        async move { support(&busy, &world, "x.spin", json!({})).await }
+    });
+    within(async {
+        loop {
+            if let Event::SignalCreated { kind, .. } = events.recv().await.unwrap().event
+                && kind == "busy.spinning"
+            {
+                return;
+            }
+        }
+    })
+    .await;
+    assert_eq!(support(&fine, &world, "x.ok", json!({})).await.unwrap(), json!({"output": "ok"}));
+    assert!(!stuck.is_finished(), "the healthy pack answered while the other still spun");
+    let release = SignalRequest { kind: "busy.release".into(), target_agent: Some("pm".into()), ..Default::default() };
+    world.store.record_signal(release).unwrap();
+    assert_eq!(stuck.await.unwrap().unwrap(), json!({"output": "released"}));
 }
 
 #[tokio::test]
@@ -342,8 +399,8 @@ async fn relative_imports_inside_the_pack_work() {
             ("one.js", "export const one = 1;"),
         ],
     );
-    let (h, _) = host(&pack, fast()).await;
-    assert_eq!(support(&h, "x.run", json!({"n": 21})).await.unwrap(), json!({"output": "42"}));
+    let (h, world) = host(&pack, fast()).await;
+    assert_eq!(support(&h, &world, "x.run", json!({"n": 21})).await.unwrap(), json!({"output": "42"}));
 }
 
 /// Imports that leave the pack, name packages or URLs, or load non-JS files fail the load.
@@ -361,8 +418,8 @@ async fn imports_outside_the_pack_are_refused() {
             "confined",
             &[("pack/controller.mjs", import), ("outside.mjs", "export const x = 1;"), ("pack/data.json", "{}")],
         );
-        let ops = Arc::new(TestHost::default());
-        let err = JsHost::spawn(pack.spec("pack/controller.mjs", fast()), ops).await.err().expect("load fails");
+        let err =
+            JsHost::spawn(pack.spec("pack/controller.mjs", fast()), World::new().ops).await.err().expect("load fails");
         let JsError::Load { message, .. } = &err else { panic!("{import}: expected a load error, got {err:?}") };
         assert!(message.contains(expected), "{import}: {message}");
     }
@@ -371,8 +428,7 @@ async fn imports_outside_the_pack_are_refused() {
 #[tokio::test]
 async fn syntax_errors_fail_the_load_with_a_position() {
     let pack = Pack::new("syntax", &[("controller.mjs", "export function createControllerToolpack( {\n")]);
-    let err =
-        JsHost::spawn(pack.spec("controller.mjs", fast()), Arc::new(TestHost::default())).await.err().expect("fails");
+    let err = JsHost::spawn(pack.spec("controller.mjs", fast()), World::new().ops).await.err().expect("fails");
     let JsError::Load { message, .. } = err else { panic!("expected a load error") };
     assert!(message.contains("SyntaxError"), "{message}");
 }
@@ -386,20 +442,27 @@ async fn non_json_results_are_refused() {
             "export function createControllerToolpack() { return { 'x.run': () => ({ output: 1n }) }; }",
         )],
     );
-    let (h, _) = host(&pack, fast()).await;
-    let err = support(&h, "x.run", json!({})).await.unwrap_err();
+    let (h, world) = host(&pack, fast()).await;
+    let err = support(&h, &world, "x.run", json!({})).await.unwrap_err();
     assert!(message(&err).contains("BigInt"), "{err}");
 }
 
 /// Regression: a call stopped while it awaited a host future must not leave the runtime
-/// unusable (or crash the process when the runtime is rebuilt).
+/// unusable (or crash the process when the runtime is rebuilt, or when it is torn down).
 #[tokio::test]
 async fn deadline_while_awaiting_a_host_future() {
     let source = "export function createControllerToolpack(context) { return { 'x.wait': async () => { await context.time.sleep(5000); return { output: 'late' }; }, 'x.ok': () => ({ output: 'fine' }) }; }";
     let pack = Pack::new("await", &[("controller.mjs", source)]);
-    let (h, _) = host(&pack, fast()).await;
-    assert!(matches!(support(&h, "x.wait", json!({})).await, Err(JsError::Timeout { .. })));
-    assert_eq!(support(&h, "x.ok", json!({})).await.unwrap(), json!({"output": "fine"}));
+    let (h, world) = host(&pack, fast()).await;
+    assert!(matches!(support(&h, &world, "x.wait", json!({})).await, Err(JsError::Timeout { .. })));
+    assert_eq!(support(&h, &world, "x.ok", json!({})).await.unwrap(), json!({"output": "fine"}));
     drop(h);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The pack's thread drops its runtime, then the operations it holds: once only this test
+    // holds them, the teardown is over.
+    within(async {
+        while Arc::strong_count(&world.ops) > 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
 }

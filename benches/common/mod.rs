@@ -1,5 +1,9 @@
-//! What the benchmarks share: percentiles, copying a fixture project, and a client end that
-//! answers `load` like a runner with no packs.
+//! What the benchmarks share: percentiles, copying a fixture project, a client end that
+//! answers `load` like a runner with no packs, and the quick mode.
+//!
+//! Quick mode (`SUZUMIO_BENCH_QUICK=1`, what `scripts/test.sh` sets): every measurement runs a
+//! few iterations only, so the test command runs each bench end to end in seconds and a bench
+//! that breaks fails the suite. Its figures mean nothing.
 
 #![allow(dead_code)]
 
@@ -45,4 +49,14 @@ impl suzumio::rpc::RequestHandler for AnswerLoad {
 /// True when a test runner asks a benchmark to list its tests (it has none).
 pub fn listing() -> bool {
     std::env::args().any(|a| a == "--list")
+}
+
+/// True in quick mode (`SUZUMIO_BENCH_QUICK=1`).
+pub fn quick() -> bool {
+    std::env::var("SUZUMIO_BENCH_QUICK").is_ok_and(|v| v == "1")
+}
+
+/// `full` iterations, or `few` in quick mode.
+pub fn iterations(full: usize, few: usize) -> usize {
+    if quick() { few } else { full }
 }
