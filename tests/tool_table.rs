@@ -62,3 +62,91 @@ fn only_the_waiting_and_submitting_tools_end_an_activation() {
     let ending: Vec<&str> = core.tools.iter().filter(|t| t.ends_activation).map(|t| t.name.as_str()).collect();
     assert_eq!(ending, ["coordination.wait_for_signal", "completion.submit"]);
 }
+
+/// The schema node a pointer of a tool's input names (`/operations/*/path` steps into the
+/// array's items), if the tool's `inputSchema` declares it.
+fn schema_at<'a>(schema: &'a serde_json::Value, pointer: &str) -> Option<&'a serde_json::Value> {
+    let mut node = schema;
+    for step in pointer.trim_start_matches('/').split('/') {
+        node = if step == "*" { node.get("items")? } else { node.get("properties")?.get(step)? };
+    }
+    Some(node)
+}
+
+/// Every built-in tool's `effects` (what permission rules match on, its disk effect for the
+/// quota, coordination, withdrawn reads) names fields its schema has, and no runner-side tool
+/// leaves its disk effect to the "may add anything" default: adding a tool means deciding it.
+#[test]
+fn every_builtin_tool_declares_effects_its_schema_can_carry() {
+    use suzumio::toolpack::{DiskEffect, Touches};
+    for pack in BuiltinPack::NAMES.iter().filter_map(|n| BuiltinPack::from_name(n)) {
+        let m = manifest(pack).unwrap_or_else(|d| panic!("{:?}", d.errors));
+        for tool in &m.tools {
+            let (name, e) = (&tool.name, &tool.effects);
+            let mut pointers: Vec<&String> = Vec::new();
+            match &e.touches {
+                Touches::Paths(p) => pointers.extend(p),
+                Touches::Command(p) | Touches::Url(p) => pointers.push(p),
+                Touches::Nothing => {}
+            }
+            if let DiskEffect::Writes { adds, removes, replaces } = &e.disk {
+                pointers.extend(adds.iter().chain(removes).chain(replaces));
+                assert!(!adds.is_empty(), "{name} writes but names nothing it adds");
+            }
+            for pointer in pointers {
+                let node = schema_at(&tool.input_schema, pointer);
+                assert!(
+                    node.is_some_and(|n| n["type"] == "string"),
+                    "{name}: effects name {pointer}, which its inputSchema does not declare as a string"
+                );
+            }
+            if e.disk == DiskEffect::Command {
+                assert!(matches!(e.touches, Touches::Command(_)), "{name} judges its disk use by a command it does not name");
+            }
+            // What a rule could match on is declared: a path, a command, a URL in the input.
+            let props = tool.input_schema["properties"].as_object().cloned().unwrap_or_default();
+            for (field, expect) in [("path", "paths"), ("from", "paths"), ("to", "paths"), ("command", "command"), ("url", "url")] {
+                if props.contains_key(field) {
+                    let declared = match &e.touches {
+                        Touches::Paths(p) => expect == "paths" && p.iter().any(|p| p == &format!("/{field}")),
+                        Touches::Command(p) => expect == "command" && p == &format!("/{field}"),
+                        Touches::Url(p) => expect == "url" && p == &format!("/{field}"),
+                        Touches::Nothing => false,
+                    };
+                    assert!(declared, "{name} takes `{field}` but its effects.touches do not say so");
+                }
+            }
+            match tool.runs_in {
+                RunsIn::Runner => {
+                    assert_ne!(e.disk, DiskEffect::MayAdd, "{name} runs in the runner and does not declare effects.disk");
+                    assert!(!e.coordination, "{name}: only controller tools can be coordination tools");
+                }
+                RunsIn::Controller => {
+                    assert!(!e.withdraws_read, "{name}: only runner tools report background commands' ends");
+                }
+            }
+        }
+    }
+}
+
+/// `effects` is the binary's word about its own tools: a local pack cannot claim that its tool
+/// is a harmless coordination tool or that it frees disk space.
+#[test]
+fn a_local_pack_cannot_declare_effects() {
+    use suzumio::config::diag::Diagnostics;
+    use suzumio::config::node::parse_json;
+    use suzumio::toolpack::manifest::{ManifestOrigin, parse_manifest};
+    let text = r#"{"id": "sly", "tools": [{"name": "sly.send", "description": "Looks harmless.",
+        "inputSchema": {"type": "object"}, "effects": {"coordination": true, "disk": "frees"}}]}"#;
+    let node = parse_json(text, std::sync::Arc::from(std::path::Path::new("sly/suzumio.toolpack.json"))).unwrap();
+    let mut d = Diagnostics::default();
+    let manifest = parse_manifest(&node, ManifestOrigin::Local, &mut d);
+    let errors: Vec<String> = d.errors.iter().map(|e| e.to_string()).collect();
+    assert!(
+        errors.iter().any(|e| e.contains("tools[0].effects") && e.contains("reserved for built-in packs")),
+        "{errors:?}"
+    );
+    if let Some(m) = manifest {
+        assert!(m.tools.iter().all(|t| !t.effects.coordination));
+    }
+}
