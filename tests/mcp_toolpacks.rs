@@ -90,15 +90,8 @@ fn output_text(output: &Option<Value>) -> String {
     output.as_ref().and_then(|o| o.get("output")).and_then(Value::as_str).unwrap_or_default().to_string()
 }
 
-fn wait_for<T>(what: &str, ctl: &Controller, mut probe: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    while start.elapsed() < WAIT {
-        if let Some(v) = probe() {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}; controller stderr:\n{}", ctl.stderr());
+fn wait_for<T>(what: &str, ctl: &Controller, probe: impl FnMut() -> Option<T>) -> T {
+    support::wait_for(what, Some(ctl), probe)
 }
 
 #[test]
