@@ -25,9 +25,10 @@ activations:
 fn sleeps_in_container() -> bool {
     let container = suzumio::backend::container_name("bg-ui", "worker");
     let out =
-        std::process::Command::new("docker").args(["top", &container, "-o", "args"]).output().expect("docker top");
+        std::process::Command::new("docker").args(["top", &container, "-o", "pid,args"]).output().expect("docker top");
     assert!(out.status.success(), "docker top {container}: {}", text(&out.stderr));
-    text(&out.stdout).lines().any(|l| l.trim() == "sleep 300")
+    // Each line is the pid, then the command line.
+    text(&out.stdout).lines().any(|l| l.split_whitespace().skip(1).collect::<Vec<_>>() == ["sleep", "300"])
 }
 
 #[tokio::test]

@@ -44,7 +44,7 @@ fn containers_of(root: &std::path::Path) -> Vec<String> {
 /// [`containers_of`]) names; `docker top` reads the processes from the host.
 fn runs_in(line: &str, needle: &str) -> bool {
     let name = line.split_whitespace().next().unwrap_or_default();
-    let out = Command::new("docker").args(["top", name, "-o", "args"]).output().expect("the docker CLI runs");
+    let out = Command::new("docker").args(["top", name, "-o", "pid,args"]).output().expect("the docker CLI runs");
     text(&out.stdout).lines().any(|l| l.contains(needle))
 }
 
