@@ -77,7 +77,8 @@ backend:
 impl World {
     /// Tick until nothing runs and nothing is pending (or give up after a while).
     async fn settle(&self) {
-        for _ in 0..200 {
+        let started = std::time::Instant::now();
+        loop {
             let report = self.scheduler.tick().await;
             assert!(report.errors.is_empty(), "{:?}", report.errors);
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -85,8 +86,8 @@ impl World {
             if idle && report.started.is_empty() {
                 return;
             }
+            assert!(started.elapsed() < support::PATIENCE, "the project did not settle");
         }
-        panic!("the project did not settle");
     }
 
     fn user_says(&self, to: &str, body: &str) {
@@ -214,30 +215,43 @@ activations:
     assert!(sent.iter().any(|m| m.body == "from the fallback"), "{sent:?}");
 }
 
-/// A tiny HTTP server on 127.0.0.1 that answers after `delay` (for a slow web.fetch).
-async fn slow_server(delay: Duration) -> String {
+/// A tiny HTTP server on 127.0.0.1 that answers only once the returned gate is opened (for a
+/// web.fetch that is in flight for as long as the test needs).
+async fn gated_server() -> (String, Arc<tokio::sync::Notify>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let opened = gate.clone();
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
+            let opened = opened.clone();
             tokio::spawn(async move {
                 use tokio::io::{AsyncReadExt, AsyncWriteExt};
                 let mut buf = [0u8; 1024];
                 let _ = socket.read(&mut buf).await;
-                tokio::time::sleep(delay).await;
+                opened.notified().await;
                 let _ = socket
                     .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\nslow")
                     .await;
             });
         }
     });
-    format!("http://{addr}/")
+    (format!("http://{addr}/"), gate)
+}
+
+/// Until the activation's web.fetch is in flight.
+async fn fetch_in_flight(host: &ToolHost) {
+    support::wait_for_async("the web.fetch call in flight", async || {
+        tool_status(host).iter().any(|t| t["tool"] == "web.fetch" && t["runningCount"] == 1).then_some(())
+    })
+    .await
 }
 
 /// P0 cancels a running activation in the middle of a tool call; the next activation carries it.
 #[tokio::test]
 async fn p0_interrupts_a_running_activation() {
-    let url = slow_server(Duration::from_secs(20)).await;
+    // The fetch never answers: only an interruption ends the activation.
+    let (url, _never_opened) = gated_server().await;
     let script = format!(
         r#"
 activations:
@@ -255,14 +269,7 @@ activations:
     w.user_says("pm", "Fetch the slow page.");
     w.scheduler.tick().await;
     let first = w.host.store.latest_activation("pm", None).unwrap().unwrap();
-    // Wait until the slow fetch is in flight.
-    for _ in 0..100 {
-        if tool_status(&w.host).iter().any(|t| t["tool"] == "web.fetch" && t["runningCount"] == 1) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let started = std::time::Instant::now();
+    fetch_in_flight(&w.host).await;
     w.host
         .store
         .send_message(SendMessage {
@@ -274,7 +281,9 @@ activations:
         })
         .unwrap();
     w.settle().await;
-    assert!(started.elapsed() < Duration::from_secs(10), "the P0 did not wait for the 20 s fetch");
+    let fetch = w.host.store.activation_tool_calls(&first.id).unwrap();
+    let fetch = fetch.iter().find(|c| c.tool == "web.fetch").expect("the fetch call is recorded");
+    assert_ne!(fetch.status.as_str(), "completed", "the P0 did not wait for the fetch: {fetch:?}");
     let cancelled = w.host.store.activation(&first.id).unwrap().unwrap();
     assert_eq!(cancelled.status.as_str(), "cancelled");
     assert!(cancelled.error.as_deref().unwrap_or("").starts_with("Interrupted by P0 signal sig_"));
@@ -357,7 +366,7 @@ async fn an_openai_compatible_model_recovers_from_a_schema_error() {
 /// A P1 message reaches a running activation at its next tool boundary, appended to the result.
 #[tokio::test]
 async fn p1_arrives_at_the_tool_boundary() {
-    let url = slow_server(Duration::from_millis(800)).await;
+    let (url, gate) = gated_server().await;
     let script = format!(
         r#"
 activations:
@@ -371,7 +380,7 @@ activations:
     let w = world_fetching_locally(&script);
     w.user_says("pm", "Fetch the page.");
     w.scheduler.tick().await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    fetch_in_flight(&w.host).await;
     let urgent = w
         .host
         .store
@@ -383,6 +392,8 @@ activations:
             ..Default::default()
         })
         .unwrap();
+    // The message is recorded while the fetch is still in flight; now the fetch answers.
+    gate.notify_one();
     w.settle().await;
     let history = w.host.store.history("pm", 100).unwrap();
     let result = history.iter().find(|h| h.kind() == "tool_result").unwrap();

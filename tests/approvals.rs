@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use model_stream::{Reply, StreamServer, Turn, openai_json};
 use serde_json::{Value, json};
-use support::{Controller, TempProject, suzumio, text};
+use support::{Controller, TempProject, suzumio, text, wait_for};
 use suzumio::calls::execute_tool;
 use suzumio::clock::ManualClock;
 use suzumio::config::BackendKind;
@@ -52,9 +52,6 @@ fn say(dir: &Path, to: &str, priority: &str, body: &str) {
 }
 
 fn run_on_docker(dir: &Path) -> Controller {
-    if std::env::var_os("SUZUMIO_SKIP_DOCKER_TESTS").is_some() {
-        panic!("SUZUMIO_SKIP_DOCKER_TESTS is set, but these tests need Docker; unset it");
-    }
     // The Docker backend mounts the static runner; fail here, with how to build it.
     support::static_runner();
     Controller::start(dir, &["--backend", "docker"])
@@ -65,15 +62,9 @@ fn store(dir: &Path) -> Arc<ToolHost> {
     suzumio::controller::open_read_only(dir).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn wait_for<T>(what: &str, ctl: Option<&Controller>, mut probe: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    while start.elapsed() < WAIT {
-        if let Some(v) = probe() {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}; controller stderr:\n{}", ctl.map(Controller::stderr).unwrap_or_default());
+/// The pending approval request of `host`'s store, once there is one.
+async fn wait_for_async_request(host: &ToolHost) -> ApprovalRecord {
+    support::wait_for_async("the approval request", async || host.store.approvals(true, 10).unwrap().pop()).await
 }
 
 fn pending(dir: &Path, n: usize, ctl: &Controller) -> Vec<ApprovalRecord> {
@@ -136,7 +127,8 @@ fn a_call_that_needs_approval_parks_its_activation_and_runs_once_when_allowed() 
         let a = store(&p.dir).store.activation(&act).unwrap().unwrap();
         (a.status == ActivationStatus::WaitingApproval).then_some(())
     });
-    std::thread::sleep(Duration::from_millis(1500));
+    // Parked with its first turn recorded; a model call while it waits would show at the end as a
+    // third turn (the script has two).
     assert_eq!(assistant_turns(&p.dir, &act), 1);
     assert_eq!(runs(&p.dir).0, 0, "nothing ran before the decision");
     let status = cli(&p.dir, &["status", &dir]);
@@ -320,7 +312,6 @@ fn a_pending_request_survives_kill_9_and_approving_it_after_the_restart_runs_the
     drop(host);
 
     let ctl = run_on_docker(&p.dir);
-    std::thread::sleep(Duration::from_millis(1000));
     assert_eq!(store(&p.dir).store.approvals(true, 10).unwrap().len(), 1, "the request is still the one pending");
     cli(&p.dir, &["approvals", "allow", &dir, &request.id]);
     let ended = activation_ended(&p.dir, &act, &ctl);
@@ -336,6 +327,8 @@ fn a_pending_request_survives_kill_9_and_approving_it_after_the_restart_runs_the
     assert_eq!(results[0]["content"], "removed old.txt (run 1)", "{results:?}");
     assert_eq!(assistant_turns(&p.dir, &act), 2);
     assert_eq!(ctl.stop(), Some(0));
+    let all = store(&p.dir).store.approvals(false, 10).unwrap();
+    assert_eq!(all.len(), 1, "the restarted controller adopted the request instead of asking again: {all:?}");
 }
 
 #[test]
@@ -520,7 +513,7 @@ async fn a_request_nobody_decides_is_denied_at_its_deadline_also_when_adopted_af
     };
     // The default approvalTimeout is 24 h.
     clock.advance(chrono::Duration::hours(24) + chrono::Duration::seconds(1));
-    let denied = tokio::time::timeout(Duration::from_secs(5), call).await.expect("denied within a poll").unwrap();
+    let denied = tokio::time::timeout(WAIT, call).await.expect("denied once its deadline passed").unwrap();
     let why = denied.unwrap_err().to_string();
     assert!(why.contains("nobody decided on its approval request within 24 h (permissions.approvalTimeout)"), "{why}");
     let expired = host.store.approval(&request.id).unwrap().unwrap();
@@ -554,14 +547,19 @@ async fn a_request_nobody_decides_is_denied_at_its_deadline_also_when_adopted_af
         }
     };
     let first = host.store.start_tool_call(&act.id, "writer", "danger.remove", Some("danger"), &input, None).unwrap();
-    let abandoned = tokio::time::timeout(Duration::from_millis(600), ask(first)).await;
-    assert!(abandoned.is_err(), "still waiting");
-    let request = host.store.approvals(true, 10).unwrap().pop().expect("the request stays pending");
+    // The ask is abandoned while it waits (as when the controller dies): once its request is
+    // recorded, and before anyone decides, the task is dropped.
+    let asking = tokio::spawn(ask(first));
+    let request = wait_for_async_request(&host).await;
+    assert!(!asking.is_finished(), "the ask waits for a decision: {:?}", asking.await);
+    asking.abort();
+    let _ = asking.await;
+    assert_eq!(host.store.approvals(true, 10).unwrap().len(), 1, "the request stays pending");
     // What the next controller does with the parked activation before it resumes it.
     host.store.reopen_parked(&act.id).unwrap();
     clock.advance(chrono::Duration::minutes(2));
     let again = host.store.start_tool_call(&act.id, "writer", "danger.remove", Some("danger"), &input, None).unwrap();
-    let why = tokio::time::timeout(Duration::from_secs(5), ask(again)).await.unwrap().unwrap_err().to_string();
+    let why = tokio::time::timeout(WAIT, ask(again)).await.expect("denied at once").unwrap_err().to_string();
     assert!(why.contains("within 1 min (permissions.approvalTimeout)"), "{why}");
     assert_eq!(host.store.approval(&request.id).unwrap().unwrap().status, ApprovalStatus::Denied);
     assert_eq!(host.store.approvals(false, 10).unwrap().len(), 2, "adopted, not asked again");
@@ -591,11 +589,11 @@ async fn on_ask_deny_refuses_at_once_with_a_reason_the_model_can_act_on() {
         decision: &decision,
         policy: AskPolicy { on_ask: OnAsk::Deny, timeout: Duration::from_secs(60) },
     };
-    let why =
-        tokio::time::timeout(Duration::from_secs(2), suzumio::calls::ask_and_run(&host, runners.as_ref(), pending))
-            .await
-            .expect("at once")
-            .unwrap_err();
+    // Had it asked, it would wait for a decision on a clock that never moves: the guard would fire.
+    let why = tokio::time::timeout(WAIT, suzumio::calls::ask_and_run(&host, runners.as_ref(), pending))
+        .await
+        .expect("refused without waiting")
+        .unwrap_err();
     assert_eq!(why.kind(), "denied");
     let text = why.to_string();
     assert!(

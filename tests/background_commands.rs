@@ -10,7 +10,6 @@ mod support;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::{Controller, TempProject, static_runner, text};
@@ -37,18 +36,21 @@ impl Setup {
         self.tools.store.list_signals(&query).unwrap()
     }
 
-    /// Poll `shell.list` until the command named `name` no longer runs.
-    async fn wait_ended(&self, name: &str) {
-        let started = Instant::now();
-        loop {
-            let list = self.bg("shell.list", json!({})).await;
-            let line = list.lines().find(|l| l.contains(&format!("({name})"))).unwrap_or_default().to_string();
-            if !line.is_empty() && !line.contains(" running ") {
-                return;
-            }
-            assert!(started.elapsed() < Duration::from_secs(60), "{name} did not end: {list}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+    /// The finish signal of the command named `name`, once it is recorded.
+    async fn finish_signal_of(&self, name: &str) -> SignalRecord {
+        support::wait_for_async(&format!("the finish signal of {name}"), async || {
+            self.finish_signals().into_iter().find(|s| s.payload["name"] == name)
+        })
+        .await
+    }
+
+    /// Starts a command that ends unread and waits for its finish signal. The runner reports
+    /// ends from one loop, oldest command first (ids are time-ordered), and the controller has
+    /// recorded each before it answers: so once this returns, every end that was waiting to be
+    /// reported when it began has been recorded; a signal not there now never comes.
+    async fn reports_flushed(&self) -> SignalRecord {
+        self.bg("shell.start", json!({"command": "true", "name": "flush"})).await;
+        self.finish_signal_of("flush").await
     }
 }
 
@@ -58,13 +60,12 @@ async fn a_command_that_ends_unread_signals_its_agent_once_with_its_exit_code_an
     let started =
         s.bg("shell.start", json!({"command": "echo hello-from-bg; echo oops >&2; exit 3", "name": "three"})).await;
     assert!(started.contains("Started background command cmd_"), "{started}");
-    let waited = Instant::now();
-    while s.finish_signals().is_empty() {
-        assert!(waited.elapsed() < Duration::from_secs(30), "no signal came");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // Given time to send it again, the runner does not.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let first = s.finish_signal_of("three").await;
+    // A second report of the same end (a lost answer, a new session) finds this one: the
+    // store keys the signal by the command id, so it cannot be recorded twice.
+    let command_id = first.payload["commandId"].as_str().unwrap().to_string();
+    let (again, recorded) = s.tools.store.record_command_finished("b", &command_id, json!({"again": true})).unwrap();
+    assert_eq!((again.id.as_str(), recorded), (first.id.as_str(), false), "a repeated end is not a new signal");
     let signals = s.finish_signals();
     assert_eq!(signals.len(), 1, "{signals:?}");
     let signal = &signals[0];
@@ -86,17 +87,19 @@ async fn a_command_whose_end_was_read_by_check_sends_no_signal() {
     assert!(checked.contains("exited with code 0") && checked.contains("checked-end"), "{checked}");
     // Read after its end was already reported: the pending signal is withdrawn.
     s.bg("shell.start", json!({"command": "echo quick", "name": "quick"})).await;
-    s.wait_ended("quick").await;
-    let reported = Instant::now();
-    while s.finish_signals().is_empty() && reported.elapsed() < Duration::from_secs(10) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let reported = s.finish_signal_of("quick").await;
+    assert_eq!(reported.status, SignalStatus::Pending);
     let late = s.bg("shell.check", json!({"id": "quick"})).await;
     assert!(late.contains("exited with code 0") && late.contains("quick"), "{late}");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let flush = s.reports_flushed().await;
     let signals = s.finish_signals();
-    assert!(signals.len() <= 1, "at most the quick one was recorded: {signals:?}");
-    assert!(signals.iter().all(|s| s.status == SignalStatus::Closed), "nothing is left to deliver: {signals:?}");
+    let names: Vec<&str> = signals.iter().map(|s| s.payload["name"].as_str().unwrap()).collect();
+    assert_eq!(names.iter().filter(|n| **n == "waited").count(), 0, "the waited-for end sent none: {signals:?}");
+    assert_eq!(names.iter().filter(|n| **n == "quick").count(), 1, "{signals:?}");
+    assert_eq!(signals.len(), 2, "quick's and the flush's: {signals:?}");
+    let quick = signals.iter().find(|s| s.id == reported.id).unwrap();
+    assert_eq!(quick.status, SignalStatus::Closed, "nothing is left to deliver: {quick:?}");
+    assert_eq!(flush.status, SignalStatus::Pending, "an end nobody read stays to be delivered");
     // A later check shows nothing new.
     let again = s.bg("shell.check", json!({"id": "waited"})).await;
     assert!(again.contains("(no new output)"), "{again}");
@@ -113,11 +116,10 @@ async fn a_stopped_command_sends_no_signal_and_its_process_tree_is_gone() {
         .await;
     assert!(started.contains("pid"), "{started}");
     let workspace = s.tools.project.config.root.join("workspaces").join("b");
-    let waited = Instant::now();
-    while !workspace.join("child.pid").exists() {
-        assert!(waited.elapsed() < Duration::from_secs(20), "the command did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    support::wait_for_async("the command to start its child", async || {
+        std::fs::read_to_string(workspace.join("child.pid")).ok().filter(|pid| pid.ends_with('\n')).map(drop)
+    })
+    .await;
     let stopped = s.bg("shell.stop", json!({"id": "tree"})).await;
     assert!(stopped.contains("stopped") && stopped.contains("started"), "{stopped}");
     let child = std::fs::read_to_string(workspace.join("child.pid")).unwrap().trim().to_string();
@@ -125,8 +127,9 @@ async fn a_stopped_command_sends_no_signal_and_its_process_tree_is_gone() {
     assert!(alive.contains("gone"), "the background child of the stopped command still runs: {alive}");
     let sleeps = s.sh("b", "ps -o comm | grep -c '^sleep' || true").await;
     assert!(sleeps.contains("\n0"), "no sleep is left: {sleeps}");
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(s.finish_signals().is_empty(), "{:?}", s.finish_signals());
+    let flush = s.reports_flushed().await;
+    let signals = s.finish_signals();
+    assert_eq!(signals.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), [flush.id.as_str()], "{signals:?}");
     let list = s.bg("shell.list", json!({})).await;
     assert!(list.contains("(tree) stopped"), "{list}");
 }
@@ -199,13 +202,19 @@ fn worker_activations(c: &Controller) -> Vec<Value> {
     get(c, "/activations?agent=worker&limit=50")["items"].as_array().unwrap().clone()
 }
 
-/// Wait (at most `limit`) until `done` holds, failing with the controller's log.
-fn wait_for(c: &Controller, what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < limit, "{what} did not happen within {limit:?}; stderr:\n{}", c.stderr());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+/// Wait until `done` holds, failing with the controller's log.
+fn wait_for(c: &Controller, what: &str, mut done: impl FnMut() -> bool) {
+    support::wait_for(what, Some(c), || done().then_some(()))
+}
+
+/// What the store holds for the worker once its controller has stopped: with the controller
+/// and its runner gone nothing more can arrive, so these are final. The finish signals, and
+/// how many of the worker's signals are still to be delivered (each would be a new activation).
+fn final_state(dir: &Path) -> (Vec<SignalRecord>, usize) {
+    let tools = suzumio::controller::open_read_only(dir).unwrap_or_else(|e| panic!("{e}"));
+    let pending =
+        SignalQuery { target_agent: Some("worker".into()), status: Some(SignalStatus::Pending), ..Default::default() };
+    (finish_signals_in_store(dir), tools.store.list_signals(&pending).unwrap().len())
 }
 
 /// Removes the project's containers, whatever the test left.
@@ -249,7 +258,7 @@ fn a_finished_command_wakes_the_idle_agent_with_exactly_one_signal_and_the_api_l
 
     // The API lists both while they run.
     let mut listed = Value::Null;
-    wait_for(&c, "two running commands", Duration::from_secs(60), || {
+    wait_for(&c, "two running commands", || {
         listed = get(&c, "/agents/worker/commands");
         listed["items"].as_array().is_some_and(|i| i.len() == 2 && i.iter().all(|c| c["status"] == "running"))
     });
@@ -265,22 +274,29 @@ fn a_finished_command_wakes_the_idle_agent_with_exactly_one_signal_and_the_api_l
     assert_eq!(unknown.status, 404, "{}", unknown.body);
     assert_eq!(support::http("GET", &api(&c, "/agents/nobody/commands"), &[], None).status, 404);
 
-    // The job ends: one signal, delivered to a second activation of the (idle) worker.
-    wait_for(&c, "the worker woken by the job's end", Duration::from_secs(60), || {
-        worker_activations(&c).len() >= 2 && finish_signals(&c).iter().any(|s| s["status"] == "delivered")
+    // The job ends: one signal, delivered to a second activation of the (idle) worker, which
+    // waits again and so ends.
+    wait_for(&c, "the worker woken by the job's end", || {
+        let activations = worker_activations(&c);
+        activations.len() >= 2
+            && activations.iter().all(|a| a["status"] == "completed")
+            && finish_signals(&c).iter().any(|s| s["status"] == "delivered")
     });
-    std::thread::sleep(Duration::from_secs(3));
-    let signals = finish_signals(&c);
-    assert_eq!(signals.len(), 1, "exactly one signal, none for the stopped command: {signals:?}");
-    assert_eq!(signals[0]["payload"]["name"], "job");
-    assert_eq!(signals[0]["payload"]["exitCode"], 0);
-    assert!(signals[0]["payload"]["output"].as_str().unwrap().contains("finished-marker"));
-    assert_eq!(worker_activations(&c).len(), 2, "woken once");
     let listed = get(&c, "/agents/worker/commands");
     let statuses: Vec<&str> =
         listed["items"].as_array().unwrap().iter().map(|c| c["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["stopped", "exited"], "newest first: {listed}");
     assert!(listed["items"][1]["recentOutput"].as_str().unwrap().contains("finished-marker"));
+    assert_eq!(worker_activations(&c).len(), 2, "woken once");
+    assert_eq!(c.stop(), Some(0));
+
+    let (signals, pending) = final_state(&project.dir);
+    assert_eq!(signals.len(), 1, "exactly one signal, none for the stopped command: {signals:?}");
+    assert_eq!(signals[0].status, SignalStatus::Delivered);
+    assert_eq!(signals[0].payload["name"], "job");
+    assert_eq!(signals[0].payload["exitCode"], 0);
+    assert!(signals[0].payload["output"].as_str().unwrap().contains("finished-marker"));
+    assert_eq!(pending, 0, "nothing is left to wake the worker again");
 }
 
 /// `--until-idle` waits for a background command: its end is work to come.
@@ -332,7 +348,7 @@ fn a_command_outlives_a_killed_controller_and_its_finish_arrives_once_after_the_
     let project = project("bg-restart", RESTART_SCRIPT);
     let _cleanup = Containers(&project.dir);
     let mut first = controller(&project.dir);
-    wait_for(&first, "the command running and the worker idle", Duration::from_secs(60), || {
+    wait_for(&first, "the command running and the worker idle", || {
         let listed = get(&first, "/agents/worker/commands");
         let running = listed["items"].as_array().is_some_and(|i| i.len() == 1 && i[0]["status"] == "running");
         let activations = worker_activations(&first);
@@ -344,19 +360,21 @@ fn a_command_outlives_a_killed_controller_and_its_finish_arrives_once_after_the_
 
     let second = controller(&project.dir);
     // The runner resumed its session with the new controller and still has the command.
-    wait_for(&second, "the resumed runner listing the command", Duration::from_secs(30), || {
+    wait_for(&second, "the resumed runner listing the command", || {
         let listed = get(&second, "/agents/worker/commands");
         listed["items"].as_array().is_some_and(|i| i.len() == 1 && i[0]["name"] == "long")
     });
-    wait_for(&second, "the finish signal", Duration::from_secs(60), || {
-        finish_signals(&second).iter().any(|s| s["status"] == "delivered")
+    wait_for(&second, "the finish signal delivered and the woken activation ended", || {
+        let delivered = finish_signals(&second).iter().any(|s| s["status"] == "delivered");
+        delivered && worker_activations(&second).iter().all(|a| a["status"] != "running")
     });
-    std::thread::sleep(Duration::from_secs(3));
-    let signals = finish_signals(&second);
-    assert_eq!(signals.len(), 1, "{signals:?}");
-    assert!(signals[0]["payload"]["output"].as_str().unwrap().contains("after-restart"));
     assert!(second.stderr().contains("resumes its session"), "{}", second.stderr());
-    drop(second);
+    assert_eq!(second.stop(), Some(0));
+    let (signals, pending) = final_state(&project.dir);
+    assert_eq!(signals.len(), 1, "{signals:?}");
+    assert_eq!(signals[0].status, SignalStatus::Delivered);
+    assert!(signals[0].payload["output"].as_str().unwrap().contains("after-restart"));
+    assert_eq!(pending, 0, "{signals:?}");
 }
 
 /// The store of the stopped controller, read directly.

@@ -1,6 +1,7 @@
 //! The WebUI's background-commands section in a real browser (headless Chromium through
 //! chromedriver, `scripts/setup.sh` installs them) against `suzumio run` on Docker: the agent's
-//! History page lists its running command with its output, and the Stop button stops it.
+//! History page lists its running command with its output, and the Stop button stops it (its
+//! process is gone from the container).
 
 mod support;
 #[path = "support/webdriver.rs"]
@@ -18,6 +19,17 @@ activations:
       - call: [{tool: shell.start, input: {command: "echo ui-visible-output; sleep 300", name: forever}}]
       - call: [{tool: coordination.wait_for_signal, input: {reason: "waiting"}}]
 "#;
+
+/// Whether the worker's container runs the command's `sleep 300` (`docker top` reads its
+/// processes from the host).
+fn sleeps_in_container() -> bool {
+    let container = suzumio::backend::container_name("bg-ui", "worker");
+    let out =
+        std::process::Command::new("docker").args(["top", &container, "-o", "pid,args"]).output().expect("docker top");
+    assert!(out.status.success(), "docker top {container}: {}", text(&out.stderr));
+    // Each line is the pid, then the command line.
+    text(&out.stdout).lines().any(|l| l.split_whitespace().skip(1).collect::<Vec<_>>() == ["sleep", "300"])
+}
 
 #[tokio::test]
 async fn the_history_page_lists_a_running_command_and_its_stop_button_stops_it() {
@@ -41,8 +53,11 @@ async fn the_history_page_lists_a_running_command_and_its_stop_button_stops_it()
         let row = b.wait_for_text("section.background-commands li[data-command]", "ui-visible-output").await?;
         let shown = row.text().await?;
         assert!(shown.contains("echo ui-visible-output; sleep 300") && shown.contains("running"), "{shown}");
+        assert!(sleeps_in_container(), "the command runs in the container before the click");
         b.click(&b.find("section.background-commands li[data-command] button").await?).await?;
         b.wait_for_text("section.background-commands li[data-command] .pill", "stopped").await?;
+        // The pill says stopped once the runner saw the command end: its process is gone.
+        assert!(!sleeps_in_container(), "the stopped command's process is still in the container");
         webdriver::Result::Ok(())
     }
     .await;

@@ -257,9 +257,7 @@ activations:
     let guard = "budgets:\n  loopGuard: {maxActivations: 10, windowSeconds: 60}\n";
     let w = world(script, guard, "", SCRIPTED);
     w.user_says("pm", "Start talking.");
-    let started = std::time::Instant::now();
     w.settle().await;
-    assert!(started.elapsed() < Duration::from_secs(60), "stopped within the guard's window");
 
     let (pm, worker) = (w.activations_of("pm").len(), w.activations_of("worker").len());
     assert!(pm <= 12 && worker <= 12, "the guard stopped the loop: {pm} pm and {worker} worker activations");
@@ -445,16 +443,11 @@ fn the_api_shows_a_paused_agent_and_its_budget_and_resumes_it() {
     let sent =
         support::http("POST", &c.url(&format!("{p}/messages")), &[], Some(r#"{"recipient": "worker", "body": "Go."}"#));
     assert_eq!(sent.status, 201, "{}", sent.body);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let worker = loop {
+    let worker = support::wait_for("the worker to be paused", Some(&c), || {
         let agents = support::http("GET", &c.url(&format!("{p}/agents")), &[], None).json();
         let worker = agents.as_array().unwrap().iter().find(|a| a["id"] == "worker").unwrap().clone();
-        if worker.get("paused").is_some() {
-            break worker;
-        }
-        assert!(std::time::Instant::now() < deadline, "the worker was never paused: {worker}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        worker.get("paused").is_some().then_some(worker)
+    });
     assert_eq!(worker["paused"]["limit"], "maxTokensPerActivation");
     assert_eq!(worker["budget"]["maxTokensPerActivation"], 100);
     assert!(worker["budget"]["today"]["inputTokens"].as_u64().unwrap() > 100, "{worker}");

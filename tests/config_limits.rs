@@ -49,8 +49,11 @@ fn an_alias_bomb_one_level_deeper_is_refused_at_its_alias() {
     refused(&yaml, "aliases in this document copy more than 100000 values");
 }
 
+/// All of them are read (the duplicate is the last one, located by its index) within the
+/// memory bound. Whether the time grows linearly with the count is the bench's question
+/// (the ratio of two sizes), not a test's.
 #[test]
-fn a_hundred_thousand_channels_are_read_in_linear_time() {
+fn a_hundred_thousand_channels_are_read_to_the_last_within_the_memory_bound() {
     let mut yaml = String::from("name: fixture\ntask: t\nchannels:\n");
     for i in 0..100_000 {
         yaml.push_str(&format!("  - \"#c{i}\"\n"));

@@ -25,10 +25,8 @@ fn the_demo_runs_to_a_submitted_report() {
         let out = suzumio(&args);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
     }
-    let started = std::time::Instant::now();
     let out = suzumio(&["run", &dir, "--port", "0", "--until-idle"]);
     assert_eq!(out.status.code(), Some(0), "stdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
-    assert!(started.elapsed().as_secs() < 60, "under a minute");
 
     for worker in ["worker-1", "worker-2"] {
         let section = std::fs::read_to_string(project.dir.join(format!("artifacts/{worker}/section.md"))).unwrap();

@@ -123,7 +123,7 @@ async fn list_through_a_swapped_link_to_proc_never_leaks() {
             }
         }
     }
-    swapper.finish();
+    assert!(swapper.finish() > 0, "the swapper never swapped: the race did not run");
     assert!(leaks.is_empty(), "{} listings leaked, e.g. {:.200}", leaks.len(), leaks[0]);
 }
 
@@ -140,7 +140,7 @@ async fn write_through_a_swapped_link_never_lands_outside() {
         let patch = json!({"operations": [{"op": "add", "path": format!("/workspace/d/p{i}"), "content": "x"}]});
         let _ = tools.invoke("file.patch", patch).await;
     }
-    swapper.finish();
+    assert!(swapper.finish() > 0, "the swapper never swapped: the race did not run");
     let planted: Vec<_> = std::fs::read_dir(&outside).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(planted.is_empty(), "written outside the roots: {planted:?}");
 }
@@ -158,10 +158,20 @@ async fn across_containers_a_swapped_link_to_proc_1_never_leaks() {
     let setup = "cd /artifacts/b && mkdir d && echo harmless > d/environ && ln -s /proc/1 l";
     call("b", "shell.exec", json!({"command": setup})).await.unwrap();
     // The swap loop runs in b's container as one long call (a call's background processes are
-    // stopped when it returns), until the test drops a stop file into b's workspace.
-    let swap = "cd /artifacts/b && while [ ! -e /workspace/stop ]; do mv d t; mv l d; mv d l; mv t d; done";
+    // stopped when it returns), until the test drops a stop file into b's workspace. It counts
+    // its rounds in a file beside the swapped pair (a plain command line: one the permission
+    // rules cannot match, such as shell arithmetic, would wait for an approval instead).
+    let swap =
+        "cd /artifacts/b && while [ ! -e /workspace/stop ]; do mv d t; mv l d; mv d l; mv t d; echo >> rounds; done";
     let swapping = tokio::spawn(call("b", "shell.exec", json!({"command": swap, "timeoutMs": 300000})));
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let rounds = s.project.dir.join("artifacts/b/rounds");
+    support::wait_for_async("the swap loop's first round", async || {
+        assert!(!swapping.is_finished(), "the swap loop ended before its first round");
+        let asked = s.tools.store.approvals(true, 1).unwrap();
+        assert!(asked.is_empty(), "the swap loop waits for an approval: {asked:?}");
+        rounds.exists().then_some(())
+    })
+    .await;
     let (mut read, mut leaks) = (0, Vec::new());
     for _ in 0..2_000 {
         match call("a", "file.read", json!({"path": "/artifacts/b/d/environ"})).await {
@@ -170,9 +180,12 @@ async fn across_containers_a_swapped_link_to_proc_1_never_leaks() {
             Err(_) => {}
         }
     }
+    assert!(!swapping.is_finished(), "the swap loop ended before the reads did: {:?}", swapping.await);
     std::fs::write(s.project.dir.join("workspaces/b/stop"), "").unwrap();
-    let _ = swapping.await;
+    let swapped = swapping.await.expect("the swap task").expect("the swap loop's call");
     s.runners.shutdown().await;
+    let swaps = std::fs::read_to_string(&rounds).unwrap().lines().count();
+    assert!(swaps > 0, "the swap loop swapped no round: {swapped}");
     assert!(leaks.is_empty(), "{} reads leaked, e.g. {:.200}", leaks.len(), leaks[0]);
     assert!(read > 0, "the real file was never read: the swap loop did not run as planned");
 }

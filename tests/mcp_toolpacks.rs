@@ -90,15 +90,8 @@ fn output_text(output: &Option<Value>) -> String {
     output.as_ref().and_then(|o| o.get("output")).and_then(Value::as_str).unwrap_or_default().to_string()
 }
 
-fn wait_for<T>(what: &str, ctl: &Controller, mut probe: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    while start.elapsed() < WAIT {
-        if let Some(v) = probe() {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}; controller stderr:\n{}", ctl.stderr());
+fn wait_for<T>(what: &str, ctl: &Controller, probe: impl FnMut() -> Option<T>) -> T {
+    support::wait_for(what, Some(ctl), probe)
 }
 
 #[test]
@@ -456,6 +449,9 @@ backend:
     wait_for("the long call to start", &ctl, || {
         calls(&p.dir, "everything.trigger-long-running-operation").first().cloned()
     });
+    // Left as it was (issue 30 lists it): nothing observable says the server has received the
+    // call (the runner neither logs nor records it), so this pause gives the runner time to send
+    // it; a server killed before the call reached it would be restarted for it instead.
     std::thread::sleep(Duration::from_millis(500));
     let container = suzumio::backend::container_name(&name, "counter");
     let killed = std::process::Command::new("docker")

@@ -11,7 +11,7 @@ mod model_stream;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -644,9 +644,8 @@ async fn a_slow_server_times_out_with_the_configured_timeout() {
     let mut p = provider("local", ProviderKind::OpenAiCompatible, Some(&server.url));
     p.timeout_ms = Some(200);
     let model = resolved(p, preset("m", "local", "x"));
-    let started = Instant::now();
+    // The server answers after 5 s: an error (not "too late") is the client giving up first.
     let err = build(&model).complete(request(&model, conversation(), Vec::new())).await.unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(3), "gave up after {:?}", started.elapsed());
     assert!(matches!(err, ProviderError::Timeout { after_ms: 200, .. }), "{err:?}");
     assert!(err.to_string().contains("within 200 ms"), "{err}");
     assert_eq!(server.requests().len(), 1, "a timeout is not retried");
@@ -1250,9 +1249,8 @@ async fn a_stream_that_goes_quiet_times_out_with_chunk_timeout_ms() {
         let mut model = stream_model(kind.clone(), &server.url);
         model.provider.chunk_timeout_ms = Some(300);
         let pieces = Pieces::default();
-        let started = Instant::now();
+        // The stream resumes after 5 s: an error is the client giving up on the quiet first.
         let err = build(&model).stream(request(&model, conversation(), Vec::new()), &pieces).await.unwrap_err();
-        assert!(started.elapsed() < Duration::from_secs(3), "gave up after {:?}", started.elapsed());
         assert!(matches!(err, ProviderError::StreamStalled { after_ms: 300, .. }), "{kind:?}: {err:?}");
         assert!(
             err.to_string().ends_with(

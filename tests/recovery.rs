@@ -4,17 +4,18 @@
 mod support;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::text;
 
+/// Each activation's tool call waits for a `go` file in the project directory: the first one
+/// is surely in its call when the controller is killed, and the test lets the rest through.
 const SCRIPT: &str = r#"
 activations:
   - agent: worker
     repeat: true
     steps:
-      - call: [{tool: shell.exec, input: {command: "sleep 2; echo worked"}}]
+      - call: [{tool: shell.exec, input: {command: "until [ -e GO_FILE ]; do sleep 0.05; done; echo worked"}}]
       - call: [{tool: messages.send, input: {recipient: user, body: "done with {{activationId}}"}}]
 "#;
 
@@ -36,6 +37,9 @@ fn messages_survive_a_kill_9_and_are_delivered_exactly_once() {
     let worker = ("reviewer:\n    tools:", "worker:\n    tools: [shell.exec, messages.send]\n  reviewer:\n    tools:");
     let project = support::TempProject::scripted("review", SCRIPT, &[worker]);
     let dir = project.dir.to_str().unwrap().to_string();
+    let go = project.dir.join("go");
+    let script = std::fs::read_to_string(project.dir.join("script.yaml")).unwrap();
+    std::fs::write(project.dir.join("script.yaml"), script.replace("GO_FILE", go.to_str().unwrap())).unwrap();
     assert_eq!(suzumio(&["start", &dir]).status.code(), Some(0));
     let mut sent = Vec::new();
     for i in 0..3 {
@@ -51,19 +55,15 @@ fn messages_survive_a_kill_9_and_are_delivered_exactly_once() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until an activation is in the middle of its (slow) tool call, then kill -9.
-    let start = Instant::now();
-    loop {
-        let running = signals(&dir).iter().any(|s| s["status"] == "delivered");
-        if running {
-            std::thread::sleep(Duration::from_millis(300));
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "no activation started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Wait until an activation is in its tool call (which cannot end before `go` exists), then kill -9.
+    support::wait_for("an activation in its shell.exec call", None, || {
+        let host = suzumio::controller::open_read_only(&project.dir).ok()?;
+        let calls = host.store.list_tool_calls(Some("shell.exec"), Some("worker"), None, 10).ok()?;
+        calls.iter().any(|c| c.status == suzumio::store::ToolCallStatus::Running).then_some(())
+    });
     Command::new("kill").args(["-9", &first.id().to_string()]).status().unwrap();
     let _ = first.wait();
+    std::fs::write(&go, "").unwrap();
 
     let out = Command::new(env!("CARGO_BIN_EXE_suzumio"))
         .args(["run", &dir, "--port", "0", "--backend", "process", "--until-idle"])

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use suzumio::rpc::{
@@ -14,12 +14,17 @@ use suzumio::rpc::{
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
-/// Answers a few test methods; `relay` calls back into the peer over the same connection.
+/// Answers a few test methods; `relay` calls back into the peer over the same connection;
+/// `hold` answers once the test releases it.
 #[derive(Default)]
 struct TestHandler {
     name: &'static str,
     peer: OnceLock<Connection>,
     notes: Mutex<Vec<Value>>,
+    /// Told each time a `sleep` or `hold` handler has begun (so a test knows the request arrived).
+    begun: Arc<tokio::sync::Notify>,
+    /// Lets one `hold` handler answer.
+    release: Arc<tokio::sync::Notify>,
 }
 
 impl TestHandler {
@@ -32,6 +37,7 @@ impl RequestHandler for TestHandler {
     fn handle(&self, method: String, params: Value) -> HandlerFuture {
         let name = self.name;
         let peer = self.peer.get().cloned();
+        let (begun, release) = (self.begun.clone(), self.release.clone());
         if method == "note" {
             self.notes.lock().unwrap().push(params.clone());
         }
@@ -40,8 +46,14 @@ impl RequestHandler for TestHandler {
                 "echo" => Ok(json!({"from": name, "params": params})),
                 "sleep" => {
                     let ms = params["ms"].as_u64().unwrap_or(0);
+                    begun.notify_one();
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                     Ok(json!({"from": name, "slept": ms, "tag": params["tag"]}))
+                }
+                "hold" => {
+                    begun.notify_one();
+                    release.notified().await;
+                    Ok(json!({"from": name, "held": true}))
                 }
                 "fail" => Err(RpcError::application("Tool not allowed for pm: file.write")),
                 "typed" => {
@@ -109,18 +121,18 @@ async fn concurrent_requests_in_both_directions_are_matched_by_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_handler_does_not_block_another_request() {
-    let (ca, _cb, _, _) = pair();
+    let (ca, _cb, _, hb) = pair();
     let slow = tokio::spawn({
         let ca = ca.clone();
-        async move { ca.request("sleep", json!({"ms": 3000})).await }
+        async move { ca.request("hold", json!({})).await }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let started = Instant::now();
-    let answer = within("echo", ca.request("echo", json!({"n": 1}))).await.unwrap();
+    within("the held handler to begin", hb.begun.notified()).await;
+    // The held request cannot have been answered: only the release below lets it.
+    let answer = within("echo while a handler is held", ca.request("echo", json!({"n": 1}))).await.unwrap();
     assert_eq!(answer["params"]["n"], 1);
-    assert!(started.elapsed() < Duration::from_secs(1), "echo waited for the slow handler");
-    assert!(!slow.is_finished());
-    slow.abort();
+    assert!(!slow.is_finished(), "the held request was answered before its release");
+    hb.release.notify_one();
+    assert_eq!(within("the held answer", slow).await.unwrap().unwrap()["held"], true);
 }
 
 #[tokio::test]
@@ -283,12 +295,12 @@ async fn a_violation_closes_only_that_connection() {
 
 #[tokio::test]
 async fn closing_gracefully_still_answers_requests_already_received() {
-    let (ca, cb, _, _) = pair();
+    let (ca, cb, _, hb) = pair();
     let slow = tokio::spawn({
         let ca = ca.clone();
         async move { ca.request("sleep", json!({"ms": 200, "tag": "last"})).await }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    within("the request to be received", hb.begun.notified()).await;
     within("close", cb.close()).await;
     assert_eq!(within("slow", slow).await.unwrap().unwrap()["tag"], "last");
     within("peer sees the close", ca.closed()).await;
@@ -296,12 +308,12 @@ async fn closing_gracefully_still_answers_requests_already_received() {
 
 #[tokio::test]
 async fn the_peer_going_away_fails_pending_requests() {
-    let (ca, cb, _, _) = pair();
+    let (ca, cb, _, hb) = pair();
     let pending = tokio::spawn({
         let ca = ca.clone();
-        async move { ca.request("sleep", json!({"ms": 60_000})).await }
+        async move { ca.request("hold", json!({})).await }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    within("the request to be received", hb.begun.notified()).await;
     cb.abort();
     let error = within("pending", pending).await.unwrap().unwrap_err();
     assert!(error.is_connection_closed());

@@ -11,7 +11,7 @@ mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use suzumio::config::BackendKind;
@@ -148,16 +148,15 @@ async fn a_token_works_for_one_hello_and_only_while_no_session_is_live() {
     assert!(!live.is_closed());
     // Once it is gone, the used token opens nothing.
     live.close().await;
-    let started = Instant::now();
-    let third = loop {
+    // The controller sees the close on its own time: until then a hello still meets the live one.
+    let third = support::wait_for_async("the closed runner's slot to be free", async || {
         let (answer, _) = hello(&socket, &token).await;
         match answer {
-            Err(e) if e.message.contains("already connected") && started.elapsed() < Duration::from_secs(5) => {
-                tokio::time::sleep(Duration::from_millis(20)).await
-            }
-            other => break other,
+            Err(e) if e.message.contains("already connected") => None,
+            other => Some(other),
         }
-    };
+    })
+    .await;
     assert_eq!(third.unwrap_err().message, "Invalid agent token");
     let reasons: Vec<Value> = s.refusals().iter().map(|e| e["reason"].clone()).collect();
     assert!(reasons.contains(&json!("a runner for b is already connected")), "{reasons:?}");
@@ -228,30 +227,36 @@ async fn before_its_hello_a_connection_is_bounded_in_size_time_and_number() {
     let sent = within("the writer fails", Duration::from_secs(5), writer).await.unwrap();
     assert!(sent < 4 << 20, "the controller stopped reading early (the writer got {sent} bytes in)");
 
-    // Silence: closed at the hello deadline.
-    let started = Instant::now();
+    // Silence: closed (at the hello deadline; when exactly is not this test's question).
     let mut idle = UnixStream::connect(&socket).await.unwrap();
     let mut buf = [0u8; 16];
-    let n = within("the deadline", HELLO_DEADLINE * 2, idle.read(&mut buf)).await.unwrap();
+    let n = within("the deadline", HELLO_DEADLINE + support::PATIENCE, idle.read(&mut buf)).await.unwrap();
     assert_eq!(n, 0, "closed without a word");
-    let waited = started.elapsed();
-    assert!(waited >= HELLO_DEADLINE - Duration::from_millis(200), "{waited:?}");
 
-    // At most 8 wait for their hello; one more is closed at once.
+    // At most 8 wait for their hello; one more is refused for that (not closed at the deadline:
+    // the refusal names the limit). The controller accepts in connection order, so the 8 hold
+    // their places before the extra one is looked at.
     let mut waiting = Vec::new();
     for _ in 0..MAX_PENDING_HELLOS {
         waiting.push(UnixStream::connect(&socket).await.unwrap());
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
     let mut extra = UnixStream::connect(&socket).await.unwrap();
-    let n = within("the extra connection is closed", Duration::from_secs(2), extra.read(&mut buf)).await.unwrap();
+    let n = within("the extra connection is closed", HELLO_DEADLINE + support::PATIENCE, extra.read(&mut buf))
+        .await
+        .unwrap();
     assert_eq!(n, 0);
     let reasons: Vec<Value> = s.refusals().iter().map(|e| e["reason"].clone()).collect();
     assert!(reasons.contains(&json!("more than 8 connections waiting for their hello")), "{reasons:?}");
-    // Once they are gone, a runner gets in.
+    // Once they are gone (the controller frees their places as it sees them close), a runner gets in.
     drop(waiting);
-    tokio::time::sleep(Duration::from_millis(200)).await;
     let token = s.runners.admit_runner("b").unwrap();
-    let (answer, _conn) = hello(&socket, &token).await;
+    let (answer, _conn) = support::wait_for_async("a place for the runner's hello", async || {
+        let (answer, conn) = hello(&socket, &token).await;
+        match answer {
+            Err(e) if e.is_connection_closed() => None,
+            other => Some((other, conn)),
+        }
+    })
+    .await;
     assert_eq!(answer.unwrap()["agentId"], "b");
 }

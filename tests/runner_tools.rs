@@ -641,10 +641,8 @@ async fn shell_inputs_are_checked() {
 #[tokio::test]
 async fn shell_caps_output_and_marks_it_truncated() {
     let s = Sandbox::new();
-    let started = Instant::now();
     let command = "head -c 300000 /dev/zero | tr '\\0' a; echo done >&2";
     let out = s.run("shell.exec", json!({"command": command, "maxOutputBytes": 1000})).await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(out.output, format!("$ {command}\n[stdout]\n{}\n[truncated]", "a".repeat(1000)));
     let meta = out.metadata.unwrap();
     assert_eq!((meta["truncated"].clone(), meta["exitCode"].clone()), (json!(true), json!(0)));
@@ -661,8 +659,9 @@ fn is_gone(pid: i32) -> bool {
     }
 }
 
+/// Whether `pid` is gone within a deadline that only guards against a process that never goes.
 async fn wait_gone(pid: i32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if is_gone(pid) {
             return true;
@@ -679,10 +678,8 @@ fn pid_in(s: &Sandbox, file: &str) -> i32 {
 #[tokio::test]
 async fn shell_timeout_kills_the_whole_process_group() {
     let s = Sandbox::new();
-    let started = Instant::now();
     let command = "sleep 30 & echo $! > child.pid; echo started; wait";
     let out = s.run("shell.exec", json!({"command": command, "timeoutMs": 1500})).await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(4), "took {:?}", started.elapsed());
     assert_eq!(out.output, format!("$ {command}\n[stdout]\nstarted"));
     let meta = out.metadata.unwrap();
     assert_eq!(
@@ -696,12 +693,10 @@ async fn shell_timeout_kills_the_whole_process_group() {
 #[tokio::test]
 async fn shell_timeout_sends_sigkill_to_a_group_that_ignores_sigterm() {
     let s = Sandbox::new();
-    let started = Instant::now();
     let command = "trap '' TERM; sleep 30 & echo $! > child.pid; wait";
     // Long enough for `bash -l` to start and set the trap, even on a loaded machine.
     let out = s.run("shell.exec", json!({"command": command, "timeoutMs": 1500})).await.unwrap();
-    let took = started.elapsed();
-    assert!(took >= Duration::from_millis(3500) && took < Duration::from_secs(7), "took {took:?}");
+    // SIGKILL is named only when SIGTERM did not end the group (the trap held through the grace).
     let meta = out.metadata.unwrap();
     assert_eq!((meta["timedOut"].clone(), meta["signal"].clone()), (json!(true), json!("SIGKILL")));
     assert!(wait_gone(pid_in(&s, "/workspace/child.pid")).await);
@@ -716,26 +711,30 @@ async fn shell_is_stopped_by_cancel() {
         json!({"command": "sleep 30 & echo $! > c.pid; wait"}),
         Some(cancel.clone()),
     );
-    let started = Instant::now();
+    let pid_file = s.roots.workspace.join("c.pid");
     let (result, _) = tokio::join!(run, async {
-        tokio::time::sleep(Duration::from_millis(1000)).await;
+        // Cancelled once the command runs (it has written its child's pid), not after a pause.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !std::fs::read_to_string(&pid_file).is_ok_and(|pid| pid.ends_with('\n')) {
+            assert!(Instant::now() < deadline, "the command never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         cancel.notify_one();
     });
+    // Without the cancel the call would have run for the 30 s of its sleep and succeeded.
     assert_eq!(
         result.unwrap_err(),
         ToolError::Cancelled("shell.exec was cancelled: sleep 30 & echo $! > c.pid; wait".into())
     );
-    assert!(started.elapsed() < Duration::from_secs(3));
     assert!(wait_gone(pid_in(&s, "/workspace/c.pid")).await);
 }
 
 #[tokio::test]
 async fn shell_returns_when_the_command_exits_even_if_a_background_process_keeps_the_pipe() {
     let s = Sandbox::new();
-    let started = Instant::now();
+    // Had it waited for the pipe, "late" would be in the output.
     let out =
         s.run("shell.exec", json!({"command": "(sleep 5; echo late) & echo now", "timeoutMs": 20000})).await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
     assert_eq!(
         out.output,
         "$ (sleep 5; echo late) & echo now\n[stdout]\nnow\n[processes it left running in the background were \

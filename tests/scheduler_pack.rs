@@ -7,7 +7,6 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
 
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
@@ -1297,27 +1296,21 @@ async fn ten_thousand_jobs_cost_nothing_until_one_is_due() {
     // (A corrupt file on disk would be moved aside by any read.)
     let on_disk = std::fs::read_to_string(env.jobs_path()).unwrap();
     std::fs::write(env.jobs_path(), "garbage").unwrap();
-    let started = Instant::now();
     for _ in 0..200 {
         assert_eq!(env.tick_ok().await.wake_at, Some(far));
     }
-    let idle = started.elapsed();
     assert_eq!(std::fs::read_to_string(env.jobs_path()).unwrap(), "garbage", "not read");
     std::fs::write(env.jobs_path(), on_disk).unwrap();
-    assert!(idle < std::time::Duration::from_secs(10), "200 idle ticks took {idle:?}");
 
     // One job due: one message, one write, the rest untouched.
     env.clock.set(far + Duration::seconds(30));
-    let started = Instant::now();
     let outcome = env.tick_ok().await;
-    let due_tick = started.elapsed();
     assert_eq!(env.messages().len(), 1);
     assert_eq!(outcome.wake_at, Some(far + Duration::minutes(1)));
     let jobs = env.jobs();
     assert_eq!(jobs.len(), 10_000);
     assert_eq!(jobs.iter().filter(|j| j["status"] == "done").count(), 1);
     assert_eq!(jobs[0]["status"], "done");
-    assert!(due_tick < std::time::Duration::from_secs(10), "the due tick took {due_tick:?}");
 
     // Tools still work at this size.
     env.ok("schedule.once", json!({"afterMinutes": 1, "body": "one more"})).await;

@@ -6,7 +6,6 @@
 mod support;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::{Controller, TempProject, static_runner, text};
@@ -41,6 +40,14 @@ fn containers_of(root: &std::path::Path) -> Vec<String> {
     text(&out.stdout).lines().map(str::to_string).collect()
 }
 
+/// Whether `needle` is in the command line of a process of the container `line` (from
+/// [`containers_of`]) names; `docker top` reads the processes from the host.
+fn runs_in(line: &str, needle: &str) -> bool {
+    let name = line.split_whitespace().next().unwrap_or_default();
+    let out = Command::new("docker").args(["top", name, "-o", "pid,args"]).output().expect("the docker CLI runs");
+    text(&out.stdout).lines().any(|l| l.contains(needle))
+}
+
 #[test]
 fn sigterm_cancels_the_running_activation_returns_its_signal_and_leaves_no_container() {
     let project = project();
@@ -55,19 +62,12 @@ fn sigterm_cancels_the_running_activation_returns_its_signal_and_leaves_no_conta
         &["--backend", "docker"],
         &[("SUZUMIO_RUNNER_BIN", runner.to_str().unwrap())],
     );
-    // Wait until the command runs in the worker's container.
-    let started = Instant::now();
-    loop {
+    // Wait until the command itself runs in the worker's container.
+    support::wait_for("the shell.exec command running in a container", Some(&c), || {
         let calls = json(&c.url(&format!("{P}/tool-calls")));
         let running = calls["items"].as_array().is_some_and(|items| items.iter().any(|t| t["status"] == "running"));
-        if running && !containers_of(&project.dir).is_empty() {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(60), "no tool call started; stderr:\n{}", c.stderr());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // Let the runner start the command.
-    std::thread::sleep(Duration::from_millis(500));
+        (running && containers_of(&project.dir).iter().any(|line| runs_in(line, "sleep 60"))).then_some(())
+    });
 
     let code = c.terminate();
     assert_eq!(code, Some(0), "suzumio run exits cleanly on SIGTERM; stderr:\n{}", c.stderr());

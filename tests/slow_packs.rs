@@ -1,17 +1,17 @@
-//! Packs are isolated in time: with a misbehaving pack loaded beside a healthy one, the real
-//! `suzumio run` (process backend) still answers the healthy pack's WebUI entry and starts an
-//! idle agent's activation at once. Each bad pack is one way the tester slowed every agent: a
-//! module that loops at top level, a `schedulerTick` that loops, one that awaits a 10-minute
-//! sleep, a WebUI promise that never resolves (kept in flight the whole time). The latencies are
-//! asserted loosely and printed (the benchmark in `benches/controller.rs` measures them).
+//! Packs are isolated from each other: with a misbehaving pack loaded beside a healthy one, the
+//! real `suzumio run` (process backend) still answers the healthy pack's WebUI entry and starts
+//! an idle agent's activation. Each bad pack is one way the tester stalled every agent: a module
+//! that loops at top level, a `schedulerTick` that loops, one that awaits a 10-minute sleep, a
+//! WebUI promise that never resolves (kept in flight the whole time). How fast the healthy side
+//! answers is measured by the benchmark in `benches/controller.rs`, not asserted here: a test
+//! only waits (with a deadline against hanging) for what must happen.
 
 mod support;
 
 use std::thread;
-use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{Controller, http};
+use support::{Controller, http, wait_for};
 
 const P: &str = "/api/projects/slow-demo";
 
@@ -49,11 +49,6 @@ fn project(bad_module: &str) -> tempfile::TempDir {
     root
 }
 
-fn median(samples: &mut [Duration]) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
 /// The newest activation of `pm`: (id, still running).
 fn newest_activation(c: &Controller) -> Option<(String, bool)> {
     let page = http("GET", &c.url(&format!("{P}/activations?agent=pm&limit=1")), &[], None).json();
@@ -61,32 +56,21 @@ fn newest_activation(c: &Controller) -> Option<(String, bool)> {
     Some((a["id"].as_str()?.to_string(), a["endedAt"].is_null()))
 }
 
-/// Send a message to `pm` once it is idle; the time until its activation is recorded.
-fn message_to_activation(c: &Controller, n: usize) -> Duration {
-    let idle_by = Instant::now() + Duration::from_secs(20);
-    while newest_activation(c).is_some_and(|(_, running)| running) {
-        assert!(Instant::now() < idle_by, "pm never became idle");
-        thread::sleep(Duration::from_millis(10));
-    }
+/// Send a message to `pm` once it is idle, and wait for the activation it starts.
+fn message_to_activation(c: &Controller, n: usize) {
+    wait_for("pm to be idle", Some(c), || (!newest_activation(c).is_some_and(|(_, running)| running)).then_some(()));
     let before = newest_activation(c).map(|(id, _)| id);
-    let sent = Instant::now();
     let r =
         http("POST", &c.url(&format!("{P}/messages")), &[], Some(&format!(r#"{{"recipient": "pm", "body": "m{n}"}}"#)));
     assert_eq!(r.status, 201, "{}", r.body);
-    loop {
-        if newest_activation(c).map(|(id, _)| id) != before {
-            return sent.elapsed();
-        }
-        assert!(sent.elapsed() < Duration::from_secs(20), "no activation for message {n}");
-        thread::sleep(Duration::from_millis(2));
-    }
+    wait_for(&format!("an activation for message {n}"), Some(c), || {
+        (newest_activation(c).map(|(id, _)| id) != before).then_some(())
+    });
 }
 
-fn webui_ping(c: &Controller) -> Duration {
-    let start = Instant::now();
+fn webui_ping(c: &Controller) {
     let r = http("POST", &c.url(&format!("{P}/tool-ui/good/good.ping")), &[], Some("{}"));
     assert_eq!((r.status, r.json()["output"].clone()), (200, json!("pong")), "{}", r.body);
-    start.elapsed()
 }
 
 /// A running controller and its project directory (fields drop in order: the process first).
@@ -95,8 +79,9 @@ struct Running {
     _dir: tempfile::TempDir,
 }
 
-/// Starts the controller with the bad pack, lets it misbehave, then measures the healthy side.
-fn healthy_beside(name: &str, bad_module: &str) -> Running {
+/// Starts the controller with the bad pack; once it misbehaves (`misbehaving` holds on the
+/// controller's log), the healthy side answers and starts activations.
+fn healthy_beside(bad_module: &str, misbehaving: impl Fn(&str) -> bool) -> Running {
     let dir = project(bad_module);
     let c = Controller::start(dir.path(), &[]);
     let r = http("POST", &c.url(&format!("{P}/start")), &[], Some("{}"));
@@ -109,62 +94,69 @@ fn healthy_beside(name: &str, bad_module: &str) -> Running {
             while support::client().post(&url).body("{}").header("Content-Type", "application/json").send().is_ok() {}
         });
     }
-    // Let the first ticks start the bad load or hook.
-    thread::sleep(Duration::from_millis(500));
-    let mut webui: Vec<Duration> = (0..10).map(|_| webui_ping(&c)).collect();
-    let mut messages: Vec<Duration> = (0..5).map(|n| message_to_activation(&c, n)).collect();
-    let (w, m) = (median(&mut webui), median(&mut messages));
-    println!(
-        "{name}: healthy WebUI median {w:?} (max {:?}); message -> activation median {m:?} (max {:?})",
-        webui.last().unwrap(),
-        messages.last().unwrap()
-    );
-    assert!(w < Duration::from_secs(1) && *webui.last().unwrap() < Duration::from_secs(1), "{name}: {webui:?}");
-    assert!(m < Duration::from_secs(1) && *messages.last().unwrap() < Duration::from_secs(1), "{name}: {messages:?}");
+    wait_for("the bad pack to misbehave", Some(&c), || misbehaving(&c.stderr()).then_some(()));
+    for _ in 0..3 {
+        webui_ping(&c);
+    }
+    for n in 0..3 {
+        message_to_activation(&c, n);
+    }
     Running { c, _dir: dir }
+}
+
+/// The bad pack's misbehaviour is not on the log (a sleeping hook, a call that never settles):
+/// the first activation shows that ticks ran, and each later one came while the bad call or
+/// hook was still pending (it never ends within the test).
+fn from_the_start(_: &str) -> bool {
+    true
 }
 
 fn lines_with(stderr: &str, needles: &[&str]) -> usize {
     stderr.lines().filter(|l| needles.iter().all(|n| l.contains(n))).count()
 }
 
+const LOAD_FAILED: [&str; 2] = ["scheduler hook", "module evaluation did not finish within 2000 ms"];
+
 #[test]
 fn a_module_that_loops_at_top_level_slows_nobody_and_is_reported_once() {
-    let Running { c, _dir } = healthy_beside("top-level loop", TOP_LEVEL_LOOP);
-    // 2 s per load, retried after 1 s, then 2 s: by 8 s, ~40 ticks and at least two loads.
-    thread::sleep(Duration::from_secs(8).saturating_sub(Duration::from_millis(500)));
-    let stderr = c.stderr();
-    let reported = lines_with(&stderr, &["scheduler hook", "module evaluation did not finish within 2000 ms"]);
-    assert_eq!(reported, 1, "the failed load is reported once, not on every tick or retry:\n{stderr}");
-    // The remembered error answers at once, without another 2 s load.
-    let start = Instant::now();
+    let Running { c, _dir } = healthy_beside(TOP_LEVEL_LOOP, |log| lines_with(log, &LOAD_FAILED) > 0);
+    // The remembered error answers, and it is the load's.
     let r = http("POST", &c.url(&format!("{P}/tool-ui/bad/bad.hang")), &[], Some("{}"));
     assert_eq!(r.status, 422, "{}", r.body);
     assert!(r.json()["error"].as_str().unwrap().contains("module evaluation did not finish"), "{}", r.body);
-    println!("top-level loop: the bad pack's remembered load error answered in {:?}", start.elapsed());
-    assert!(start.elapsed() < Duration::from_secs(1), "not after another load: {:?}", start.elapsed());
+    // A changed file is loaded again at once (no backoff): this call makes that load, which
+    // fails the same way, so the error is not new and not reported again.
+    std::fs::write(_dir.path().join("toolpacks/bad/controller.mjs"), format!("{TOP_LEVEL_LOOP}// touched\n")).unwrap();
+    let r = http("POST", &c.url(&format!("{P}/tool-ui/bad/bad.hang")), &[], Some("{}"));
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(r.json()["error"].as_str().unwrap().contains("module evaluation did not finish"), "{}", r.body);
+    // Ticks after that retry: an activation needs one, and a tick reports what its hooks met.
+    message_to_activation(&c, 10);
+    message_to_activation(&c, 11);
+    let stderr = c.stderr();
+    assert_eq!(
+        lines_with(&stderr, &LOAD_FAILED),
+        1,
+        "the failed load is reported once, not on every tick or retry:\n{stderr}"
+    );
 }
 
 #[test]
 fn a_scheduler_hook_that_loops_slows_nobody() {
-    let Running { c, _dir } = healthy_beside("looping schedulerTick", LOOPING_HOOK);
     let needles = ["toolpack=bad", "did not return within 1000 ms (scheduler.hookTimeoutMs)"];
-    let by = Instant::now() + Duration::from_secs(5);
-    while lines_with(&c.stderr(), &needles) == 0 && Instant::now() < by {
-        thread::sleep(Duration::from_millis(50));
-    }
+    let Running { c, _dir } = healthy_beside(LOOPING_HOOK, |log| lines_with(log, &needles) > 0);
     let stderr = c.stderr();
     assert!(lines_with(&stderr, &needles) >= 1, "{stderr}");
 }
 
 #[test]
 fn a_scheduler_hook_that_sleeps_ten_minutes_slows_nobody() {
-    let _running = healthy_beside("schedulerTick awaiting a 10-minute sleep", SLEEPING_HOOK);
+    let _running = healthy_beside(SLEEPING_HOOK, from_the_start);
 }
 
 #[test]
 fn a_webui_promise_that_never_settles_occupies_only_its_pack() {
-    let Running { c, _dir } = healthy_beside("WebUI promise that never resolves", NEVER_SETTLES);
+    let Running { c, _dir } = healthy_beside(NEVER_SETTLES, from_the_start);
     let r = http("POST", &c.url(&format!("{P}/tool-ui/bad/bad.hang")), &[], Some("{}"));
     assert_eq!(r.status, 422, "the bad pack's own call still ends at its deadline: {}", r.body);
     assert!(r.json()["error"].as_str().unwrap().contains("did not finish within 2000 ms"), "{}", r.body);
@@ -188,16 +180,12 @@ async fn a_failed_load_is_remembered_and_retried_when_the_files_change() {
     let store = Store::open(&project.config, std::sync::Arc::new(SystemClock)).unwrap();
     let host = ToolHost::new(project, store, StateFiles::new(dir.path()));
 
-    let start = Instant::now();
     let first = host.invoke_webui("bad", "bad.hang", json!({})).await.unwrap_err().to_string();
-    let loading = start.elapsed();
     assert!(first.contains("module evaluation did not finish within 300 ms"), "{first}");
-    let start = Instant::now();
+    // Within the 1 s backoff the error is the remembered one (how much faster that answers than
+    // a load is the bench's question).
     let again = host.invoke_webui("bad", "bad.hang", json!({})).await.unwrap_err().to_string();
-    let remembered = start.elapsed();
-    println!("a load that loops: {loading:?}; the remembered error: {remembered:?}");
     assert_eq!(again, first);
-    assert!(loading >= Duration::from_millis(300) && remembered < Duration::from_millis(100), "{remembered:?}");
 
     std::fs::write(
         dir.path().join("toolpacks/bad/controller.mjs"),

@@ -315,9 +315,9 @@ async fn a_stream_that_goes_quiet_fails_the_activation_with_a_clear_error() {
         let server = StreamServer::start(replies).await;
         let dir = project(&wire.provider(&server.url, ", chunkTimeoutMs: 500"), "");
         let c = Controller::start_with_env(dir.path(), &[], &[(KEY_ENV, "sk-streamy-test")]);
-        let started = std::time::Instant::now();
+        // Had the chunk timeout not fired, the stream would have gone on after its 20 s pause
+        // and the activation would have completed.
         let frames = run_and_watch(&c).await;
-        assert!(started.elapsed() < Duration::from_secs(15), "{wire:?}: took {:?}", started.elapsed());
         let ended = frames.last().unwrap();
         assert_eq!(ended.kind(), "activation.failed", "{wire:?}");
         let error = ended.data["data"]["error"].as_str().unwrap();

@@ -228,6 +228,39 @@ fn wait_with_timeout(child: &mut std::process::Child, limit: std::time::Duration
     None
 }
 
+/// How long a test waits for something that must happen: a guard against hanging, never a
+/// measure of speed (a loaded machine may take long, and that is not a failure).
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Poll `probe` until it returns `Some`, at most [`PATIENCE`]; a time-out fails naming `what`,
+/// with `ctl`'s log when there is a controller.
+pub fn wait_for<T>(what: &str, ctl: Option<&Controller>, mut probe: impl FnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "timed out waiting for {what}; controller stderr:\n{}",
+            ctl.map(Controller::stderr).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// [`wait_for`] inside an async test: the probe is polled without blocking the runtime.
+pub async fn wait_for_async<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// The tests' HTTP client: no proxy, no redirects followed (a test sees the 303 itself), no
 /// cookie store (a test sends the cookie it means to).
 pub fn client() -> &'static reqwest::blocking::Client {
