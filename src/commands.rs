@@ -444,7 +444,8 @@ pub async fn ui(dir: &Path, target: &str, input: Option<&str>, as_json: bool) ->
     };
     let input = json_input(input)?;
     let tools = crate::controller::open(dir)?;
-    let registry = &tools.project.registry;
+    let project = tools.project.snapshot();
+    let registry = &project.registry;
     let suggest = |name: &str, known: Vec<&str>| {
         crate::config::diag::did_you_mean(name, known).map(|h| format!(" ({h})")).unwrap_or_default()
     };
@@ -625,8 +626,8 @@ pub async fn tool_call(
     if tools.project.config.agent(agent).is_none() {
         return Err(unknown_agent(&tools.project.config, agent));
     }
-    if tools.project.registry.tool(tool).is_none() {
-        return Err(unknown_tool(&tools.project, tool));
+    if tools.project.snapshot().registry.tool(tool).is_none() {
+        return Err(unknown_tool(&tools.project.snapshot(), tool));
     }
     // Refused input is refused before a runner (or a Docker engine) is asked for; the path
     // below says the same for calls that get that far.
@@ -634,8 +635,12 @@ pub async fn tool_call(
         return Err(crate::toolpack::ToolError::Rejected(format!("Tool not allowed for {agent}: {tool}")).into());
     }
     let kind = backend.unwrap_or(tools.project.config.backend.kind);
-    let needs_runner =
-        tools.project.registry.tool(tool).is_some_and(|(_, def)| def.runs_in == crate::toolpack::RunsIn::Runner);
+    let needs_runner = tools
+        .project
+        .snapshot()
+        .registry
+        .tool(tool)
+        .is_some_and(|(_, def)| def.runs_in == crate::toolpack::RunsIn::Runner);
     let runners = if needs_runner { Some(crate::controller::runners(&tools, kind).await?) } else { None };
     let no_runner = crate::activation::NoRunner("not needed".into());
     let runner: &dyn crate::activation::RunnerTools = match &runners {

@@ -124,11 +124,11 @@ async fn listening(
     backend: Arc<dyn RunnerBackend>,
     binary: std::path::PathBuf,
 ) -> Result<Arc<AgentRunners>, RunError> {
-    let config = &tools.project.config;
+    let (config, project) = (&tools.project.config, tools.project.snapshot());
     let specs: Vec<ContainerSpec> = config
         .agents
         .iter()
-        .filter_map(|a| ContainerSpec::for_agent(config, &tools.project.registry, &a.id, &binary).ok())
+        .filter_map(|a| ContainerSpec::for_agent(config, &project.registry, &a.id, &binary).ok())
         .collect();
     let stale = backend.sweep(&config.name, &config.root, &specs).await?;
     if !stale.is_empty() {

@@ -165,7 +165,7 @@ impl<'a> ActivationBudget<'a> {
 /// Tools whose calls are not work for the guard: talking, waiting, and read-only tools.
 fn talk_tools(host: &ToolHost) -> Vec<String> {
     let mut tools: Vec<String> = TALK_TOOLS.iter().map(|t| t.to_string()).collect();
-    for (_, tool) in host.project.registry.tools() {
+    for (_, tool) in host.project.snapshot().registry.tools() {
         if tool.annotations.read_only_hint == Some(true) && !tools.contains(&tool.name) {
             tools.push(tool.name.clone());
         }

@@ -310,6 +310,7 @@ impl Activations {
         cancel: watch::Receiver<bool>,
         start: Start,
     ) -> Ending {
+        let project = self.tools.project.snapshot();
         let config = &self.tools.project.config;
         let Some(agent) = config.agent(&activation.agent_id) else {
             return Ending::Failed(format!("Unknown agent: {}", activation.agent_id));
@@ -349,12 +350,12 @@ impl Activations {
                 (conversation, Vec::new())
             }
         };
-        let toolset = self.tools.project.registry.resolve_agent(agent);
+        let toolset = project.registry.resolve_agent(agent);
         let names = match safe_tool_names(&toolset.tools) {
             Ok(n) => n,
             Err(e) => return Ending::Failed(e),
         };
-        let registry = &self.tools.project.registry;
+        let registry = &project.registry;
         let model_tools = match ToolList::new(registry, &toolset, &names, store) {
             Ok(list) => list,
             Err(e) => return Ending::Failed(format!("cannot read the agent's activated tools: {e}")),
@@ -693,8 +694,14 @@ impl Attempt<'_> {
                             return Err(AttemptEnd::Done(Ending::Cancelled));
                         }
                     };
-                    let ends =
-                        self.owner.tools.project.registry.tool(&real).is_some_and(|(_, def)| def.ends_activation);
+                    let ends = self
+                        .owner
+                        .tools
+                        .project
+                        .snapshot()
+                        .registry
+                        .tool(&real)
+                        .is_some_and(|(_, def)| def.ends_activation);
                     if real == TOOL_SEARCH
                         && outcome.is_ok()
                         && let Err(e) = self.tools.refresh(&self.owner.tools.store)
@@ -849,13 +856,14 @@ pub async fn execute_tool(
     tool: &str,
     input: Value,
 ) -> Result<ToolOutput, ToolError> {
+    let project = host.project.snapshot();
     let store = &host.store;
     let agent =
         host.project.config.agent(agent_id).ok_or_else(|| ToolError::Rejected(format!("Unknown agent: {agent_id}")))?;
-    let Some((pack, def)) = host.project.registry.tool(tool) else {
+    let Some((pack, def)) = project.registry.tool(tool) else {
         return Err(ToolError::Rejected(format!("Unknown tool: {tool}")));
     };
-    if !host.project.registry.may_call(agent, tool) {
+    if !project.registry.may_call(agent, tool) {
         return Err(ToolError::Rejected(format!("Tool not allowed for {agent_id}: {tool}")));
     }
     let input = if input.is_null() { json!({}) } else { input };
@@ -866,9 +874,7 @@ pub async fn execute_tool(
     let invalid =
         match input.as_object().and_then(|m| m.get(super::providers::INVALID_JSON_KEY)).and_then(Value::as_str) {
             Some(raw) => Some(ToolError::Rejected(format!("The arguments are not valid JSON: {raw}"))),
-            None => {
-                host.project.registry.validate_input(tool, &input).err().map(|e| ToolError::invalid_input(tool, &e))
-            }
+            None => project.registry.validate_input(tool, &input).err().map(|e| ToolError::invalid_input(tool, &e)),
         };
     let result = match invalid {
         Some(problem) => Err(problem),
@@ -912,9 +918,10 @@ async fn decide_and_run(
     call: CallRef<'_>,
     mut input: Value,
 ) -> Result<ToolOutput, ToolError> {
+    let project = host.project.snapshot();
     let CallRef { agent, def, tool, call_id } = call;
     let (agent_id, activation_id) = (caller.agent_id.as_str(), caller.activation_id.as_str());
-    let hook_packs = hooks::packs_for(&host.project, tool);
+    let hook_packs = hooks::packs_for(&project, tool);
     // Rules beyond `suzumio.yaml` that decide this call: hook verdicts, and the approvals
     // store's remembered rules (`--remember`), which are added here with the same precedence.
     let mut extra = approvals::remembered_rules_for(&host.store, agent_id, activation_id, tool)
@@ -926,7 +933,7 @@ async fn decide_and_run(
             hooks::Before::Verdict(rule) => extra.push(rule),
             hooks::Before::Input(changed) => {
                 let changed = if changed.is_null() { json!({}) } else { changed };
-                if let Err(e) = host.project.registry.validate_input(tool, &changed) {
+                if let Err(e) = project.registry.validate_input(tool, &changed) {
                     let problem = ToolError::invalid_input(tool, &e);
                     let message = format!("the beforeToolCall hook of {pack} changed the input: {}", problem.message());
                     audit_hook(host, agent, caller, call_id, tool, &changed, pack, Behavior::Deny, &message);
@@ -937,8 +944,7 @@ async fn decide_and_run(
             }
         }
     }
-    let decision =
-        permissions::decide_with(&host.project, &permissions::Call { agent, tool, def, input: &input }, &extra);
+    let decision = permissions::decide_with(&project, &permissions::Call { agent, tool, def, input: &input }, &extra);
     host.audit.record(audit::AuditEntry {
         time: host.store.now(),
         kind: audit::EntryKind::Decision,
@@ -962,7 +968,7 @@ async fn decide_and_run(
         Behavior::Allow => dispatch(host, runner, caller, def, tool, input.clone()).await,
         Behavior::Deny => Err(ToolError::Denied(permissions::denial_message(tool, &decision))),
         Behavior::Ask => {
-            let policy = permissions::ask_policy(&host.project, agent);
+            let policy = permissions::ask_policy(&project, agent);
             let pending =
                 PendingCall { agent_id, activation_id, call_id, tool, input: &input, decision: &decision, policy };
             approvals::ask(host, runner, pending).await

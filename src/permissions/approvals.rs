@@ -130,17 +130,18 @@ async fn ended_elsewhere() {
 /// now, so calls of one turn wait together and can be decided one by one or all at once. Calls
 /// that are refused anyway (unknown, not allowed, invalid input) are left to `execute_tool`.
 pub fn announce_turn(host: &ToolHost, agent: &AgentConfig, activation_id: &str, calls: &[(String, Value)]) {
+    let project = host.project.snapshot();
     let mut asked = Vec::new();
     for (tool, input) in calls {
-        let Some((_, def)) = host.project.registry.tool(tool) else { continue };
+        let Some((_, def)) = project.registry.tool(tool) else { continue };
         let input = if input.is_null() { json!({}) } else { input.clone() };
         if !agent.tools.allows(tool)
             || input.get(crate::activation::providers::INVALID_JSON_KEY).is_some()
-            || host.project.registry.validate_input(tool, &input).is_err()
+            || project.registry.validate_input(tool, &input).is_err()
         {
             continue;
         }
-        let decision = super::decide(&host.project, &super::Call { agent, tool, def, input: &input });
+        let decision = super::decide(&project, &super::Call { agent, tool, def, input: &input });
         if decision.behavior == Behavior::Ask {
             asked.push((tool, input, decision));
         }
@@ -149,7 +150,7 @@ pub fn announce_turn(host: &ToolHost, agent: &AgentConfig, activation_id: &str, 
     if asked.len() < 2 {
         return;
     }
-    let policy = super::ask_policy(&host.project, agent);
+    let policy = super::ask_policy(&project, agent);
     if policy.on_ask == OnAsk::Deny {
         return;
     }
@@ -309,7 +310,8 @@ async fn wait(store: &Store, request: &ApprovalRecord) -> Result<ApprovalRecord,
 
 /// Runs the stored call where its tool runs.
 async fn run(host: &ToolHost, runner: &dyn RunnerTools, call: &PendingCall<'_>) -> Result<ToolOutput, ToolError> {
-    let Some((_, def)) = host.project.registry.tool(call.tool) else {
+    let project = host.project.snapshot();
+    let Some((_, def)) = project.registry.tool(call.tool) else {
         return Err(ToolError::Rejected(format!("Unknown tool: {}", call.tool)));
     };
     let caller = Caller { agent_id: call.agent_id.to_string(), activation_id: call.activation_id.to_string() };

@@ -471,7 +471,7 @@ impl AgentRunners {
     }
 
     fn spec(&self, agent: &str) -> Result<ContainerSpec, ToolError> {
-        let p = &self.tools.project;
+        let p = self.tools.project.snapshot();
         ContainerSpec::for_agent(&p.config, &p.registry, agent, &self.runner_binary)
             .map_err(|e| ToolError::Internal(e.to_string()))
     }
@@ -794,7 +794,7 @@ impl AgentRunners {
     /// The `load` request for an agent: its allowed built-in runner tools, and each local pack
     /// exposing at least one allowed tool, with the paths the runner sees.
     fn load_params(&self, agent: &str) -> Result<LoadParams, String> {
-        let p = &self.tools.project;
+        let p = self.tools.project.snapshot();
         let config = p.config.agent(agent).ok_or_else(|| format!("Unknown agent: {agent}"))?;
         let set = p.registry.resolve_agent(config);
         // The agent's allowed built-ins that run in the runner (local packs' tools come below).

@@ -94,7 +94,7 @@ async fn tool_status(State(state): State<AppState>, Path(name): Path<String>) ->
 /// The tool catalog (`suzumio tools --json` has the same shape).
 async fn tool_catalog(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     let host = project(&state, &name)?;
-    Ok(Json(crate::catalog::catalog(&host.project, None)).into_response())
+    Ok(Json(crate::catalog::catalog(&host.project.snapshot(), None)).into_response())
 }
 
 async fn agents(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
