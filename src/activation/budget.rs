@@ -207,12 +207,7 @@ pub struct Spent {
 /// What an agent (`Some`) or the project (`None`) spent in the current periods.
 pub fn spent(store: &Store, agent: Option<&str>, resumed_at: Option<&str>) -> Result<Spent, StoreError> {
     let periods = Periods::of(store.now());
-    let mut today = TokenUsage::default();
-    for (id, usage) in store.usage_since(&later(iso(periods.day), resumed_at))? {
-        if agent.is_none_or(|a| a == id) {
-            today.add(&usage);
-        }
-    }
+    let today = store.usage_since(agent, &later(iso(periods.day), resumed_at))?;
     let activations_this_hour = store.count_activations_since(agent, &later(iso(periods.hour), resumed_at))?;
     Ok(Spent { today, activations_this_hour })
 }
