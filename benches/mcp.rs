@@ -9,7 +9,7 @@
 //!
 //! The runner is a local process (`--backend process`), so the figures are the protocol's and
 //! ours, not Docker's. Needs the venv of `scripts/setup.sh` and the static runner:
-//! `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu --bin suzumio-runner`
+//! `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p suzumio-runner`
 //! then `cargo bench --bench mcp` (`SUZUMIO_BENCH_QUICK=1`: 10 calls of each).
 
 mod common;

@@ -7,7 +7,7 @@
 //!   handler), sequential latency and throughput with 16 calls in flight.
 //!
 //! Needs Docker and the static runner (release build preferred):
-//! `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu --bin suzumio-runner`
+//! `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p suzumio-runner`
 //! then `cargo bench --bench runner` (`SUZUMIO_BENCH_QUICK=1`: a few iterations of each, as
 //! `scripts/test.sh` runs it).
 

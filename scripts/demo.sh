@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo build --quiet --bin suzumio
-RUSTFLAGS='-C target-feature=+crt-static' cargo build --quiet --target x86_64-unknown-linux-gnu --bin suzumio-runner
+RUSTFLAGS='-C target-feature=+crt-static' cargo build --quiet --target x86_64-unknown-linux-gnu -p suzumio-runner
 demo="${DEMO_DIR:-$(mktemp -d /tmp/suzumio-demo.XXXXXX)}"
 rm -rf "$demo" && mkdir -p "$demo" && cp -r projects/demo/. "$demo/"
 suzumio=target/debug/suzumio

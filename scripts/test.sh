@@ -21,8 +21,10 @@ if ! cargo nextest --version >/dev/null 2>&1; then
 fi
 cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings
-# The runner binary that is mounted into containers must be static (it runs in any image).
-RUSTFLAGS='-C target-feature=+crt-static' cargo build --quiet --target x86_64-unknown-linux-gnu --bin suzumio-runner
+# The runner binary that is mounted into containers must be static (it runs in any image). `-p`,
+# not `--bin`: with `--bin` its dependencies take the controller's features too (reqwest and hyper
+# come in through rmcp). tests/runner_boundary.rs checks what this very command builds.
+RUSTFLAGS='-C target-feature=+crt-static' cargo build --quiet --target x86_64-unknown-linux-gnu -p suzumio-runner
 cargo nextest run --lib --bins --tests --no-fail-fast
 
 # Every benchmark, with a few iterations each (SUZUMIO_BENCH_QUICK=1), in the test profile: the

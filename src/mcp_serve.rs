@@ -134,7 +134,8 @@ impl McpServer {
     }
 
     fn tools(&self) -> Vec<Tool> {
-        let registry = &self.host.project.registry;
+        let project = self.host.project.snapshot();
+        let registry = &project.registry;
         let Some(agent) = self.host.project.config.agent(&self.agent) else { return Vec::new() };
         registry
             .resolve_agent(agent)
@@ -167,11 +168,13 @@ impl McpServer {
     /// then the runner (for a runner-side tool) and the call's own activation.
     async fn begin(&self, tool: &str) -> Result<(Option<Arc<AgentRunners>>, String), String> {
         let host = &self.host;
-        let Some((_, def)) = host.project.registry.tool(tool) else { return Err(format!("Unknown tool: {tool}")) };
+        let Some(runs_in) = host.project.snapshot().registry.tool(tool).map(|(_, def)| def.runs_in) else {
+            return Err(format!("Unknown tool: {tool}"));
+        };
         if host.project.config.agent(&self.agent).is_none_or(|a| !a.tools.allows(tool)) {
             return Err(format!("Tool not allowed for {}: {tool}", self.agent));
         }
-        let runners = if def.runs_in == crate::toolpack::RunsIn::Runner {
+        let runners = if runs_in == crate::toolpack::RunsIn::Runner {
             let started =
                 self.runners.get(host).await.map_err(|e| format!("starting the runner of {}: {e}", self.agent))?;
             Some(started.clone())

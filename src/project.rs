@@ -3,14 +3,17 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use crate::config::{self, Diagnostics, InvalidInput, ProjectConfig, ToolpackRef, load::EnvSource};
 use crate::toolpack::mcp::{self, McpListing};
 use crate::toolpack::{AgentToolset, ToolpackRegistry};
 
 pub struct Project {
-    pub config: ProjectConfig,
+    /// Shared by every version of a running project: an MCP list change keeps the config.
+    pub config: Arc<ProjectConfig>,
     pub registry: ToolpackRegistry,
     /// Warnings found while loading; they never fail a load.
     pub warnings: Diagnostics,
@@ -45,7 +48,7 @@ impl Project {
                     return Err(InvalidInput(d));
                 }
                 Ok(Project {
-                    config,
+                    config: Arc::new(config),
                     registry,
                     warnings: Diagnostics { errors: Vec::new(), warnings: d.warnings },
                     toolpacks,
@@ -160,54 +163,29 @@ fn mcp_listings(
 
 /// The project a running controller serves, replaced when an MCP server's tools change.
 ///
-/// Code everywhere holds plain `&Project` borrows (`host.project.registry.tool(..)`), so a
-/// replaced project must stay valid for as long as anyone may hold one: every version is kept
-/// for the life of the process. That costs one project per change, so at most
-/// [`LiveProject::MAX_VERSIONS`] changes are taken; after that a change waits for a restart.
+/// A reader takes the version served now ([`snapshot`](Self::snapshot)) and keeps it for as long
+/// as it holds it, so one activation or call sees one project throughout; a replaced version is
+/// freed when its last reader drops it. The config is the same in every version, so it is read
+/// here without taking one.
 pub struct LiveProject {
-    current: RwLock<&'static Arc<Project>>,
-    versions: std::sync::atomic::AtomicUsize,
+    pub config: Arc<ProjectConfig>,
+    current: ArcSwap<Project>,
 }
 
 impl LiveProject {
-    pub const MAX_VERSIONS: usize = 64;
-
     pub fn new(project: Arc<Project>) -> LiveProject {
-        LiveProject { current: RwLock::new(keep(project)), versions: std::sync::atomic::AtomicUsize::new(1) }
+        LiveProject { config: Arc::clone(&project.config), current: ArcSwap::new(project) }
     }
 
     /// The project served now, to hold.
     pub fn snapshot(&self) -> Arc<Project> {
-        Arc::clone(*self.current.read().unwrap_or_else(|p| p.into_inner()))
+        self.current.load_full()
     }
 
-    /// Serve `project` from now on. Refused past [`Self::MAX_VERSIONS`].
-    // String: logged by the one caller; this refusal goes with the leaked versions (issue 23 point 5).
-    pub fn replace(&self, project: Project) -> Result<(), String> {
-        use std::sync::atomic::Ordering;
-        if self.versions.fetch_add(1, Ordering::SeqCst) >= Self::MAX_VERSIONS {
-            self.versions.fetch_sub(1, Ordering::SeqCst);
-            return Err(format!(
-                "the tool lists changed {} times in this run; restart `suzumio run` to use the new list",
-                Self::MAX_VERSIONS
-            ));
-        }
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = keep(Arc::new(project));
-        Ok(())
-    }
-}
-
-/// A project that lives as long as the process (see [`LiveProject`]).
-fn keep(project: Arc<Project>) -> &'static Arc<Project> {
-    Box::leak(Box::new(project))
-}
-
-impl std::ops::Deref for LiveProject {
-    type Target = Project;
-
-    fn deref(&self) -> &Project {
-        let current: &'static Arc<Project> = *self.current.read().unwrap_or_else(|p| p.into_inner());
-        current
+    /// Serve `project` from now on (readers holding the old version keep it).
+    pub fn replace(&self, project: Project) {
+        debug_assert!(Arc::ptr_eq(&project.config, &self.config), "a list change keeps the config");
+        self.current.store(Arc::new(project));
     }
 }
 

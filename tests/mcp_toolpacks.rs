@@ -16,12 +16,19 @@ use suzumio::store::ToolCallStatus;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-fn server_script() -> PathBuf {
-    support::repo_root().join("tests/fixtures/mcp/tally.py")
+/// The fixture server `tests/fixtures/mcp/<name>.py`.
+fn server_script(name: &str) -> PathBuf {
+    support::repo_root().join(format!("tests/fixtures/mcp/{name}.py"))
 }
 
 /// A project whose agent `counter` may use every tool of the `tally` server.
 fn project(extra_mcp: &str, agent_extra: &str, script: &str) -> TempProject {
+    project_serving("tally", extra_mcp, agent_extra, script)
+}
+
+/// A project whose agent `counter` may use every tool of the fixture server `server`, declared
+/// as the MCP pack of the same id.
+fn project_serving(server: &str, extra_mcp: &str, agent_extra: &str, script: &str) -> TempProject {
     assert!(
         Path::new(VENV_PYTHON).exists(),
         "{VENV_PYTHON} is missing: run scripts/setup.sh (it installs the official MCP SDK into a venv)"
@@ -33,10 +40,10 @@ task: Count things.
 tools:
   toolpacks:
     - core
-    - mcp: {{id: tally, command: {VENV_PYTHON}, args: ["{script}"]{extra_mcp}}}
+    - mcp: {{id: {server}, command: {VENV_PYTHON}, args: ["{script}"]{extra_mcp}}}
 agents:
   counter:
-    tools: [tally.*, coordination.wait_for_signal]
+    tools: [{server}.*, coordination.wait_for_signal]
 {agent_extra}backend:
   runner:
     model: main
@@ -44,7 +51,7 @@ agents:
       providers: {{local: {{type: scripted, script: ./script.yaml}}}}
       presets: {{main: {{provider: local}}}}
 "#,
-        script = server_script().display()
+        script = server_script(server).display()
     );
     std::fs::write(p.dir.join("suzumio.yaml"), yaml).unwrap();
     std::fs::write(p.dir.join("script.yaml"), script).unwrap();
@@ -246,6 +253,87 @@ activations:
     assert_eq!(ctl.stop(), Some(0));
 }
 
+/// The controller's resident memory now (`VmRSS` of `/proc/<pid>/status`), in KiB.
+fn resident_kib(ctl: &Controller) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", ctl.child.id())).expect("the controller runs");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in {status}"))
+}
+
+/// Regression: every list change kept its project version for the life of the process (and
+/// after 64 a change waited for a restart); a version is now freed with its last reader.
+#[test]
+fn five_hundred_list_changes_in_one_run_are_each_taken_and_memory_stays_flat() {
+    const WARM_UP: u32 = 100;
+    const CHANGES: u32 = 500;
+    // A version kept costs about 240 KiB (400 kept ones grew it by 96 MiB), freed ones about
+    // nothing (76 KiB over the 400); the limit is some 30 versions.
+    const GROWTH_LIMIT_KIB: u64 = 8 * 1024;
+    // Each change's list is read before the next is made (see changing.py).
+    let script = format!(
+        r#"
+activations:
+  - agent: counter
+    steps:
+      - call: [{{tool: changing.churn, input: {{count: {WARM_UP}}}}}]
+      - call: [{{tool: coordination.wait_for_signal, input: {{reason: warm}}}}]
+  - agent: counter
+    steps:
+      - call: [{{tool: changing.churn, input: {{count: {rest}}}}}]
+      - call: [{{tool: coordination.wait_for_signal, input: {{reason: churned}}}}]
+  - agent: counter
+    steps:
+      - call: [{{tool: changing.step_{CHANGES}, input: {{}}}}]
+      - call: [{{tool: coordination.wait_for_signal, input: {{reason: done}}}}]
+"#,
+        rest = CHANGES - WARM_UP
+    );
+    let p = project_serving("changing", ", trusted: true, timeoutMs: 600000", "", &script);
+    let dir = dir_arg(&p);
+    let ctl = Controller::start(&p.dir, &[]);
+    let taken = |n: u32| ctl.stderr().contains(&format!("changed its tools (new: step_{n}"));
+    let churned = |count: u32| {
+        wait_for("the churn call", &ctl, || {
+            let all = calls(&p.dir, "changing.churn");
+            all.iter()
+                .find(|c| c.0 == ToolCallStatus::Completed && output_text(&c.1).ends_with(&format!(" {count}")))
+                .cloned()
+        })
+    };
+
+    cli(&p.dir, &["send", &dir, "counter", "Warm up."]);
+    churned(WARM_UP);
+    wait_for("the warm-up's last list", &ctl, || taken(WARM_UP).then_some(()));
+    let warm = resident_kib(&ctl);
+
+    cli(&p.dir, &["send", &dir, "counter", "Churn."]);
+    churned(CHANGES);
+    wait_for("the last list", &ctl, || taken(CHANGES).then_some(()));
+    let after = resident_kib(&ctl);
+
+    let log = ctl.stderr();
+    let missed: Vec<u32> = (1..=CHANGES)
+        .filter(|n| {
+            let gone = if *n == 1 { String::new() } else { format!("; gone: step_{}", n - 1) };
+            !log.contains(&format!("changed its tools (new: step_{n}{gone})"))
+        })
+        .collect();
+    assert!(missed.is_empty(), "list changes not taken: {missed:?}\n{log}");
+    // The latest list serves the next activation.
+    cli(&p.dir, &["send", &dir, "counter", "Use the last tool."]);
+    let last = wait_for("the last step's call", &ctl, || {
+        calls(&p.dir, &format!("changing.step_{CHANGES}")).first().filter(|c| c.0 != ToolCallStatus::Running).cloned()
+    });
+    assert_eq!(output_text(&last.1), format!("step {CHANGES}"), "{last:?}");
+    let grown = after.saturating_sub(warm);
+    eprintln!("controller RSS after {WARM_UP} list changes: {warm} KiB, after {CHANGES}: {after} KiB");
+    assert!(grown < GROWTH_LIMIT_KIB, "the controller grew by {grown} KiB over {} list changes", CHANGES - WARM_UP);
+    assert_eq!(ctl.stop(), Some(0));
+}
+
 /// The tally server over Streamable HTTP on a free loopback port, until dropped.
 struct HttpServer {
     child: std::process::Child,
@@ -259,7 +347,7 @@ impl HttpServer {
             .arg("-c")
             .arg(format!(
                 "import runpy, sys; sys.argv = ['tally']; m = runpy.run_path({:?}); m['server'].run('streamable-http', host='127.0.0.1', port={port})",
-                server_script().display().to_string()
+                server_script("tally").display().to_string()
             ))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

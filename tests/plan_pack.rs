@@ -490,7 +490,8 @@ async fn every_error_has_its_exact_text_and_changes_nothing() {
 #[tokio::test]
 async fn runtime_checks_behind_the_schema() {
     let fx = Fixture::new();
-    let registry = &fx.host.project.registry;
+    let project = fx.host.project.snapshot();
+    let registry = &project.registry;
     assert!(registry.validate_input("plan.close", &json!({"status": "finished"})).is_err());
     assert_eq!(fx.err("plan.close", json!({"status": "finished"})).await, "Invalid close status: finished");
     let model_input = json!({"title": "t", "itemsText": "a", "items": ["b"]});

@@ -101,11 +101,16 @@ fn every_builtin_tool_declares_effects_its_schema_can_carry() {
                 );
             }
             if e.disk == DiskEffect::Command {
-                assert!(matches!(e.touches, Touches::Command(_)), "{name} judges its disk use by a command it does not name");
+                assert!(
+                    matches!(e.touches, Touches::Command(_)),
+                    "{name} judges its disk use by a command it does not name"
+                );
             }
             // What a rule could match on is declared: a path, a command, a URL in the input.
             let props = tool.input_schema["properties"].as_object().cloned().unwrap_or_default();
-            for (field, expect) in [("path", "paths"), ("from", "paths"), ("to", "paths"), ("command", "command"), ("url", "url")] {
+            for (field, expect) in
+                [("path", "paths"), ("from", "paths"), ("to", "paths"), ("command", "command"), ("url", "url")]
+            {
                 if props.contains_key(field) {
                     let declared = match &e.touches {
                         Touches::Paths(p) => expect == "paths" && p.iter().any(|p| p == &format!("/{field}")),
@@ -118,7 +123,11 @@ fn every_builtin_tool_declares_effects_its_schema_can_carry() {
             }
             match tool.runs_in {
                 RunsIn::Runner => {
-                    assert_ne!(e.disk, DiskEffect::MayAdd, "{name} runs in the runner and does not declare effects.disk");
+                    assert_ne!(
+                        e.disk,
+                        DiskEffect::MayAdd,
+                        "{name} runs in the runner and does not declare effects.disk"
+                    );
                     assert!(!e.coordination, "{name}: only controller tools can be coordination tools");
                 }
                 RunsIn::Controller => {

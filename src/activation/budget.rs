@@ -166,6 +166,7 @@ impl<'a> ActivationBudget<'a> {
 /// and read-only tools.
 fn talk_tools(host: &ToolHost) -> Vec<String> {
     host.project
+        .snapshot()
         .registry
         .tools()
         .filter(|(_, tool)| tool.effects.coordination || tool.annotations.read_only_hint == Some(true))
@@ -205,12 +206,7 @@ pub struct Spent {
 /// What an agent (`Some`) or the project (`None`) spent in the current periods.
 pub fn spent(store: &Store, agent: Option<&str>, resumed_at: Option<DateTime<Utc>>) -> Result<Spent, StoreError> {
     let periods = Periods::of(store.now());
-    let mut today = TokenUsage::default();
-    for (id, usage) in store.usage_since(&later(periods.day, resumed_at))? {
-        if agent.is_none_or(|a| a == id) {
-            today.add(&usage);
-        }
-    }
+    let today = store.usage_since(agent, &later(periods.day, resumed_at))?;
     let activations_this_hour = store.count_activations_since(agent, &later(periods.hour, resumed_at))?;
     Ok(Spent { today, activations_this_hour })
 }

@@ -280,6 +280,7 @@ impl Activations {
         cancel: watch::Receiver<bool>,
         start: Start,
     ) -> Ending {
+        let project = self.tools.project.snapshot();
         let config = &self.tools.project.config;
         let Some(agent) = config.agent(&activation.agent_id) else {
             return Ending::Failed(format!("Unknown agent: {}", activation.agent_id));
@@ -319,12 +320,12 @@ impl Activations {
                 (conversation, Vec::new())
             }
         };
-        let toolset = self.tools.project.registry.resolve_agent(agent);
+        let toolset = project.registry.resolve_agent(agent);
         let names = match safe_tool_names(&toolset.tools) {
             Ok(n) => n,
             Err(e) => return Ending::Failed(e),
         };
-        let registry = &self.tools.project.registry;
+        let registry = &project.registry;
         let model_tools = match ToolList::new(registry, &toolset, &names, store) {
             Ok(list) => list,
             Err(e) => return Ending::Failed(format!("cannot read the agent's activated tools: {e}")),
@@ -663,8 +664,14 @@ impl Attempt<'_> {
                             return Err(AttemptEnd::Done(Ending::Cancelled));
                         }
                     };
-                    let ends =
-                        self.owner.tools.project.registry.tool(&real).is_some_and(|(_, def)| def.ends_activation);
+                    let ends = self
+                        .owner
+                        .tools
+                        .project
+                        .snapshot()
+                        .registry
+                        .tool(&real)
+                        .is_some_and(|(_, def)| def.ends_activation);
                     if real == TOOL_SEARCH
                         && outcome.is_ok()
                         && let Err(e) = self.tools.refresh(&self.owner.tools.store)

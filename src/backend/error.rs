@@ -36,13 +36,13 @@ pub enum BackendError {
 
     #[error(
         "Runner binary not found at {path}: build the static runner with \
-         RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu --bin suzumio-runner"
+         RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu -p suzumio-runner"
     )]
     RunnerBinaryMissing { path: PathBuf },
 
     #[error(
         "{cause}: build it with RUSTFLAGS='-C target-feature=+crt-static' cargo build --release \
-         --target x86_64-unknown-linux-gnu --bin suzumio-runner (or set SUZUMIO_RUNNER_BIN)"
+         --target x86_64-unknown-linux-gnu -p suzumio-runner (or set SUZUMIO_RUNNER_BIN)"
     )]
     RunnerBinaryNotFound { cause: String },
 

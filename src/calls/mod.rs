@@ -37,6 +37,7 @@ pub use dispatch::dispatch;
 use crate::config::AgentConfig;
 use crate::permissions::approvals::{self, Approvals, PendingCall};
 use crate::permissions::{self, Behavior, audit};
+use crate::project::Project;
 use crate::store::ToolCallOutcome;
 use crate::support::ToolHost;
 use crate::support::builtin_tools::Caller;
@@ -53,13 +54,16 @@ pub async fn execute_tool(
     tool: &str,
     input: Value,
 ) -> Result<ToolOutput, ToolError> {
+    // The project version this call started with serves it to its end, even if an MCP server's
+    // list changes meanwhile.
+    let project = host.project.snapshot();
     let store = &host.store;
     let agent =
-        host.project.config.agent(agent_id).ok_or_else(|| ToolError::Rejected(format!("Unknown agent: {agent_id}")))?;
-    let Some((pack, def)) = host.project.registry.tool(tool) else {
+        project.config.agent(agent_id).ok_or_else(|| ToolError::Rejected(format!("Unknown agent: {agent_id}")))?;
+    let Some((pack, def)) = project.registry.tool(tool) else {
         return Err(ToolError::Rejected(format!("Unknown tool: {tool}")));
     };
-    if !host.project.registry.may_call(agent, tool) {
+    if !project.registry.may_call(agent, tool) {
         return Err(ToolError::Rejected(format!("Tool not allowed for {agent_id}: {tool}")));
     }
     let input = if input.is_null() { json!({}) } else { input };
@@ -69,13 +73,13 @@ pub async fn execute_tool(
     let caller = Caller { agent_id: agent_id.to_string(), activation_id: activation_id.to_string() };
     let invalid = match input.as_object().and_then(|m| m.get(INVALID_JSON_KEY)).and_then(Value::as_str) {
         Some(raw) => Some(ToolError::Rejected(format!("The arguments are not valid JSON: {raw}"))),
-        None => host.project.registry.validate_input(tool, &input).err().map(|e| ToolError::invalid_input(tool, &e)),
+        None => project.registry.validate_input(tool, &input).err().map(|e| ToolError::invalid_input(tool, &e)),
     };
     let result = match invalid {
         Some(problem) => Err(problem),
         None => {
             let call = CallRef { agent, def, tool, call_id: &call_id };
-            decide_and_run(host, runner, &caller, call, input).await
+            decide_and_run(host, &project, runner, &caller, call, input).await
         }
     };
     let (outcome, output, error) = match &result {
@@ -98,7 +102,8 @@ pub async fn execute_tool(
 /// Before the calls of one model turn run: the calls that will be asked get their requests
 /// together (`permissions::approvals::announce_turn`), so they can be decided one by one or at once.
 pub fn announce_turn(host: &ToolHost, agent: &AgentConfig, activation_id: &str, calls: &[(String, Value)]) {
-    approvals::announce_turn(approvals_of(host), agent, activation_id, calls);
+    let project = host.project.snapshot();
+    approvals::announce_turn(approvals_of(host, &project), agent, activation_id, calls);
 }
 
 /// Asks for approval of a call already decided `ask`, and on allow runs exactly that call.
@@ -107,16 +112,17 @@ pub async fn ask_and_run(
     runner: &dyn RunnerTools,
     pending: PendingCall<'_>,
 ) -> Result<ToolOutput, ToolError> {
-    approvals::ask(approvals_of(host), &pending).await?;
-    let Some((_, def)) = host.project.registry.tool(pending.tool) else {
+    let project = host.project.snapshot();
+    approvals::ask(approvals_of(host, &project), &pending).await?;
+    let Some((_, def)) = project.registry.tool(pending.tool) else {
         return Err(ToolError::Rejected(format!("Unknown tool: {}", pending.tool)));
     };
     let caller = Caller { agent_id: pending.agent_id.to_string(), activation_id: pending.activation_id.to_string() };
     dispatch(host, runner, &caller, def, pending.tool, pending.input.clone()).await
 }
 
-fn approvals_of(host: &ToolHost) -> Approvals<'_> {
-    Approvals { store: &host.store, audit: &host.audit, project: &host.project }
+fn approvals_of<'a>(host: &'a ToolHost, project: &'a Project) -> Approvals<'a> {
+    Approvals { store: &host.store, audit: &host.audit, project }
 }
 
 /// The call `execute_tool` decides, once its input passed the schema.
@@ -132,6 +138,7 @@ struct CallRef<'a> {
 /// then the call), then the `afterToolCall` hooks on the result.
 async fn decide_and_run(
     host: &ToolHost,
+    project: &Project,
     runner: &dyn RunnerTools,
     caller: &Caller,
     call: CallRef<'_>,
@@ -139,7 +146,7 @@ async fn decide_and_run(
 ) -> Result<ToolOutput, ToolError> {
     let CallRef { agent, def, tool, call_id } = call;
     let (agent_id, activation_id) = (caller.agent_id.as_str(), caller.activation_id.as_str());
-    let hook_packs = hooks::packs_for(&host.project, tool);
+    let hook_packs = hooks::packs_for(project, tool);
     // Rules beyond `suzumio.yaml` that decide this call: hook verdicts, and the approvals
     // store's remembered rules (`--remember`), which are added here with the same precedence.
     let mut extra = approvals::remembered_rules_for(&host.store, agent_id, activation_id, tool)
@@ -151,7 +158,7 @@ async fn decide_and_run(
             hooks::Before::Verdict(rule) => extra.push(rule),
             hooks::Before::Input(changed) => {
                 let changed = if changed.is_null() { json!({}) } else { changed };
-                if let Err(e) = host.project.registry.validate_input(tool, &changed) {
+                if let Err(e) = project.registry.validate_input(tool, &changed) {
                     let problem = ToolError::invalid_input(tool, &e);
                     let message = format!("the beforeToolCall hook of {pack} changed the input: {}", problem.message());
                     audit_hook(host, agent, caller, call_id, tool, &changed, pack, Behavior::Deny, &message);
@@ -162,8 +169,7 @@ async fn decide_and_run(
             }
         }
     }
-    let decision =
-        permissions::decide_with(&host.project, &permissions::Call { agent, tool, def, input: &input }, &extra);
+    let decision = permissions::decide_with(project, &permissions::Call { agent, tool, def, input: &input }, &extra);
     host.audit.record(audit::AuditEntry {
         time: host.store.now(),
         kind: audit::EntryKind::Decision,
@@ -180,7 +186,7 @@ async fn decide_and_run(
         feedback: None,
         arguments: input.clone(),
     });
-    let policy = permissions::ask_policy(&host.project, agent);
+    let policy = permissions::ask_policy(project, agent);
     let pending = PendingCall { agent_id, activation_id, call_id, tool, input: &input, decision: &decision, policy };
     if decision.behavior == Behavior::Deny || decision.source.contains(approvals::REMEMBERED_SOURCE) {
         approvals::record_decision(&host.store, &pending);
@@ -188,7 +194,7 @@ async fn decide_and_run(
     let result = match decision.behavior {
         Behavior::Allow => dispatch(host, runner, caller, def, tool, input.clone()).await,
         Behavior::Deny => Err(ToolError::Denied(permissions::denial_message(tool, &decision))),
-        Behavior::Ask => match approvals::ask(approvals_of(host), &pending).await {
+        Behavior::Ask => match approvals::ask(approvals_of(host, project), &pending).await {
             Ok(()) => dispatch(host, runner, caller, def, tool, input.clone()).await,
             Err(e) => Err(e),
         },

@@ -16,7 +16,8 @@ pub async fn ui(dir: &Path, target: &str, input: Option<&str>, as_json: bool) ->
     };
     let input = json_input(input)?;
     let tools = crate::controller::open(dir)?;
-    let registry = &tools.project.registry;
+    let project = tools.project.snapshot();
+    let registry = &project.registry;
     let suggest = |name: &str, known: Vec<&str>| {
         crate::config::diag::did_you_mean(name, known).map(|h| format!(" ({h})")).unwrap_or_default()
     };
@@ -73,8 +74,9 @@ pub async fn tool_call(
     if tools.project.config.agent(agent).is_none() {
         return Err(unknown_agent(&tools.project.config, agent));
     }
-    if tools.project.registry.tool(tool).is_none() {
-        return Err(unknown_tool(&tools.project, tool));
+    let project = tools.project.snapshot();
+    if project.registry.tool(tool).is_none() {
+        return Err(unknown_tool(&project, tool));
     }
     // Refused input is refused before a runner (or a Docker engine) is asked for; the path
     // below says the same for calls that get that far.
@@ -83,7 +85,7 @@ pub async fn tool_call(
     }
     let kind = backend.unwrap_or(tools.project.config.backend.kind);
     let needs_runner =
-        tools.project.registry.tool(tool).is_some_and(|(_, def)| def.runs_in == crate::toolpack::RunsIn::Runner);
+        project.registry.tool(tool).is_some_and(|(_, def)| def.runs_in == crate::toolpack::RunsIn::Runner);
     let runners = if needs_runner { Some(crate::controller::runners(&tools, kind).await?) } else { None };
     let no_runner = crate::calls::NoRunner("not needed".into());
     let runner: &dyn crate::calls::RunnerTools = match &runners {

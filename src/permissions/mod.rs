@@ -22,7 +22,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-pub use rules::{Rule, Subject};
+pub use rules::{Matches, Rule, Subject};
 
 use crate::config::{AgentConfig, DEFAULT_APPROVAL_TIMEOUT, OnAskSetting, PermissionMode, RuleDecision};
 use crate::project::Project;

@@ -9,64 +9,24 @@
 use serde_json::Value;
 
 use super::shell::{self, Command};
-use crate::config::{AllowPattern, PermissionRule, RuleDecision};
+use crate::config::RuleDecision;
 use crate::toolpack::ToolDefinition;
 use crate::toolpack::effects::{Touches, values_at};
 
-/// One rule as the engine applies it: from `suzumio.yaml` (project or agent), or remembered by
-/// an approval (the approvals store), or a hook's verdict.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rule {
-    pub tool: AllowPattern,
-    pub decision: RuleDecision,
-    pub reason: Option<String>,
-    /// Path globs (file tools); relative ones are relative to `/workspace`.
-    pub paths: Vec<String>,
-    /// Command patterns (`shell.exec`).
-    pub commands: Vec<String>,
-    /// Host patterns (`web.fetch`).
-    pub hosts: Vec<String>,
-    /// Where the rule comes from, shown as the decision's source: `project rule 2
-    /// (suzumio.yaml:14)`, `remembered rule 7 (agent, by user)`, `hook policy.beforeToolCall`.
-    pub source: String,
+/// One rule as the engine applies it: from `suzumio.yaml` (project or agent), remembered by an
+/// approval (the approvals store), or a hook's verdict. The config's rule type, under the name
+/// the engine uses.
+pub use crate::config::PermissionRule as Rule;
+
+/// How a rule meets a call (the matchers need the shell parser and the URL reader, which are the
+/// controller's).
+pub trait Matches {
+    /// Whether the rule matches a call of `tool` whose arguments are `subject`.
+    fn matches(&self, tool: &str, subject: &Subject) -> bool;
 }
 
-impl Rule {
-    /// A rule on a tool pattern alone (no argument matcher).
-    pub fn for_tool(tool: AllowPattern, decision: RuleDecision, reason: Option<String>, source: String) -> Rule {
-        Rule { tool, decision, reason, paths: Vec::new(), commands: Vec::new(), hosts: Vec::new(), source }
-    }
-
-    /// A rule written in `suzumio.yaml`; `scope` is `project` or `agent <id>`, `n` its index.
-    pub fn from_config(rule: &PermissionRule, scope: &str, n: usize) -> Rule {
-        let file = rule.loc.file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        Rule {
-            tool: rule.tool.clone(),
-            decision: rule.decision,
-            reason: rule.reason.clone(),
-            paths: rule.paths.clone(),
-            commands: rule.commands.clone(),
-            hosts: rule.hosts.clone(),
-            source: format!("{scope} rule {n} ({file}:{})", rule.loc.line),
-        }
-    }
-
-    /// The rule in one line, for sources and listings: `shell.exec deny commands [rm *]`.
-    pub fn describe(&self) -> String {
-        let matcher = if !self.paths.is_empty() {
-            format!(" paths [{}]", self.paths.join(", "))
-        } else if !self.commands.is_empty() {
-            format!(" commands [{}]", self.commands.join(", "))
-        } else if !self.hosts.is_empty() {
-            format!(" hosts [{}]", self.hosts.join(", "))
-        } else {
-            String::new()
-        };
-        format!("{} {}{matcher}", self.tool, self.decision)
-    }
-
-    /// Whether the rule matches a call of `tool` whose arguments are `subject`.
-    pub fn matches(&self, tool: &str, subject: &Subject) -> bool {
+impl Matches for Rule {
+    fn matches(&self, tool: &str, subject: &Subject) -> bool {
         if !self.tool.matches(tool) {
             return false;
         }

@@ -27,6 +27,8 @@ mod messages;
 pub mod metrics;
 mod model;
 mod observe;
+#[cfg(test)]
+mod query_plans;
 mod scheduling;
 mod schema;
 mod signals;

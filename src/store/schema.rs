@@ -223,6 +223,14 @@ pub const MIGRATIONS: &[&str] = &[
         recorded_at TEXT NOT NULL
     );
     "#,
+    // 9: what budgets and the wake-loop guard read at every activation, found without going
+    // through the history (`store::query_plans` checks each statement's plan): an agent's model
+    // calls since a time, all activations since a time, and the activation a signal woke.
+    r#"
+    CREATE INDEX model_calls_by_agent ON model_calls(agent_id, at);
+    CREATE INDEX activations_by_start ON activations(started_at);
+    CREATE INDEX signals_by_delivered_activation ON signals(delivered_activation_id);
+    "#,
 ];
 
 /// The schema version this build writes.

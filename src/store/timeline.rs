@@ -23,6 +23,7 @@ use crate::store::{
     ActivationStatus, HistoryEntry, RecordedCall, SignalRecord, Store, StoreError, TokenUsage, ToolCallRecord,
     ToolCallStatus,
 };
+use crate::toolpack::sanitize_tool_name;
 
 /// `Store::activation_timeline`: one activation, everything in the order it happened.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -386,25 +387,7 @@ impl Store {
 /// the order the model made them, and a call refused before it was recorded has no row, so the
 /// next row of the same tool is this call's.
 fn take_row(rows: &mut [Option<ToolCallRecord>], name: &str) -> Option<ToolCallRecord> {
-    rows.iter_mut().find(|r| r.as_ref().is_some_and(|r| model_facing(&r.tool) == name)).and_then(Option::take)
-}
-
-/// A tool's name as models see it: every run of characters other than `[A-Za-z0-9_-]` becomes
-/// one `_`. The providers' `sanitize_tool_name` (the activation layer, above the store) does the
-/// same; a test below holds the two together.
-fn model_facing(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut in_run = false;
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-            out.push(c);
-            in_run = false;
-        } else if !in_run {
-            out.push('_');
-            in_run = true;
-        }
-    }
-    out
+    rows.iter_mut().find(|r| r.as_ref().is_some_and(|r| sanitize_tool_name(&r.tool) == name)).and_then(Option::take)
 }
 
 /// A tool call item from its row (when it was recorded) and what the model got back (when it
@@ -628,12 +611,5 @@ mod tests {
             store.message_graph(&since).expect("read").into_iter().map(|e| (e.from, e.to, e.count)).collect();
         let owned = |f: &str, t: &str, n| (f.to_string(), t.to_string(), n);
         assert_eq!(edges, [owned("pm", "worker", 2), owned("user", "#project", 1), owned("worker", "pm", 1)]);
-    }
-
-    #[test]
-    fn model_facing_names_are_the_providers_names() {
-        for name in ["file.write", "messages.send", "plan.add-item", "a..b", "ünï.code", "x/y z", "plain_name"] {
-            assert_eq!(model_facing(name), crate::activation::providers::sanitize_tool_name(name), "{name}");
-        }
     }
 }

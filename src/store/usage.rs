@@ -13,8 +13,32 @@ use crate::store::{Event, Pause, Store, StoreError, TokenUsage, WakeWindow, Writ
 /// The kind of the signal that tells an agent stopped mid-activation to continue.
 pub const RESUMED_KIND: &str = "agent.resumed";
 
-/// Signal kinds that are talk, not work, for the wake-loop guard.
-const TALK_SIGNAL_KINDS: &str = "'message.created', 'coordination.wait_for_signal'";
+// The statements budgets and the wake-loop guard run at every activation (`query_plans` holds
+// each to a plan that does not grow with the history). An optional agent is two statements, not
+// `?1 IS NULL OR agent_id = ?1`, which no index serves.
+pub(super) const AGENT_USAGE_SINCE: &str = "SELECT COUNT(*), COALESCE(SUM(input_tokens), 0),
+        COALESCE(SUM(cached_input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cost), 0.0)
+    FROM model_calls WHERE agent_id = ?1 AND at >= ?2";
+pub(super) const USAGE_SINCE: &str = "SELECT COUNT(*), COALESCE(SUM(input_tokens), 0),
+        COALESCE(SUM(cached_input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cost), 0.0)
+    FROM model_calls WHERE at >= ?1";
+pub(super) const ACTIVATION_USAGE: &str = "SELECT COUNT(*), COALESCE(SUM(input_tokens), 0),
+        COALESCE(SUM(cached_input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cost), 0.0)
+    FROM model_calls WHERE activation_id = ?1";
+pub(super) const AGENT_ACTIVATIONS_SINCE: &str =
+    "SELECT COUNT(*) FROM activations WHERE agent_id = ?1 AND started_at >= ?2";
+pub(super) const ACTIVATIONS_SINCE: &str = "SELECT COUNT(*) FROM activations WHERE started_at >= ?1";
+/// Who woke the agent: one row per signal delivered to its activations in the window (few; made
+/// distinct in Rust, where no temporary B-tree is needed).
+pub(super) const WAKE_SOURCES: &str = "SELECT s.source_agent FROM activations a
+    JOIN signals s ON s.delivered_activation_id = a.id
+    WHERE a.agent_id = ?1 AND a.started_at >= ?2 AND s.source_agent IS NOT NULL AND s.source_agent != ?1";
+pub(super) const WAKE_PROGRESS: &str = "SELECT COUNT(*) FROM activations a
+    WHERE a.agent_id IN (SELECT value FROM json_each(?1)) AND a.started_at >= ?2
+      AND (EXISTS (SELECT 1 FROM tool_calls t WHERE t.activation_id = a.id AND t.status = 'completed'
+                     AND t.tool NOT IN (SELECT value FROM json_each(?3)))
+           OR EXISTS (SELECT 1 FROM signals s WHERE s.source_activation = a.id AND s.useful_effect != 0
+                     AND s.kind NOT IN ('message.created', 'coordination.wait_for_signal')))";
 
 impl Store {
     /// Record one model call: a `model_calls` row, and the activation's `usage` JSON (kept
@@ -74,40 +98,34 @@ impl Store {
         })
     }
 
-    /// What model calls used at or after `since` (ISO), per agent (agents without calls left
-    /// out), in agent id order.
-    pub fn usage_since(&self, since: &str) -> Result<Vec<(String, TokenUsage)>, StoreError> {
+    /// What the model calls of one agent (or of all) used at or after `since` (ISO).
+    pub fn usage_since(&self, agent_id: Option<&str>, since: &str) -> Result<TokenUsage, StoreError> {
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT agent_id, COUNT(*), SUM(input_tokens), SUM(cached_input_tokens), SUM(output_tokens), SUM(cost)
-                 FROM model_calls WHERE at >= ?1 GROUP BY agent_id ORDER BY agent_id",
-            )?;
-            let rows = stmt.query_map([since], |r| Ok((r.get(0)?, usage_from_row(r, 1)?)))?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            Ok(match agent_id {
+                Some(agent) => conn
+                    .prepare_cached(AGENT_USAGE_SINCE)?
+                    .query_row(params![agent, since], |r| usage_from_row(r, 0))?,
+                None => conn.prepare_cached(USAGE_SINCE)?.query_row([since], |r| usage_from_row(r, 0))?,
+            })
         })
     }
 
     /// What one activation's model calls used.
     pub fn activation_usage(&self, activation_id: &str) -> Result<TokenUsage, StoreError> {
         self.read(|conn| {
-            Ok(conn.query_row(
-                "SELECT COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(cached_input_tokens), 0),
-                        COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cost), 0.0)
-                 FROM model_calls WHERE activation_id = ?1",
-                [activation_id],
-                |r| usage_from_row(r, 0),
-            )?)
+            Ok(conn.prepare_cached(ACTIVATION_USAGE)?.query_row([activation_id], |r| usage_from_row(r, 0))?)
         })
     }
 
     /// How many activations (of one agent, or of all) started at or after `since` (ISO).
     pub fn count_activations_since(&self, agent_id: Option<&str>, since: &str) -> Result<u64, StoreError> {
         self.read(|conn| {
-            let n: i64 = conn.query_row(
-                "SELECT COUNT(*) FROM activations WHERE (?1 IS NULL OR agent_id = ?1) AND started_at >= ?2",
-                params![agent_id, since],
-                |r| r.get(0),
-            )?;
+            let n: i64 = match agent_id {
+                Some(agent) => {
+                    conn.prepare_cached(AGENT_ACTIVATIONS_SINCE)?.query_row(params![agent, since], |r| r.get(0))?
+                }
+                None => conn.prepare_cached(ACTIVATIONS_SINCE)?.query_row([since], |r| r.get(0))?,
+            };
             Ok(n as u64)
         })
     }
@@ -118,31 +136,20 @@ impl Store {
     /// message or a wait.
     pub fn wake_window(&self, agent_id: &str, since: &str, talk_tools: &[String]) -> Result<WakeWindow, StoreError> {
         let activations = self.count_activations_since(Some(agent_id), since)?;
-        let sources: Vec<String> = self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT DISTINCT s.source_agent FROM signals s JOIN activations a ON s.delivered_activation_id = a.id
-                 WHERE a.agent_id = ?1 AND a.started_at >= ?2 AND s.source_agent IS NOT NULL AND s.source_agent != ?1
-                 ORDER BY s.source_agent",
-            )?;
+        let sources: std::collections::BTreeSet<String> = self.read(|conn| {
+            let mut stmt = conn.prepare_cached(WAKE_SOURCES)?;
             let rows = stmt.query_map(params![agent_id, since], |r| r.get(0))?;
-            Ok(rows.collect::<Result<Vec<String>, _>>()?)
+            Ok(rows.collect::<Result<_, _>>()?)
         })?;
         let woken_by: Vec<String> = sources.into_iter().filter(|a| self.is_roster_agent(a)).collect();
         let mut participants = woken_by.clone();
         participants.push(agent_id.to_string());
         let with_progress = self.read(|conn| {
-            let n: i64 = conn.query_row(
-                &format!(
-                    "SELECT COUNT(*) FROM activations a
-                     WHERE a.agent_id IN (SELECT value FROM json_each(?1)) AND a.started_at >= ?2
-                       AND (EXISTS (SELECT 1 FROM tool_calls t WHERE t.activation_id = a.id AND t.status = 'completed'
-                                      AND t.tool NOT IN (SELECT value FROM json_each(?3)))
-                            OR EXISTS (SELECT 1 FROM signals s WHERE s.source_activation = a.id AND s.useful_effect != 0
-                                      AND s.kind NOT IN ({TALK_SIGNAL_KINDS})))"
-                ),
-                params![json!(participants).to_string(), since, json!(talk_tools).to_string()],
-                |r| r.get(0),
-            )?;
+            let n: i64 = conn
+                .prepare_cached(WAKE_PROGRESS)?
+                .query_row(params![json!(participants).to_string(), since, json!(talk_tools).to_string()], |r| {
+                    r.get(0)
+                })?;
             Ok(n as u64)
         })?;
         Ok(WakeWindow { activations, woken_by, with_progress })

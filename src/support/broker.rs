@@ -44,7 +44,8 @@ pub fn check_activation(
 /// A `callSupport` from `agent_id`'s runner.
 pub async fn call_support(host: &ToolHost, agent_id: &str, params: CallSupportParams) -> Result<ToolOutput, ToolError> {
     check_activation(host, agent_id, &params.activation_id, true)?;
-    let registry = &host.project.registry;
+    let project = host.project.snapshot();
+    let registry = &project.registry;
     let pack = registry
         .pack(&params.toolpack_id)
         .ok_or_else(|| ToolError::Rejected(format!("Unknown toolpack: {}", params.toolpack_id)))?;

@@ -55,7 +55,7 @@ fn ready<'a>(result: Result<ToolOutput, InvokeError>) -> HandlerFuture<'a> {
 
 /// Run a controller-side built-in tool (`Rejected` when `tool` is not one).
 pub async fn call(host: &ToolHost, caller: &Caller, tool: &str, input: &Value) -> Result<ToolOutput, ToolError> {
-    let http_mcp = host.project.registry.tool(tool).and_then(|(pack, _)| pack.mcp()).cloned();
+    let http_mcp = host.project.snapshot().registry.tool(tool).and_then(|(pack, _)| pack.mcp()).cloned();
     if let Some(pack) = http_mcp {
         return super::mcp_http::call(host, &pack, tool, input.clone()).await;
     }

@@ -212,7 +212,8 @@ fn report(host: &ToolHost) -> Result<ToolOutput, InvokeError> {
 
 /// Recent calls of the tools an activity entry lists in its manifest `relatedTools`.
 fn activity(host: &ToolHost, input: &Value, pack: &str, entry: &str, title: &str) -> Result<ToolOutput, InvokeError> {
-    let related = host.project.registry.pack(pack).and_then(|p| p.webui.iter().find(|e| e.id == entry));
+    let project = host.project.snapshot();
+    let related = project.registry.pack(pack).and_then(|p| p.webui.iter().find(|e| e.id == entry));
     let tools: Vec<&str> = related.map(|e| e.related_tools.iter().map(String::as_str).collect()).unwrap_or_default();
     let stats = host.store.tool_stats()?;
     let recent = host.store.recent_tool_calls(&tools, limit(input, 20, 100))?;

@@ -27,7 +27,7 @@ pub async fn discover(dir: &Path, backend: Option<BackendKind>) -> Result<BTreeM
     // Its warnings are the ones `check` is about to print (with the lists found).
     let project = Project::load(dir, &crate::config::load::ProcessEnv)?;
     let host = super::start::open_project(project)?;
-    let wanted = missing(&host.project);
+    let wanted = missing(&host.project.snapshot());
     let mut failed: Vec<McpListing> = Vec::new();
     if wanted.iter().any(|(_, stdio)| !stdio) {
         super::mcp_http::discover(&host).await;

@@ -53,6 +53,7 @@ pub async fn call(host: &ToolHost, pack: &McpPackConfig, tool: &str, input: Valu
 pub async fn discover(host: &ToolHost) {
     let packs: Vec<McpPackConfig> = host
         .project
+        .snapshot()
         .registry
         .packs()
         .iter()
@@ -122,7 +123,7 @@ fn changes(host: &ToolHost) -> tokio::sync::mpsc::UnboundedSender<String> {
             tokio::spawn(async move {
                 while let Some(id) = rx.recv().await {
                     let Some(host) = weak.upgrade() else { return };
-                    let pack = host.project.registry.pack(&id).and_then(|p| p.mcp()).cloned();
+                    let pack = host.project.snapshot().registry.pack(&id).and_then(|p| p.mcp()).cloned();
                     if let Some(pack) = pack {
                         let listing = relist(&host, &pack).await;
                         host.mcp_listed("controller", listing);

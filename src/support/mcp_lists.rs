@@ -61,15 +61,14 @@ impl ToolHost {
                 for w in crate::config::diag::sorted(&warnings.warnings) {
                     tracing::warn!(mcp = %id, "{w}");
                 }
-                match self.project.replace(next) {
-                    Ok(()) if in_use.is_empty() && diff.removed.is_empty() => {
-                        tracing::info!(mcp = %id, "{server} lists {count} tools; they are used from the next activation")
-                    }
-                    Ok(()) => tracing::info!(
+                self.project.replace(next);
+                if in_use.is_empty() && diff.removed.is_empty() {
+                    tracing::info!(mcp = %id, "{server} lists {count} tools; they are used from the next activation")
+                } else {
+                    tracing::info!(
                         mcp = %id,
                         "{server} changed its tools ({diff}); the new list is used from the next activation"
-                    ),
-                    Err(e) => tracing::warn!(mcp = %id, "{server} changed its tools ({diff}), but {e}"),
+                    )
                 }
             }
             Err(errors) => {

@@ -184,8 +184,12 @@ impl ToolHost {
         &self.project.config.name
     }
 
-    fn find_entry(&self, pack_id: &str, entry_id: &str) -> Result<(&Toolpack, &WebuiEntry), InvokeError> {
-        let pack = self.project.registry.pack(pack_id).ok_or_else(|| InvokeError::UnknownPack(pack_id.to_string()))?;
+    fn find_entry<'p>(
+        project: &'p Project,
+        pack_id: &str,
+        entry_id: &str,
+    ) -> Result<(&'p Toolpack, &'p WebuiEntry), InvokeError> {
+        let pack = project.registry.pack(pack_id).ok_or_else(|| InvokeError::UnknownPack(pack_id.to_string()))?;
         let entry = pack
             .webui
             .iter()
@@ -197,7 +201,8 @@ impl ToolHost {
     /// Run a WebUI entry: input checked against the entry's schema first, then the handler
     /// (built-in Rust or the pack's controller module), then the output shape.
     pub async fn invoke_webui(&self, pack_id: &str, entry_id: &str, input: Value) -> Result<ToolOutput, InvokeError> {
-        let (pack, entry) = self.find_entry(pack_id, entry_id)?;
+        let project = self.project.snapshot();
+        let (pack, entry) = Self::find_entry(&project, pack_id, entry_id)?;
         let input = if input.is_null() { json!({}) } else { input };
         if !input.is_object() {
             return Err(InvokeError::InvalidInput(vec![InputError {
@@ -231,13 +236,14 @@ impl ToolHost {
         tool: &str,
         input: Value,
     ) -> Result<ToolOutput, InvokeError> {
-        let pack = self.project.registry.pack(pack_id).ok_or_else(|| InvokeError::UnknownPack(pack_id.to_string()))?;
+        let project = self.project.snapshot();
+        let pack = project.registry.pack(pack_id).ok_or_else(|| InvokeError::UnknownPack(pack_id.to_string()))?;
         if !pack.tools.iter().any(|t| t.name == tool) {
             return Err(InvokeError::UnknownTool { pack: pack_id.into(), tool: tool.into() });
         }
         // The runner module's own input: its `supportInputSchema` when the tool declares one
         // (the model's input was checked against `inputSchema` before the runner got it).
-        self.project.registry.validate_support_input(tool, &input).map_err(|errors| {
+        project.registry.validate_support_input(tool, &input).map_err(|errors| {
             InvokeError::Rejected(format!(
                 "the input does not match the supportInputSchema of {tool}: {}",
                 describe_input_errors(&errors)
@@ -273,7 +279,8 @@ impl ToolHost {
         args: Vec<String>,
         scope: CallScope,
     ) -> Result<Value, InvokeError> {
-        let pack = self.project.registry.pack(pack_id).ok_or_else(|| InvokeError::UnknownPack(pack_id.to_string()))?;
+        let project = self.project.snapshot();
+        let pack = project.registry.pack(pack_id).ok_or_else(|| InvokeError::UnknownPack(pack_id.to_string()))?;
         let host = match self.packs.controller(pack).await {
             None => return Err(InvokeError::Handler(format!("built-in toolpack {pack_id} has no controller module"))),
             Some(packs::Controller::Ready(host)) => host,
@@ -328,9 +335,10 @@ impl ToolHost {
     /// `None` when there is nothing to report (its module's load error is already known). A hook past its deadline is reported then; its JavaScript runs on
     /// (until the pack's own timeout stops it) and its result is dropped.
     pub fn start_scheduler_hooks(self: &Arc<Self>) -> Vec<(String, oneshot::Receiver<Option<HookOutcome>>)> {
+        let project = self.project.snapshot();
         let deadline = Duration::from_millis(self.project.config.scheduler.hook_timeout_ms);
         let mut started = Vec::new();
-        for pack in self.project.registry.packs() {
+        for pack in project.registry.packs() {
             if !matches!(pack.source, crate::toolpack::PackSource::Local { .. }) {
                 continue;
             }
@@ -351,9 +359,10 @@ impl ToolHost {
     /// Load the pack if needed (a load has the pack's own deadline, and its error is reported
     /// only when it changes), then call its hook with the hook deadline.
     async fn run_hook(&self, pack_id: &str, slot: Arc<packs::PackSlot>, deadline: Duration) -> Option<HookOutcome> {
+        let project = self.project.snapshot();
         let mut outcome =
             HookOutcome { pack: pack_id.to_string(), recorded: Vec::new(), wake_at: None, errors: Vec::new() };
-        let loaded = match self.project.registry.pack(pack_id) {
+        let loaded = match project.registry.pack(pack_id) {
             None => None,
             Some(pack) => self.packs.controller(pack).await.map(|c| (pack, c)),
         };

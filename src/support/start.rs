@@ -101,11 +101,11 @@ async fn listening(
     backend: Arc<dyn RunnerBackend>,
     binary: PathBuf,
 ) -> Result<Arc<AgentRunners>, StartError> {
-    let config = &tools.project.config;
+    let (config, project) = (&tools.project.config, tools.project.snapshot());
     let specs: Vec<ContainerSpec> = config
         .agents
         .iter()
-        .filter_map(|a| ContainerSpec::for_agent(config, &tools.project.registry, &a.id, &binary).ok())
+        .filter_map(|a| ContainerSpec::for_agent(config, &project.registry, &a.id, &binary).ok())
         .collect();
     let stale = backend.sweep(&config.name, &config.root, &specs).await?;
     if !stale.is_empty() {
@@ -114,7 +114,7 @@ async fn listening(
     let runners = AgentRunners::new(tools.clone(), backend, binary);
     // `diskQuota` is the Docker section's; local processes are not confined to begin with.
     if kind == BackendKind::Docker {
-        runners.enforce_disk_quotas(DiskQuotas::new(&tools.project));
+        runners.enforce_disk_quotas(DiskQuotas::new(&project));
     }
     runners.listen().map_err(|e| StartError::Runner(format!("cannot create the agents' control sockets: {e}")))?;
     Ok(runners)

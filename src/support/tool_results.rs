@@ -25,7 +25,7 @@ pub const IMAGES_DIR: &str = "tool-images";
 /// A runner's successful reply, checked and adapted (see the module header).
 pub fn adapt(host: &ToolHost, agent: &str, tool: &str, reply: rpc::ToolOutput) -> Result<ToolOutput, ToolError> {
     let mut out = ToolOutput::from(reply);
-    if let Some((_, def)) = host.project.registry.tool(tool) {
+    if let Some((_, def)) = host.project.snapshot().registry.tool(tool) {
         output::check_structured(def, &out).map_err(ToolError::Failed)?;
     }
     if out.is_error {
@@ -72,7 +72,8 @@ fn save_images(root: &Path, agent: &str, out: &ToolOutput) -> std::io::Result<Ve
 /// A runner-side error of a local pack's tool with the pack's paths as the runner sees them
 /// replaced by the project's (relative to the project directory when inside it).
 pub fn relocate(host: &ToolHost, backend: &dyn RunnerBackend, tool: &str, message: String) -> String {
-    let Some((pack, _)) = host.project.registry.tool(tool) else { return message };
+    let served = host.project.snapshot();
+    let Some((pack, _)) = served.registry.tool(tool) else { return message };
     let PackSource::Local { root, .. } = &pack.source else { return message };
     let project = &host.project.config.root;
     let project = project.canonicalize().unwrap_or_else(|_| project.clone());

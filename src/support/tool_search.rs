@@ -67,7 +67,8 @@ fn words(query: Option<&str>) -> Vec<String> {
 }
 
 pub fn search(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOutput, ToolError> {
-    let registry = &host.project.registry;
+    let project = host.project.snapshot();
+    let registry = &project.registry;
     let agent: &AgentConfig = host
         .project
         .config

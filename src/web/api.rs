@@ -88,7 +88,7 @@ async fn tool_status(host: Project) -> Result<Response, ApiError> {
 
 /// The tool catalog (`suzumio tools --json` has the same shape).
 async fn tool_catalog(host: Project) -> Result<Response, ApiError> {
-    Ok(Json(crate::catalog::catalog(&host.project, None)).into_response())
+    Ok(Json(crate::catalog::catalog(&host.project.snapshot(), None)).into_response())
 }
 
 async fn agents(host: Project) -> Result<Response, ApiError> {

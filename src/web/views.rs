@@ -269,69 +269,67 @@ pub struct HistoryArchive<'a> {
     pub archive: &'a [HistoryRecord],
 }
 
+// The registry's parts below are copied, not borrowed: the registry is the version served when
+// the request came, which an MCP list change may replace before the answer is written.
 #[derive(Serialize)]
-pub struct PresentationView<'a> {
+pub struct PresentationView {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub label: Option<&'a str>,
+    pub label: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub icon: Option<&'a str>,
+    pub icon: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub group: Option<&'a str>,
+    pub group: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tone: Option<&'a str>,
+    pub tone: Option<String>,
 }
 
-impl<'a> From<&'a Presentation> for PresentationView<'a> {
-    fn from(p: &'a Presentation) -> Self {
-        PresentationView {
-            label: p.label.as_deref(),
-            icon: p.icon.as_deref(),
-            group: p.group.as_deref(),
-            tone: p.tone.as_deref(),
-        }
+impl From<&Presentation> for PresentationView {
+    fn from(p: &Presentation) -> Self {
+        PresentationView { label: p.label.clone(), icon: p.icon.clone(), group: p.group.clone(), tone: p.tone.clone() }
     }
 }
 
 /// An item of `GET tool-ui`: one WebUI entry of a registered pack.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WebuiEntryView<'a> {
-    pub id: &'a str,
-    pub title: &'a str,
+pub struct WebuiEntryView {
+    pub id: String,
+    pub title: String,
     pub kind: &'static str,
-    pub toolpack_id: &'a str,
+    pub toolpack_id: String,
     pub toolpack_kind: &'static str,
-    pub related_tools: &'a [String],
+    pub related_tools: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub description: Option<&'a str>,
+    pub description: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub input_schema: Option<&'a Value>,
+    pub input_schema: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub submit_label: Option<&'a str>,
+    pub submit_label: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub presentation: Option<PresentationView<'a>>,
+    pub presentation: Option<PresentationView>,
 }
 
-impl<'a> WebuiEntryView<'a> {
-    fn new(pack: &'a Toolpack, entry: &'a WebuiEntry) -> Self {
+impl WebuiEntryView {
+    fn new(pack: &Toolpack, entry: &WebuiEntry) -> Self {
         WebuiEntryView {
-            id: &entry.id,
-            title: &entry.title,
+            id: entry.id.clone(),
+            title: entry.title.clone(),
             kind: entry.kind.as_str(),
-            toolpack_id: &pack.id,
+            toolpack_id: pack.id.clone(),
             toolpack_kind: pack.kind_name(),
-            related_tools: &entry.related_tools,
-            description: entry.description.as_deref(),
-            input_schema: entry.input_schema.as_ref(),
-            submit_label: entry.submit_label.as_deref(),
+            related_tools: entry.related_tools.clone(),
+            description: entry.description.clone(),
+            input_schema: entry.input_schema.clone(),
+            submit_label: entry.submit_label.clone(),
             presentation: entry.presentation.as_ref().map(PresentationView::from),
         }
     }
 }
 
 /// Every WebUI entry of every registered pack, in registry order.
-pub fn webui_catalog(host: &ToolHost) -> Vec<WebuiEntryView<'_>> {
+pub fn webui_catalog(host: &ToolHost) -> Vec<WebuiEntryView> {
     host.project
+        .snapshot()
         .registry
         .packs()
         .iter()
@@ -356,11 +354,11 @@ pub struct ToolStatusView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub toolpack_kind: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub description: Option<&'a str>,
+    pub description: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requires_approval: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub presentation: Option<PresentationView<'a>>,
+    pub presentation: Option<PresentationView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_status: Option<ToolCallStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -377,7 +375,8 @@ pub struct ToolStatusView<'a> {
 pub fn tool_status(host: &ToolHost) -> Result<Vec<ToolStatusView<'_>>, StoreError> {
     let stats = host.store.tool_stats()?;
     let project = host.store.project()?;
-    let registry = &host.project.registry;
+    let served = host.project.snapshot();
+    let registry = &served.registry;
     let mut names: Vec<String> = registry.tools().map(|(_, t)| t.name.clone()).collect();
     names.extend(stats.iter().map(|s| s.tool.clone()));
     names.sort();
@@ -405,7 +404,7 @@ pub fn tool_status(host: &ToolHost) -> Result<Vec<ToolStatusView<'_>>, StoreErro
                     None => stat.and_then(|s| s.toolpack_id.clone()),
                 },
                 toolpack_kind: registered.map(|(pack, _)| pack.kind_name()),
-                description: registered.map(|(_, tool)| tool.description.as_str()),
+                description: registered.map(|(_, tool)| tool.description.clone()),
                 requires_approval: registered.map(|(_, tool)| tool.requires_approval),
                 presentation: registered.and_then(|(_, tool)| tool.presentation.as_ref()).map(PresentationView::from),
                 last_status: stat.map(|s| s.last_status),
@@ -454,7 +453,7 @@ pub fn agents(host: &ToolHost) -> Result<Vec<AgentView<'_>>, StoreError> {
         .iter()
         .map(|a| {
             let record = records.iter().find(|r| r.id == a.id);
-            let set = host.project.registry.resolve_agent(a);
+            let set = host.project.snapshot().registry.resolve_agent(a);
             let resumed_at = record.and_then(|r| r.resumed_at);
             let budget = BudgetView::new(spent(&host.store, Some(&a.id), resumed_at)?, &a.budget);
             let status = record.map_or(AgentStatus::Quiet, |r| r.status);
@@ -492,7 +491,7 @@ pub struct ConfigView<'a> {
     /// The same object packs get (`support::ops`), so the two never drift apart.
     pub communication: Value,
     pub agents: Vec<AgentConfigView<'a>>,
-    pub toolpacks: Vec<ToolpackSummary<'a>>,
+    pub toolpacks: Vec<ToolpackSummary>,
     pub scheduler: SchedulerView,
     pub backend: BackendView<'a>,
 }
@@ -516,8 +515,8 @@ pub struct MountView<'a> {
 }
 
 #[derive(Serialize)]
-pub struct ToolpackSummary<'a> {
-    pub id: &'a str,
+pub struct ToolpackSummary {
+    pub id: String,
     pub kind: &'static str,
     pub tools: usize,
 }
@@ -643,10 +642,11 @@ pub fn config(host: &ToolHost) -> ConfigView<'_> {
         agents: c.agents.iter().map(AgentConfigView::from).collect(),
         toolpacks: host
             .project
+            .snapshot()
             .registry
             .packs()
             .iter()
-            .map(|p| ToolpackSummary { id: &p.id, kind: p.kind_name(), tools: p.tools.len() })
+            .map(|p| ToolpackSummary { id: p.id.clone(), kind: p.kind_name(), tools: p.tools.len() })
             .collect(),
         scheduler: SchedulerView {
             max_signals_per_activation: s.max_signals_per_activation,
@@ -691,7 +691,7 @@ pub struct HistoryItem<'a> {
 
 /// `records` of `agent` with the real tool names beside the model-facing ones.
 pub fn history_items<'a>(host: &ToolHost, agent: &AgentConfig, records: &'a [HistoryRecord]) -> Vec<HistoryItem<'a>> {
-    let tools = host.project.registry.resolve_agent(agent).tools;
+    let tools = host.project.snapshot().registry.resolve_agent(agent).tools;
     // Two tools with the same model-facing name cannot run at all; then names stay as they are.
     let names = crate::activation::providers::safe_tool_names(&tools).unwrap_or_default();
     let real =

@@ -58,7 +58,7 @@ pub fn static_runner() -> PathBuf {
     assert!(
         path.is_file(),
         "the static runner is missing at {}: build it with RUSTFLAGS='-C target-feature=+crt-static' cargo build \
-         --target x86_64-unknown-linux-gnu --bin suzumio-runner (scripts/test.sh does)",
+         --target x86_64-unknown-linux-gnu -p suzumio-runner (scripts/test.sh does)",
         path.display()
     );
     path

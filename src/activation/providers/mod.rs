@@ -28,6 +28,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::config::{ModelsConfig, PresetConfig, PresetTarget, ProviderConfig, ProviderKind};
+use crate::toolpack::sanitize_tool_name;
 
 pub use scripted::ScriptedProvider;
 
@@ -293,23 +294,6 @@ pub fn is_context_overflow(text: &str) -> bool {
 
 // ---------------------------------------------------------------------------------------------
 // Tool names
-
-/// The model-facing form of a tool name: every run of characters outside `[A-Za-z0-9_-]` becomes
-/// one `_` (`messages.send` → `messages_send`), as the reference's runner does (§4).
-pub fn sanitize_tool_name(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut in_run = false;
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-            out.push(c);
-            in_run = false;
-        } else if !in_run {
-            out.push('_');
-            in_run = true;
-        }
-    }
-    out
-}
 
 /// `(real, safe)` pairs for the given tool names, in order (a name listed twice appears once).
 /// Fails with the reference's text when two names map to the same safe name.
@@ -678,13 +662,6 @@ fn snake_case(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sanitizing_collapses_runs() {
-        assert_eq!(sanitize_tool_name("messages.send"), "messages_send");
-        assert_eq!(sanitize_tool_name("a..b/c"), "a_b_c");
-        assert_eq!(sanitize_tool_name("ok_name-1"), "ok_name-1");
-    }
 
     #[test]
     fn snake_case_converts_camel_keys() {

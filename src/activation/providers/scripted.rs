@@ -60,11 +60,12 @@ use serde_json::{Value, json};
 
 use super::{
     ChatMessage, ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderFuture, StopReason, ToolCall,
-    Usage, is_context_overflow, sanitize_tool_name,
+    Usage, is_context_overflow,
 };
 use crate::config::diag::{Diagnostics, sorted};
 use crate::config::node::{Node, Value as NodeValue, parse_yaml};
 use crate::config::read::{Obj, index};
+use crate::toolpack::sanitize_tool_name;
 
 /// The tool the fallback answer calls, and its reason.
 pub const WAIT_TOOL: &str = "coordination.wait_for_signal";

@@ -27,7 +27,8 @@ impl AgentRunners {
         tool: &str,
         metadata: Option<&serde_json::Map<String, Value>>,
     ) {
-        let withdraws = self.tools.project.registry.tool(tool).is_some_and(|(_, def)| def.effects.withdraws_read);
+        let withdraws =
+            self.tools.project.snapshot().registry.tool(tool).is_some_and(|(_, def)| def.effects.withdraws_read);
         if !withdraws {
             return;
         }

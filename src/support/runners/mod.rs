@@ -210,7 +210,7 @@ impl AgentRunners {
     }
 
     fn spec(&self, agent: &str) -> Result<ContainerSpec, ToolError> {
-        let p = &self.tools.project;
+        let p = self.tools.project.snapshot();
         ContainerSpec::for_agent(&p.config, &p.registry, agent, &self.runner_binary)
             .map_err(|e| ToolError::Internal(e.to_string()))
     }

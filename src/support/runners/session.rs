@@ -155,7 +155,7 @@ impl AgentRunners {
     /// The `load` request for an agent: its allowed built-in runner tools, and each local pack
     /// exposing at least one allowed tool, with the paths the runner sees.
     fn load_params(&self, agent: &str) -> Result<LoadParams, ToolError> {
-        let p = &self.tools.project;
+        let p = self.tools.project.snapshot();
         let config = p.config.agent(agent).ok_or_else(|| ToolError::Rejected(format!("Unknown agent: {agent}")))?;
         let set = p.registry.resolve_agent(config);
         // The agent's allowed built-ins that run in the runner (local packs' tools come below).

@@ -692,8 +692,10 @@ impl OnAskSetting {
     pub const NAMES: &'static [&'static str] = <OnAskSetting as strum::VariantNames>::VARIANTS;
 }
 
-/// One `permissions.rules` entry. A rule matches a call when its tool pattern matches and every
-/// argument matcher it has matches (an absent matcher matches everything).
+/// A permission rule: written in `suzumio.yaml` (a `permissions.rules` entry, the project's or an
+/// agent's), remembered by an approval, or a hook's verdict. It matches a call when its tool
+/// pattern matches and every argument matcher it has matches (an absent matcher matches
+/// everything); the matching is the controller's permission engine.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PermissionRule {
     pub tool: AllowPattern,
@@ -706,7 +708,37 @@ pub struct PermissionRule {
     pub commands: Vec<String>,
     /// Host patterns (`example.com`, `*.example.com`, `*`) for `web.fetch`.
     pub hosts: Vec<String>,
-    pub loc: Loc,
+    /// Where the rule comes from, shown as a decision's source: `suzumio.yaml:14` as loaded
+    /// (`project rule 2 (suzumio.yaml:14)` once [`in_scope`](Self::in_scope) numbered it),
+    /// `remembered rule 7 (agent, by user)`, `hook policy.beforeToolCall`.
+    pub source: String,
+}
+
+impl PermissionRule {
+    /// A rule on a tool pattern alone (no argument matcher).
+    pub fn for_tool(tool: AllowPattern, decision: RuleDecision, reason: Option<String>, source: String) -> Self {
+        PermissionRule { tool, decision, reason, paths: Vec::new(), commands: Vec::new(), hosts: Vec::new(), source }
+    }
+
+    /// A rule of `suzumio.yaml` as it decides a call: `scope` is `project` or `agent <id>`, `n`
+    /// its number in that scope's list.
+    pub fn from_config(rule: &PermissionRule, scope: &str, n: usize) -> Self {
+        PermissionRule { source: format!("{scope} rule {n} ({})", rule.source), ..rule.clone() }
+    }
+
+    /// The rule in one line, for sources and listings: `shell.exec deny commands [rm *]`.
+    pub fn describe(&self) -> String {
+        let matcher = if !self.paths.is_empty() {
+            format!(" paths [{}]", self.paths.join(", "))
+        } else if !self.commands.is_empty() {
+            format!(" commands [{}]", self.commands.join(", "))
+        } else if !self.hosts.is_empty() {
+            format!(" hosts [{}]", self.hosts.join(", "))
+        } else {
+            String::new()
+        };
+        format!("{} {}{matcher}", self.tool, self.decision)
+    }
 }
 
 /// `permissions.hooks` entry: the tools whose calls go through `beforeToolCall` and

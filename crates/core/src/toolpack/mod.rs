@@ -30,6 +30,24 @@ pub fn is_valid_tool_name(name: &str) -> bool {
     (1..=128).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
+/// The model-facing form of a tool name: every run of characters outside `[A-Za-z0-9_-]` becomes
+/// one `_` (`messages.send` → `messages_send`), as the reference's runner does (§4). The model
+/// providers name tools so, and the store reads a model's calls back by it.
+pub fn sanitize_tool_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut in_run = false;
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+            out.push(c);
+            in_run = false;
+        } else if !in_run {
+            out.push('_');
+            in_run = true;
+        }
+    }
+    out
+}
+
 /// Toolpack ids and WebUI entry ids: `^[A-Za-z0-9_.-]+$`.
 pub fn is_valid_pack_id(id: &str) -> bool {
     // `.` and `..` would name a directory other than the pack's own under /toolpacks and state.
@@ -51,5 +69,13 @@ mod tests {
         assert!(!is_valid_tool_name(""));
         assert!(!is_valid_tool_name("review summarize"));
         assert!(!is_valid_tool_name("review/summarize"));
+    }
+
+    #[test]
+    fn sanitizing_collapses_runs() {
+        assert_eq!(sanitize_tool_name("messages.send"), "messages_send");
+        assert_eq!(sanitize_tool_name("a..b/c"), "a_b_c");
+        assert_eq!(sanitize_tool_name("ok_name-1"), "ok_name-1");
+        assert_eq!(sanitize_tool_name("ünï.code"), "_n_code");
     }
 }

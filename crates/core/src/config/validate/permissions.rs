@@ -118,7 +118,9 @@ fn rule(node: &Node, path: &str, d: &mut Diagnostics) -> Option<PermissionRule> 
     let [paths, commands, hosts] = lists;
     match (tool, decision) {
         (Some(tool), Some(decision)) if ok => {
-            Some(PermissionRule { tool, decision, reason, paths, commands, hosts, loc: node.loc.clone() })
+            let file = node.loc.file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            let source = format!("{file}:{}", node.loc.line);
+            Some(PermissionRule { tool, decision, reason, paths, commands, hosts, source })
         }
         _ => None,
     }
