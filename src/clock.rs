@@ -96,13 +96,6 @@ pub fn millis_from(from: DateTime<Utc>, to: DateTime<Utc>) -> Option<u64> {
     u64::try_from((to - from).num_milliseconds()).ok()
 }
 
-/// Milliseconds from one store timestamp to a later one (`None` if either does not parse or
-/// `to` is earlier).
-pub fn millis_between(from: &str, to: &str) -> Option<u64> {
-    let (from, to) = (parse_iso(from)?, parse_iso(to)?);
-    u64::try_from((to - from).num_milliseconds()).ok()
-}
-
 /// The first time strictly after `after` at which a cron expression fires, in an IANA time zone.
 /// Five fields (`min hour dom mon dow`) get a `0` seconds field in front; six (`sec min hour dom
 /// mon dow`) are taken as they are. Local times skipped by a DST jump do not fire that day; a
