@@ -159,3 +159,33 @@ fn a_local_pack_cannot_declare_effects() {
         assert!(m.tools.iter().all(|t| !t.effects.coordination));
     }
 }
+
+/// The config reader's list of which tools each argument matcher applies to (it runs before a
+/// registry exists, so that `check` reports every error at once) is exactly what the built-in
+/// manifests declare in `effects.touches`.
+#[test]
+fn the_config_readers_matcher_list_is_what_the_manifests_declare() {
+    use suzumio::config::validate::permissions::MATCHER_TOOLS;
+    use suzumio::toolpack::Touches;
+    let tools: Vec<_> = BuiltinPack::NAMES
+        .iter()
+        .filter_map(|n| BuiltinPack::from_name(n))
+        .flat_map(|p| manifest(p).unwrap_or_else(|d| panic!("{:?}", d.errors)).tools)
+        .collect();
+    for (key, applies_to) in MATCHER_TOOLS {
+        let listed =
+            |name: &str| applies_to.iter().any(|a| if a.ends_with('.') { name.starts_with(a) } else { name == *a });
+        for tool in &tools {
+            let touches = matches!(
+                (&tool.effects.touches, *key),
+                (Touches::Paths(_), "paths") | (Touches::Command(_), "commands") | (Touches::Url(_), "hosts")
+            );
+            assert_eq!(
+                listed(&tool.name),
+                touches,
+                "{key} and {}: the config reader and the manifest disagree",
+                tool.name
+            );
+        }
+    }
+}

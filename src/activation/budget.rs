@@ -30,6 +30,16 @@ use crate::store::{Pause, Store, StoreError, TokenUsage};
 use crate::support::ToolHost;
 pub use crate::text::number;
 
+/// What the model loop could not record; the activation fails with this text (a store error is
+/// never dropped).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("cannot record the activation's history: {0}")]
+    History(StoreError),
+    #[error("cannot record the model call's usage: {0}")]
+    Usage(StoreError),
+}
+
 /// Why an activation must stop before its next model call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stop {
@@ -142,8 +152,7 @@ impl<'a> ActivationBudget<'a> {
 
     /// Record one model call: its tokens, and its cost from the preset's prices. `input`
     /// counts every input token, `cached_input` the part of it the provider read from its cache.
-    // String: activation/run.rs's `add_usage` passes the text on as the activation's failure.
-    pub fn record(&self, model: &ResolvedModel, input: u64, cached_input: u64, output: u64) -> Result<(), String> {
+    pub fn record(&self, model: &ResolvedModel, input: u64, cached_input: u64, output: u64) -> Result<(), RecordError> {
         let prices = &model.preset.prices;
         let call = TokenUsage {
             model_calls: 1,
@@ -156,7 +165,7 @@ impl<'a> ActivationBudget<'a> {
         self.host
             .store
             .record_model_usage(self.activation_id, &self.agent.id, &label, &call, prices.is_set())
-            .map_err(|e| format!("cannot record the model call's usage: {e}"))?;
+            .map_err(RecordError::Usage)?;
         self.state().used.add(&call);
         Ok(())
     }

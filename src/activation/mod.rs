@@ -5,6 +5,7 @@
 //! never reach a container. Providers are built once per run and shared (`ProviderPool`), so the
 //! scripted provider's per-agent progress and HTTP connection pools survive across activations.
 
+mod attempt;
 pub mod budget;
 mod context;
 pub mod live;

@@ -17,7 +17,7 @@ use crate::js::CallScope;
 use crate::permissions::Rule;
 use crate::project::Project;
 use crate::support::{ToolHost, ToolOutput, parse_output};
-use crate::toolpack::PackSource;
+use crate::toolpack::{PackSource, ToolError};
 
 /// How long one hook may take.
 pub const HOOK_DEADLINE: Duration = Duration::from_secs(5);
@@ -96,7 +96,7 @@ pub async fn before(host: &ToolHost, pack: &str, call: &HookCall<'_>) -> Before 
     let args = vec![call.base(host, pack), call.call_json()];
     let value = match run(host, pack, "beforeToolCall", args, call.scope()).await {
         Ok(v) => v,
-        Err(why) => return deny(why),
+        Err(why) => return deny(why.message().to_string()),
     };
     match value {
         Value::Null => Before::Nothing,
@@ -128,12 +128,17 @@ pub async fn before(host: &ToolHost, pack: &str, call: &HookCall<'_>) -> Before 
 
 /// Runs `pack`'s `afterToolCall` on a result: the changed result, the same one when the hook
 /// returned nothing, or why the result must be withheld.
-pub async fn after(host: &ToolHost, pack: &str, call: &HookCall<'_>, result: ToolOutput) -> Result<ToolOutput, String> {
-    let result_json = serde_json::to_string(&result).map_err(|e| e.to_string())?;
+pub async fn after(
+    host: &ToolHost,
+    pack: &str,
+    call: &HookCall<'_>,
+    result: ToolOutput,
+) -> Result<ToolOutput, ToolError> {
+    let result_json = serde_json::to_string(&result).map_err(|e| ToolError::Internal(e.to_string()))?;
     let args = vec![call.base(host, pack), call.call_json(), result_json];
     match run(host, pack, "afterToolCall", args, call.scope()).await? {
         Value::Null => Ok(result),
-        value => parse_output(&format!("the afterToolCall hook of {pack}"), value),
+        value => parse_output(&format!("the afterToolCall hook of {pack}"), value).map_err(ToolError::Failed),
     }
 }
 
@@ -143,10 +148,10 @@ async fn run(
     export: &'static str,
     args: Vec<String>,
     scope: CallScope,
-) -> Result<Value, String> {
+) -> Result<Value, ToolError> {
     match tokio::time::timeout(HOOK_DEADLINE, host.call_controller(pack, export, args, scope)).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("{export} did not return within {} s", HOOK_DEADLINE.as_secs())),
+        Ok(Err(e)) => Err(ToolError::Failed(e.to_string())),
+        Err(_) => Err(ToolError::TimedOut(format!("{export} did not return within {} s", HOOK_DEADLINE.as_secs()))),
     }
 }

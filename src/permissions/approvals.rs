@@ -59,7 +59,7 @@ pub struct PendingCall<'a> {
 /// A request this activation already holds for the same call (announced with its turn, or made
 /// before a restart) is adopted instead of asking again.
 pub async fn ask(host: Approvals<'_>, call: &PendingCall<'_>) -> Result<(), ToolError> {
-    let store = &host.store;
+    let store = host.store;
     let request = match store.adoptable_approval(call.activation_id, call.tool, call.input)? {
         Some(request) => request,
         None => {
@@ -164,10 +164,10 @@ pub fn announce_turn(host: Approvals<'_>, agent: &AgentConfig, activation_id: &s
     for (tool, input, decision) in &asked {
         let pending = PendingCall { agent_id: &agent.id, activation_id, call_id: "", tool, input, decision, policy };
         let known = host.store.adoptable_approval(activation_id, tool, input).map(|r| r.is_some());
-        let rule = remembered(&host.store, &agent.id, activation_id, tool).map(|r| r.is_some());
+        let rule = remembered(host.store, &agent.id, activation_id, tool).map(|r| r.is_some());
         let made = match (known, rule) {
             (Ok(false), Ok(false)) => {
-                host.store.request_approval(new_request(&host.store, &pending, None, policy)).map(drop)
+                host.store.request_approval(new_request(host.store, &pending, None, policy)).map(drop)
             }
             (Err(e), _) | (_, Err(e)) => Err(e),
             _ => Ok(()),

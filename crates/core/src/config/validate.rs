@@ -13,7 +13,7 @@ mod budgets;
 mod communication;
 mod models;
 mod mounts;
-mod permissions;
+pub mod permissions;
 mod scheduler;
 mod tools;
 

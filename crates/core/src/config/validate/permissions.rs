@@ -16,8 +16,12 @@ const AGENT_RETIRED: Retired =
 const RULE_KEYS: &[&str] = &["tool", "decision", "reason", "paths", "commands", "hosts"];
 const HOOK_KEYS: &[&str] = &["tools", "pack"];
 
-/// The tools each argument matcher applies to.
-const MATCHER_TOOLS: &[(&str, &str)] = &[("paths", "file."), ("commands", "shell.exec"), ("hosts", "web.fetch")];
+/// The tools each argument matcher applies to (`ns.` is a namespace): the built-in tools whose
+/// manifest entries declare `effects.touches` paths, a command line or a URL. The config is read
+/// before any registry exists (so that `check` reports every error at once), hence this copy;
+/// `tests/tool_table.rs` fails when it and the manifests' declarations disagree.
+pub const MATCHER_TOOLS: &[(&str, &[&str])] =
+    &[("paths", &["file.", "git."]), ("commands", &["shell.exec", "shell.start"]), ("hosts", &["web.fetch"])];
 
 /// The project's `permissions` (`agent` false) or an agent's (`agent` true; no `hooks`).
 pub(super) fn read(node: Option<&Node>, path: &str, agent: bool, d: &mut Diagnostics) -> PermissionsConfig {
@@ -83,12 +87,13 @@ fn rule(node: &Node, path: &str, d: &mut Diagnostics) -> Option<PermissionRule> 
             ok = false;
         }
         if let Some(t) = &tool
-            && !pattern_can_match(t, applies_to)
+            && !applies_to.iter().any(|a| pattern_can_match(t, a))
         {
+            let names: Vec<String> = applies_to.iter().map(|a| matcher_tools(a)).collect();
             d.error(
                 Some(&r.key_loc(key)),
                 r.path_of(key),
-                format!("{key} apply to {} calls only, and this rule is for `{t}`", matcher_tools(applies_to)),
+                format!("{key} apply to {} calls only, and this rule is for `{t}`", names.join(" and ")),
             );
             ok = false;
         }
