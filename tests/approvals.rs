@@ -421,7 +421,10 @@ fn suzumio_tool_call_waits_for_approval_too_and_a_stopped_one_is_ended_by_the_ne
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let request = wait_for("the CLI's request", None, || store(&p.dir).store.approvals(true, 10).unwrap().pop());
+    // The CLI creates the store: until it has, there is nothing to read yet.
+    let request = wait_for("the CLI's request", None, || {
+        suzumio::controller::open_read_only(&p.dir).ok()?.store.approvals(true, 10).ok()?.pop()
+    });
     wait_for("waiting_approval", None, || {
         (store(&p.dir).store.activation(&request.activation_id).unwrap().unwrap().status
             == ActivationStatus::WaitingApproval)
