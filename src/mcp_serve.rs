@@ -66,6 +66,7 @@ impl Runners {
         Arc::new(Runners::OnDemand { kind, started: tokio::sync::OnceCell::new() })
     }
 
+    // String: shown to the MCP client as the call's error text (a runner that cannot start).
     async fn get(&self, host: &Arc<ToolHost>) -> Result<&Arc<AgentRunners>, String> {
         match self {
             Runners::Running(r) => Ok(r),
@@ -166,6 +167,7 @@ impl McpServer {
 
     /// Refused before a runner (or a Docker engine) is asked for, as `suzumio tool call` does;
     /// then the runner (for a runner-side tool) and the call's own activation.
+    // String: shown to the MCP client as the call's error text, before any call exists.
     async fn begin(&self, tool: &str) -> Result<(Option<Arc<AgentRunners>>, String), String> {
         let host = &self.host;
         let Some(runs_in) = host.project.snapshot().registry.tool(tool).map(|(_, def)| def.runs_in) else {

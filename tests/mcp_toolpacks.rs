@@ -537,11 +537,14 @@ backend:
     wait_for("the long call to start", &ctl, || {
         calls(&p.dir, "everything.trigger-long-running-operation").first().cloned()
     });
-    // Left as it was (issue 30 lists it): nothing observable says the server has received the
-    // call (the runner neither logs nor records it), so this pause gives the runner time to send
-    // it; a server killed before the call reached it would be restarted for it instead.
-    std::thread::sleep(Duration::from_millis(500));
+    // The runner logs each call it hands to a live server: kill the server only once this one
+    // was handed over (killed before, it would be restarted for the call instead).
     let container = suzumio::backend::container_name(&name, "counter");
+    wait_for("the runner to hand the long call to the server", &ctl, || {
+        let logs = std::process::Command::new("docker").args(["logs", &container]).output().ok()?;
+        let logs = format!("{}{}", text(&logs.stdout), text(&logs.stderr));
+        logs.contains("calling trigger-long-running-operation on the MCP server everything").then_some(())
+    });
     let killed = std::process::Command::new("docker")
         .args(["exec", &container, "sh", "-c", // `[t]`: the pattern does not match this script's own command line.
             "for p in /proc/[0-9]*; do grep -q 'server-everything/dis[t]' $p/cmdline 2>/dev/null && kill -9 ${p#/proc/}; done; echo killed"])

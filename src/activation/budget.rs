@@ -79,6 +79,7 @@ impl<'a> ActivationBudget<'a> {
     /// Before a model call: `Some` when the agent is (or is now) paused and the activation
     /// must stop. An error means the budget could not be read; the caller fails the activation
     /// rather than spend unchecked.
+    // String: the activation fails with this text (`Ending::Failed`), nothing decides on it.
     pub fn check(&self) -> Result<Option<Stop>, String> {
         self.check_inner().map_err(|e| format!("cannot check the budget: {e}"))
     }

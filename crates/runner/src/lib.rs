@@ -261,7 +261,8 @@ async fn connect(socket: &std::path::Path, timeout: Duration) -> Result<UnixStre
             Err(source) if started.elapsed() >= timeout => {
                 return Err(RunnerError::Connect { socket: socket.display().to_string(), waited: timeout, source });
             }
-            Err(_) => {
+            Err(source) => {
+                tracing::debug!(socket = %socket.display(), "the controller's socket does not answer yet ({source}); trying again in {pause:?}");
                 tokio::time::sleep(pause).await;
                 if started.elapsed() > Duration::from_secs(10) {
                     pause = Duration::from_secs(1);

@@ -129,6 +129,8 @@ impl McpServers {
     pub async fn call(self: &Arc<Self>, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
         let (server, name) = self.split(tool).ok_or_else(|| ToolError::Rejected(format!("Unknown tool: {tool}")))?;
         let session = self.session_of(&server).await?;
+        // In the container's log: which server a call went to (and that it was sent to a live one).
+        tracing::info!(tool, "calling {name} on the MCP server {}", server.spec.id);
         match server.live.call(&session, &name, input).await {
             Ok(out) => Ok(out.into()),
             Err(CallError::Tool(e)) => Err(e),

@@ -297,6 +297,7 @@ pub fn is_context_overflow(text: &str) -> bool {
 
 /// `(real, safe)` pairs for the given tool names, in order (a name listed twice appears once).
 /// Fails with the reference's text when two names map to the same safe name.
+// String: the reference's text, with which the activation fails; nothing decides on it.
 pub fn safe_tool_names(names: &[String]) -> Result<Vec<(String, String)>, String> {
     let mut out: Vec<(String, String)> = Vec::with_capacity(names.len());
     for name in names {
@@ -380,6 +381,7 @@ impl ResolvedModel {
 
 /// Expand a preset into the concrete presets to try, in order, following `model-list`
 /// recursively. Errors use the reference's texts (§6.4).
+// String: the reference's texts (§6.4), with which the activation fails.
 pub fn resolve_presets(models: &ModelsConfig, preset: &str) -> Result<Vec<ResolvedModel>, String> {
     if preset.is_empty() {
         return Err("No model preset selected. Set backend.runner.model or agents.<id>.model explicitly.".to_string());

@@ -291,6 +291,7 @@ fn estimate_tokens(chars: usize) -> u64 {
 // Script parsing
 
 /// The entries of a script, or every problem found, one `file:line:col: path: message` a line.
+// String: every located problem of the script, one a line, shown as the provider's failure.
 fn parse_script(text: &str, file: &Path) -> Result<Vec<Entry>, String> {
     let root = parse_yaml(text, Arc::from(file)).map_err(|e| format!("{}: {}", e.loc, e.message))?;
     let mut d = Diagnostics::default();

@@ -164,6 +164,7 @@ impl Engine {
         // As for calls: the interrupt handler stops evaluation that computes, the timer a
         // top-level `await` that never settles.
         let timer = spec.limits.call_timeout + std::time::Duration::from_millis(50);
+        // String: the load's message, made a `JsError` just below.
         let loaded: Option<Result<Persistent<Object<'static>>, String>> =
             tokio::time::timeout(timer, loading).await.ok();
         deadline.store(u64::MAX, Ordering::Relaxed);
