@@ -179,7 +179,7 @@ impl RawRunner {
                 Ok(_) => return RawRunner { conn },
                 // The killed runner's connection may not have closed yet.
                 Err(e) if e.message == "a runner for a is already connected" => {
-                    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{e}");
+                    assert!(started.elapsed() < support::PATIENCE, "{e}");
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
                 Err(e) => panic!("hello refused: {e}"),

@@ -69,7 +69,7 @@ fn wait_idle(dir: &str) {
         if status["activations"]["total"].as_u64().unwrap_or(0) >= 2 && running == 0 && status["pendingSignals"] == 0 {
             return;
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "the run did not settle: {status}");
+        assert!(start.elapsed() < support::PATIENCE, "the run did not settle: {status}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -174,7 +174,7 @@ activations:
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
-        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        assert!(start.elapsed() < support::PATIENCE, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -110,7 +110,7 @@ impl Run {
                 return;
             }
             assert!(
-                started.elapsed() < Duration::from_secs(60),
+                started.elapsed() < support::PATIENCE,
                 "no completed shell.exec for {agent}: {items:?}\nstderr:\n{}",
                 self.controller.stderr()
             );

@@ -350,7 +350,7 @@ fn tool_call_lists_show_a_redacted_target() {
         if let Some(call) = done {
             break call;
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "no shell.exec call finished; stderr:\n{}", c.stderr());
+        assert!(started.elapsed() < support::PATIENCE, "no shell.exec call finished; stderr:\n{}", c.stderr());
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(call["status"], "completed", "{call}");
