@@ -73,7 +73,8 @@ impl ToolEffects {
     }
 }
 
-/// The values at a JSON pointer whose steps may be `*` (every item of an array).
+/// The values at a JSON pointer whose steps may be `*` (every item of an array); `~1` and `~0`
+/// are `/` and `~` as in RFC 6901. Shared by `presentation.target` and `effects`.
 pub fn values_at<'a>(value: &'a Json, pointer: &str) -> Vec<&'a Json> {
     let mut out = Vec::new();
     collect(value, pointer.trim_start_matches('/'), &mut out);
@@ -89,7 +90,7 @@ fn collect<'a>(value: &'a Json, pointer: &str, out: &mut Vec<&'a Json>) {
     match (head, value) {
         ("*", Json::Array(items)) => items.iter().for_each(|v| collect(v, rest, out)),
         (key, Json::Object(map)) => {
-            if let Some(v) = map.get(key) {
+            if let Some(v) = map.get(&key.replace("~1", "/").replace("~0", "~")) {
                 collect(v, rest, out)
             }
         }

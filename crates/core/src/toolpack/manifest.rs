@@ -110,9 +110,7 @@ impl ToolDefinition {
         let pointers = self.presentation.as_ref().map(|p| p.target.as_slice()).unwrap_or_default();
         let mut parts = Vec::new();
         for pointer in pointers {
-            let mut values = Vec::new();
-            collect_pointer(input, pointer.trim_start_matches('/'), &mut values);
-            let values: Vec<String> = values
+            let values: Vec<String> = super::effects::values_at(input, pointer)
                 .into_iter()
                 .filter_map(|v| match v {
                     Json::String(s) if !s.is_empty() => Some(redact_secrets(s)),
@@ -128,29 +126,6 @@ impl ToolDefinition {
             return None;
         }
         Some(cap_chars(&parts.join(" · "), TARGET_CAP))
-    }
-}
-
-/// The values at a pointer whose `*` segments expand arrays.
-fn collect_pointer<'a>(value: &'a Json, rest: &str, out: &mut Vec<&'a Json>) {
-    if rest.is_empty() {
-        out.push(value);
-        return;
-    }
-    let (head, tail) = rest.split_once('/').unwrap_or((rest, ""));
-    match (head, value) {
-        ("*", Json::Array(items)) => items.iter().for_each(|item| collect_pointer(item, tail, out)),
-        (key, Json::Object(map)) => {
-            if let Some(next) = map.get(&key.replace("~1", "/").replace("~0", "~")) {
-                collect_pointer(next, tail, out);
-            }
-        }
-        (index, Json::Array(items)) => {
-            if let Some(next) = index.parse::<usize>().ok().and_then(|i| items.get(i)) {
-                collect_pointer(next, tail, out);
-            }
-        }
-        _ => {}
     }
 }
 
