@@ -14,14 +14,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::activation::Activations;
-use crate::backend::{BackendError, RunnerBackend};
+use crate::backend::BackendError;
 use crate::config::{BackendKind, InvalidInput};
-use crate::project::Project;
 use crate::scheduler::Scheduler;
 use crate::store::StoreError;
 use crate::support::ToolHost;
 use crate::support::runners::AgentRunners;
-use crate::support::start::{self, StartError};
+use crate::support::start::StartError;
 use crate::web::{AllowedHost, ServeError, ServeOptions, StreamLimits};
 
 #[derive(Debug, thiserror::Error)]
@@ -60,34 +59,8 @@ impl RunError {
 }
 
 /// Opening a project and starting its runners live in `support::start` (below the web layer,
-/// which needs them too); these keep the controller's error type for its callers.
-pub fn open(dir: &Path) -> Result<Arc<ToolHost>, RunError> {
-    Ok(start::open(dir)?)
-}
-
-pub fn open_project(project: Project) -> Result<Arc<ToolHost>, RunError> {
-    Ok(start::open_project(project)?)
-}
-
-pub fn open_read_only(dir: &Path) -> Result<Arc<ToolHost>, RunError> {
-    Ok(start::open_read_only(dir)?)
-}
-
-pub async fn backend(tools: &ToolHost, kind: BackendKind) -> Result<Arc<dyn RunnerBackend>, RunError> {
-    Ok(start::backend(tools, kind).await?)
-}
-
-pub async fn runners(tools: &Arc<ToolHost>, kind: BackendKind) -> Result<Arc<AgentRunners>, RunError> {
-    Ok(start::runners(tools, kind).await?)
-}
-
-pub async fn runners_with(
-    tools: &Arc<ToolHost>,
-    kind: BackendKind,
-    binary: std::path::PathBuf,
-) -> Result<Arc<AgentRunners>, RunError> {
-    Ok(start::runners_with(tools, kind, binary).await?)
-}
+/// which needs them too); their `StartError` converts into [`RunError`].
+pub use crate::support::start::{backend, open, open_project, open_read_only, runners, runners_with};
 
 pub struct RunOptions {
     pub host: IpAddr,

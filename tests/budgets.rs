@@ -489,9 +489,9 @@ async fn the_overview_shows_a_banner_for_a_paused_agent_and_resumes_it() {
     let b = webdriver::Browser::start().await.unwrap_or_else(|e| panic!("this test needs Chromium: {e}"));
     let outcome = async {
         b.goto(&c.url("/")).await?;
-        let banner = b.wait_for_text(r#".pause-banner[data-agent="worker"]"#, "maxTokensPerActivation 100").await?;
+        b.wait_for_text(r#".pause-banner[data-agent="worker"]"#, "maxTokensPerActivation 100").await?;
         b.wait_for_text(".usage-line", "activations this hour").await?;
-        b.click(&b.find_in(&banner, "button").await?).await?;
+        b.click_css(r#".pause-banner[data-agent="worker"] button"#).await?;
         b.wait_until(r#"document.querySelector('.pause-banner[data-agent="worker"]') === null"#).await?;
         webdriver::Result::Ok(())
     }

@@ -113,12 +113,24 @@ pub async fn ask_and_run(
     pending: PendingCall<'_>,
 ) -> Result<ToolOutput, ToolError> {
     let project = host.project.snapshot();
-    approvals::ask(approvals_of(host, &project), &pending).await?;
     let Some((_, def)) = project.registry.tool(pending.tool) else {
         return Err(ToolError::Rejected(format!("Unknown tool: {}", pending.tool)));
     };
     let caller = Caller { agent_id: pending.agent_id.to_string(), activation_id: pending.activation_id.to_string() };
-    dispatch(host, runner, &caller, def, pending.tool, pending.input.clone()).await
+    run_once_approved(host, &project, runner, &caller, def, &pending).await
+}
+
+/// The park step: wait for the stored request's decision, then run exactly the stored call.
+async fn run_once_approved(
+    host: &ToolHost,
+    project: &Project,
+    runner: &dyn RunnerTools,
+    caller: &Caller,
+    def: &ToolDefinition,
+    pending: &PendingCall<'_>,
+) -> Result<ToolOutput, ToolError> {
+    approvals::ask(approvals_of(host, project), pending).await?;
+    dispatch(host, runner, caller, def, pending.tool, pending.input.clone()).await
 }
 
 fn approvals_of<'a>(host: &'a ToolHost, project: &'a Project) -> Approvals<'a> {
@@ -194,10 +206,7 @@ async fn decide_and_run(
     let result = match decision.behavior {
         Behavior::Allow => dispatch(host, runner, caller, def, tool, input.clone()).await,
         Behavior::Deny => Err(ToolError::Denied(permissions::denial_message(tool, &decision))),
-        Behavior::Ask => match approvals::ask(approvals_of(host, project), &pending).await {
-            Ok(()) => dispatch(host, runner, caller, def, tool, input.clone()).await,
-            Err(e) => Err(e),
-        },
+        Behavior::Ask => run_once_approved(host, project, runner, caller, def, &pending).await,
     };
     let mut output = result?;
     for pack in &hook_packs {

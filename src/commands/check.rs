@@ -14,8 +14,7 @@ use super::{CliError, Output, first_line, list_or_none, plural, render_table, to
 pub async fn check(dir: &Path, as_json: bool, backend: Option<BackendKind>) -> Result<Output, CliError> {
     let mut project = Project::load(dir, &ProcessEnv)?;
     if crate::support::mcp_discovery::undiscovered(&project) {
-        let listed =
-            crate::support::mcp_discovery::discover(dir, backend).await.map_err(crate::controller::RunError::from)?;
+        let listed = crate::support::mcp_discovery::discover(dir, backend).await?;
         project = Project::load_with(dir, &ProcessEnv, &listed)?;
     }
     let modules = check_modules(&project).await;

@@ -79,6 +79,12 @@ pub enum CliError {
     Failed(String),
 }
 
+impl From<crate::support::start::StartError> for CliError {
+    fn from(e: crate::support::start::StartError) -> Self {
+        CliError::Run(e.into())
+    }
+}
+
 /// The store's own split: what the caller can fix is refused, the rest failed.
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> Self {

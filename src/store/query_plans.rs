@@ -3,7 +3,7 @@
 //! table that grows, and a full scan of one of those tables or a temporary B-tree fails the test.
 //! A statement added to those paths is added to [`HOT_PATH`].
 
-use super::usage;
+use super::{scheduling, usage};
 
 /// Where each statement runs, and the statement.
 const HOT_PATH: &[(&str, &str)] = &[
@@ -14,6 +14,8 @@ const HOT_PATH: &[(&str, &str)] = &[
     ("budgets: the project's activations this hour (Store::count_activations_since)", usage::ACTIVATIONS_SINCE),
     ("wake-loop guard: who woke the agent (Store::wake_window)", usage::WAKE_SOURCES),
     ("wake-loop guard: activations that did work (Store::wake_window)", usage::WAKE_PROGRESS),
+    ("an activation's end: its open tool calls (close_open_tool_calls)", scheduling::OPEN_TOOL_CALLS),
+    ("an activation's end: closing one (close_open_tool_calls)", scheduling::CLOSE_TOOL_CALL),
 ];
 
 /// The tables a project's history grows.

@@ -11,6 +11,12 @@ use crate::store::{
     event_from_row,
 };
 
+/// The calls an ending activation leaves open, and closing one (each activation's end).
+pub(super) const OPEN_TOOL_CALLS: &str =
+    "SELECT id, tool FROM tool_calls WHERE activation_id = ?1 AND status = 'running'";
+pub(super) const CLOSE_TOOL_CALL: &str =
+    "UPDATE tool_calls SET status = 'failed', error = ?2, error_kind = ?4, finished_at = ?3 WHERE id = ?1";
+
 impl Store {
     /// P1 signals ready for `agent_id`, handed to its running activation at a tool boundary
     /// (reference §1.3): marked `delivered` to `activation_id` in one transaction and returned,
@@ -217,17 +223,12 @@ impl WriteTx<'_> {
         error_kind: &str,
     ) -> Result<(), StoreError> {
         let open_calls: Vec<(String, String)> = {
-            let mut stmt =
-                self.tx.prepare("SELECT id, tool FROM tool_calls WHERE activation_id = ?1 AND status = 'running'")?;
+            let mut stmt = self.tx.prepare(OPEN_TOOL_CALLS)?;
             let rows = stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
             rows.collect::<Result<_, _>>()?
         };
         for (call, tool) in open_calls {
-            self.tx.execute(
-                "UPDATE tool_calls SET status = 'failed', error = ?2, error_kind = ?4, finished_at = ?3
-                 WHERE id = ?1",
-                params![call, reason, self.now, error_kind],
-            )?;
+            self.tx.execute(CLOSE_TOOL_CALL, params![call, reason, self.now, error_kind])?;
             self.event(Event::ToolCallFinished {
                 tool_call_id: call,
                 activation_id: id.to_string(),

@@ -184,6 +184,23 @@ impl Browser {
         }
     }
 
+    /// Find `css` and click it. The page re-renders as events arrive, so an element found a
+    /// moment ago may be gone: then it is found again (at most `self.patience`).
+    pub async fn click_css(&self, css: &str) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            let element = self.find(css).await?;
+            match self.click(&element).await {
+                Err(Error::Driver(CmdError::Standard(e)))
+                    if e.error == ErrorStatus::StaleElementReference && started.elapsed() < self.patience =>
+                {
+                    tokio::time::sleep(POLL).await
+                }
+                done => return done,
+            }
+        }
+    }
+
     /// Poll the JavaScript expression `condition` until it is truthy (at most `self.patience`).
     /// A script error counts as "not yet" and is reported if the wait runs out.
     pub async fn wait_until(&self, condition: &str) -> Result<()> {

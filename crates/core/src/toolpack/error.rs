@@ -92,18 +92,7 @@ impl ToolError {
 
     /// The same kind with the message rewritten (a prefix added, paths mapped).
     pub fn map_message(self, f: impl FnOnce(String) -> String) -> ToolError {
-        let kind = self.kind();
-        let message = match self {
-            ToolError::Rejected(m)
-            | ToolError::Denied(m)
-            | ToolError::Failed(m)
-            | ToolError::RunnerLost(m)
-            | ToolError::Cancelled(m)
-            | ToolError::TimedOut(m)
-            | ToolError::TooLarge(m)
-            | ToolError::Internal(m) => m,
-        };
-        ToolError::of_kind(kind, f(message))
+        ToolError::of_kind(self.kind(), f(self.message().to_string()))
     }
 
     /// An input that does not match the tool's schema, every failing instance path listed.
