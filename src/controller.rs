@@ -5,6 +5,8 @@
 //! Ctrl-C or SIGTERM (the given shutdown future), under one cancellation token and task
 //! tracker. On the way out activations record that they were stopped and runners are stopped.
 
+mod control;
+
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -20,6 +22,7 @@ use crate::scheduler::Scheduler;
 use crate::store::StoreError;
 use crate::support::ToolHost;
 use crate::support::runners::AgentRunners;
+use crate::support::serving::ServeLock;
 use crate::support::start::StartError;
 use crate::web::{AllowedHost, ServeError, ServeOptions, StreamLimits};
 
@@ -35,6 +38,9 @@ pub enum RunError {
     Backend(#[from] BackendError),
     #[error("{0}")]
     Runner(String),
+    /// Another process serves the project (or uses its runners).
+    #[error("{0}")]
+    Lock(#[from] crate::support::serving::LockError),
 }
 
 impl From<StartError> for RunError {
@@ -44,6 +50,7 @@ impl From<StartError> for RunError {
             StartError::Store(e) => RunError::Store(e),
             StartError::Backend(e) => RunError::Backend(e),
             StartError::Runner(e) => RunError::Runner(e),
+            StartError::Lock(e) => RunError::Lock(e),
         }
     }
 }
@@ -169,7 +176,15 @@ pub async fn run(
     on_listening: impl FnOnce(&ToolHost, SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<RunOutcome, RunError> {
-    let tools = open(dir)?;
+    // The project is loaded (read only) to find its root; nothing is opened, bound or
+    // recovered before the lock is ours, so a second `run` changes nothing.
+    let project = crate::project::Project::load(dir, &crate::config::load::ProcessEnv)?;
+    for w in crate::config::diag::sorted(&project.warnings.warnings) {
+        tracing::warn!("{w}");
+    }
+    let root = project.config.root.clone();
+    let mut lock = ServeLock::acquire_for_run(&root, &crate::clock::iso(chrono::Utc::now())).await?;
+    let tools = open_project(project)?;
     let started_at = crate::clock::iso(tools.store.now());
     let recovered = tools.store.recover_interrupted("controller restarted")?;
     if !recovered.is_empty() {
@@ -196,6 +211,10 @@ pub async fn run(
     let runners = runners(&tools, kind).await?;
     let _ = runners.discover_mcp().await;
     crate::support::mcp_http::discover(&tools).await;
+    // Once the runners exist: a command that needs one hands its call over from now on.
+    let (control_socket, socket) = crate::support::control::listen(&root)
+        .map_err(|e| RunError::Runner(format!("cannot create the control socket under .suzumio/: {e}")))?;
+    lock.announce(&format!("http://{address}"), &socket)?;
     let activations = Activations::new(tools.clone(), runners.clone());
     // Before the scheduler: a parked activation still holds its agent, so nothing else starts.
     activations.resume_parked();
@@ -210,6 +229,7 @@ pub async fn run(
     let following = stopping.clone();
     tasks.spawn(async move { store.follow_other_writers(following).await });
     tasks.spawn(activations.clone().stop_ended_elsewhere(stopping.clone()));
+    tasks.spawn(control::serve(control_socket, tools.clone(), runners.clone(), stopping.clone()));
     let mut served = tasks.spawn(listener.serve(tools.clone(), runners.clone(), stopping.clone().cancelled_owned()));
     on_listening(&tools, address);
     let idle = became_idle(tools.clone(), activations.clone(), scheduler.clone(), runners.clone());
@@ -229,6 +249,9 @@ pub async fn run(
         tracing::warn!("the API or the scheduler did not stop within {} s", SHUTDOWN_GRACE.as_secs());
     }
     runners.shutdown().await;
+    // Ours to remove: the lock is still held.
+    let _ = std::fs::remove_file(&socket);
+    drop(lock);
     if !tools.audit.flush_async(AUDIT_FLUSH).await {
         tracing::warn!("the permission audit was not written within {} s", AUDIT_FLUSH.as_secs());
     }

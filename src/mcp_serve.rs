@@ -36,8 +36,7 @@ use serde_json::Value;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
-use crate::calls::RunnerTools;
-use crate::config::BackendKind;
+use crate::calls::cli::CliCalls;
 use crate::store::{ApprovalStatus, Event, EventRecord, Resolution, StoreError};
 use crate::support::ToolHost;
 use crate::support::runners::AgentRunners;
@@ -53,35 +52,24 @@ const MAX_REQUEST_BYTES: usize = 2 << 20;
 /// Who an elicitation's answer is recorded as having decided the request.
 const ELICITATION_RESOLVER: &str = "mcp elicitation";
 
-/// Where the agent's runner comes from.
+/// Where the agent's calls run.
 pub enum Runners {
-    /// `suzumio run`'s, already listening: calls run in the agent's running container.
+    /// `suzumio run`'s runners, already listening: calls run in the agent's running container.
     Running(Arc<AgentRunners>),
-    /// `suzumio mcp`: started at the first call that needs one, kept for the session.
-    OnDemand { kind: BackendKind, started: tokio::sync::OnceCell<Arc<AgentRunners>> },
+    /// `suzumio mcp`: handed to the serving controller when a `run` serves the project, else
+    /// run by this session with a runner it starts at the first call that needs one.
+    OnDemand(CliCalls),
 }
 
 impl Runners {
-    pub fn on_demand(kind: BackendKind) -> Arc<Runners> {
-        Arc::new(Runners::OnDemand { kind, started: tokio::sync::OnceCell::new() })
-    }
-
-    // String: shown to the MCP client as the call's error text (a runner that cannot start).
-    async fn get(&self, host: &Arc<ToolHost>) -> Result<&Arc<AgentRunners>, String> {
-        match self {
-            Runners::Running(r) => Ok(r),
-            Runners::OnDemand { kind, started } => {
-                started.get_or_try_init(|| crate::support::start::runners(host, *kind)).await.map_err(|e| e.to_string())
-            }
-        }
+    pub fn on_demand(calls: CliCalls) -> Arc<Runners> {
+        Arc::new(Runners::OnDemand(calls))
     }
 
     /// Stops runners this session started (a running controller stops its own).
     pub async fn shutdown(&self) {
-        if let Runners::OnDemand { started, .. } = self
-            && let Some(r) = started.get()
-        {
-            r.shutdown().await;
+        if let Runners::OnDemand(calls) = self {
+            calls.shutdown().await;
         }
     }
 }
@@ -166,44 +154,31 @@ impl McpServer {
     }
 
     /// Refused before a runner (or a Docker engine) is asked for, as `suzumio tool call` does;
-    /// then the runner (for a runner-side tool) and the call's own activation.
+    /// then the call's own activation.
     // String: shown to the MCP client as the call's error text, before any call exists.
-    async fn begin(&self, tool: &str) -> Result<(Option<Arc<AgentRunners>>, String), String> {
+    async fn begin(&self, tool: &str) -> Result<String, String> {
         let host = &self.host;
-        let Some(runs_in) = host.project.snapshot().registry.tool(tool).map(|(_, def)| def.runs_in) else {
+        if host.project.snapshot().registry.tool(tool).is_none() {
             return Err(format!("Unknown tool: {tool}"));
-        };
+        }
         if host.project.config.agent(&self.agent).is_none_or(|a| !a.tools.allows(tool)) {
             return Err(format!("Tool not allowed for {}: {tool}", self.agent));
         }
-        let runners = if runs_in == crate::toolpack::RunsIn::Runner {
-            let started =
-                self.runners.get(host).await.map_err(|e| format!("starting the runner of {}: {e}", self.agent))?;
-            Some(started.clone())
-        } else {
-            None
-        };
         let activation =
             host.store.start_activation(&self.agent, &format!("suzumio mcp {tool}"), &[]).map_err(|e| e.to_string())?;
-        Ok((runners, activation.id))
+        Ok(activation.id)
     }
 
     /// The call through `execute_tool` in its activation, which it then ends: as `suzumio tool
     /// call` does it. Owned, so that it can outlive the request that started it.
-    async fn run(
-        self,
-        runners: Option<Arc<AgentRunners>>,
-        activation: String,
-        tool: String,
-        input: Value,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn run(self, activation: String, tool: String, input: Value) -> Result<ToolOutput, ToolError> {
         let host = &self.host;
-        let no_runner = crate::calls::NoRunner("not needed".into());
-        let runner: &dyn RunnerTools = match &runners {
-            Some(r) => r.as_ref(),
-            None => &no_runner,
+        let result = match self.runners.as_ref() {
+            Runners::Running(runners) => {
+                crate::calls::execute_tool(host, runners.as_ref(), &self.agent, &activation, &tool, input).await
+            }
+            Runners::OnDemand(calls) => calls.execute(&self.agent, &activation, &tool, input).await,
         };
-        let result = crate::calls::execute_tool(host, runner, &self.agent, &activation, &tool, input).await;
         if let Err(e) =
             host.store.finish_activation(&activation, crate::store::ActivationOutcome::Completed, None, None)
         {
@@ -217,14 +192,14 @@ impl McpServer {
         if let Some(handle) = request.request_state {
             return self.resume(&handle, request.input_responses).await;
         }
-        let (runners, activation) = match self.begin(&request.name).await {
-            Ok(begun) => begun,
+        let activation = match self.begin(&request.name).await {
+            Ok(activation) => activation,
             Err(message) => return CallToolResult::error(vec![McpBlock::text(message)]).into(),
         };
         // Subscribed before the call starts, so that its approval request cannot be missed.
         let events = self.host.store.subscribe();
         let input = Value::Object(request.arguments.unwrap_or_default());
-        let call = self.clone().run(runners, activation.clone(), request.name.to_string(), input);
+        let call = self.clone().run(activation.clone(), request.name.to_string(), input);
         let modern = context.meta.protocol_version().is_some_and(|v| !v.has_initialize());
         if modern {
             // 2026-07-28 forbids requests to the client: the call goes on in a task, and an ask

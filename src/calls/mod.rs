@@ -27,6 +27,7 @@
 //!
 //! Layer: below the model loop and the servers, above `permissions`, `support` and the store.
 
+pub mod cli;
 mod dispatch;
 pub mod hooks;
 

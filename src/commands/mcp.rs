@@ -1,5 +1,6 @@
-//! `suzumio mcp <dir> --agent ID`: one agent's [`McpServer`] over MCP stdio, its runner started
-//! at the first call that needs it. stdout is the protocol; logs go to stderr.
+//! `suzumio mcp <dir> --agent ID`: one agent's [`McpServer`] over MCP stdio. While `run` serves
+//! the project its calls are handed to it (`calls::cli`); otherwise the agent's runner is
+//! started at the first call that needs it. stdout is the protocol; logs go to stderr.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use rmcp::ServiceExt;
 
 use super::CliError;
+use crate::calls::cli::CliCalls;
 use crate::config::BackendKind;
 use crate::mcp_serve::{McpServer, Runners};
 
@@ -16,13 +18,24 @@ pub async fn serve(dir: &Path, agent: &str, backend: Option<BackendKind>) -> Res
     if host.project.config.agent(agent).is_none() {
         return Err(super::unknown_agent(&host.project.config, agent));
     }
-    let runners = Runners::on_demand(backend.unwrap_or(host.project.config.backend.kind));
+    let calls = CliCalls::new(&host, backend.unwrap_or(host.project.config.backend.kind), crate::support::serving::MCP)
+        .map_err(|e| CliError::Failed(format!("finding who serves the project: {e}")))?;
+    // A call handed to the serving controller asks for approval there: its request reaches
+    // this session (which puts it to the client) through the store.
+    let following = tokio_util::sync::CancellationToken::new();
+    if calls.is_served() {
+        let store = host.store.clone();
+        let stop = following.clone();
+        tokio::spawn(async move { store.follow_other_writers(stop).await });
+    }
+    let runners = Runners::on_demand(calls);
     let server = McpServer::new(Arc::clone(&host), agent.to_string(), Arc::clone(&runners));
     let running = server
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| CliError::Failed(format!("starting the MCP session: {e}")))?;
     let ended = running.waiting().await;
+    following.cancel();
     runners.shutdown().await;
     if !host.audit.flush_async(crate::controller::AUDIT_FLUSH).await {
         tracing::warn!("the permission audit was not written within {} s", crate::controller::AUDIT_FLUSH.as_secs());

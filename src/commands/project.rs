@@ -96,6 +96,8 @@ pub fn status(dir: &Path, as_json: bool) -> Result<Output, CliError> {
     let project = tools.store.project()?;
     let stats = tools.store.project_stats()?;
     let counts = tools.store.signal_counts()?;
+    let served_by = crate::support::serving::holder(&tools.project.config.root)
+        .map_err(|e| CliError::Failed(format!("reading who serves the project: {e}")))?;
     if as_json {
         use crate::activation::budget::spent;
         let mut agents = Vec::new();
@@ -123,11 +125,17 @@ pub fn status(dir: &Path, as_json: bool) -> Result<Output, CliError> {
             activations: stats.activations,
             tool_calls: stats.tool_calls,
             pending_signals: counts.by_status.get("pending").copied().unwrap_or(0),
+            served_by,
         };
         return Ok(to_json(&view).into());
     }
     let mut out = String::new();
     let _ = writeln!(out, "project {}: {}", project.name, project.status.as_str());
+    let _ = match &served_by {
+        Some(h) if h.command == crate::support::serving::RUN => writeln!(out, "served by {}", h.describe()),
+        Some(h) => writeln!(out, "not served; its runners are in use by {}", h.describe()),
+        None => writeln!(out, "not served (no `suzumio run` holds it)"),
+    };
     for a in tools.store.agents()? {
         if tools.project.config.agent(&a.id).is_none() {
             continue;

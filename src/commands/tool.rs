@@ -38,7 +38,15 @@ pub async fn ui(dir: &Path, target: &str, input: Option<&str>, as_json: bool) ->
         }
         Some(_) => {}
     }
-    let output = tools.invoke_webui(pack, entry, input).await?;
+    // A served project's packs hold their state in the serving controller: it runs the entry.
+    let output = match crate::support::serving::serving(&tools.project.config.root)
+        .map_err(|e| CliError::Failed(format!("finding who serves the project: {e}")))?
+    {
+        Some((holder, socket)) => {
+            crate::support::control::Delegated::new(holder, socket).invoke_webui(pack, entry, input).await?
+        }
+        None => tools.invoke_webui(pack, entry, input).await?,
+    };
     if as_json {
         return Ok(to_json(&output).into());
     }
@@ -84,26 +92,19 @@ pub async fn tool_call(
         return Err(crate::toolpack::ToolError::Rejected(format!("Tool not allowed for {agent}: {tool}")).into());
     }
     let kind = backend.unwrap_or(tools.project.config.backend.kind);
-    let needs_runner =
-        project.registry.tool(tool).is_some_and(|(_, def)| def.runs_in == crate::toolpack::RunsIn::Runner);
-    let runners = if needs_runner { Some(crate::controller::runners(&tools, kind).await?) } else { None };
-    let no_runner = crate::calls::NoRunner("not needed".into());
-    let runner: &dyn crate::calls::RunnerTools = match &runners {
-        Some(r) => r.as_ref(),
-        None => &no_runner,
-    };
+    // While `run` serves the project, it runs the call (in the agent's one container).
+    let calls = crate::calls::cli::CliCalls::new(&tools, kind, "tool call")
+        .map_err(|e| CliError::Failed(format!("finding who serves the project: {e}")))?;
     // A busy agent is a failure at run time (try again later), not something to fix in the input.
     let activation = tools
         .store
         .start_activation(agent, &format!("suzumio tool call {tool}"), &[])
         .map_err(|e| CliError::Failed(e.to_string()))?;
-    let result = crate::calls::execute_tool(&tools, runner, agent, &activation.id, tool, input).await;
+    let result = calls.execute(agent, &activation.id, tool, input).await;
     // The activation only frames the call; a failing tool is recorded on the tool call, and must
     // not leave the agent `failed`.
     let framed = tools.store.finish_activation(&activation.id, crate::store::ActivationOutcome::Completed, None, None);
-    if let Some(r) = &runners {
-        r.shutdown().await;
-    }
+    calls.shutdown().await;
     if !tools.audit.flush_async(crate::controller::AUDIT_FLUSH).await {
         tracing::warn!("the permission audit was not written within {} s", crate::controller::AUDIT_FLUSH.as_secs());
     }

@@ -62,6 +62,9 @@ pub struct StatusView {
     pub activations: ActivationCounts,
     pub tool_calls: u64,
     pub pending_signals: u64,
+    /// The process that holds the project's runners (`run` serving it, or a `tool call`/`mcp`
+    /// with runners of its own); `null` when none does.
+    pub served_by: Option<crate::support::serving::Holder>,
 }
 
 #[derive(Serialize)]

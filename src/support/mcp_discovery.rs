@@ -32,19 +32,49 @@ pub async fn discover(dir: &Path, backend: Option<BackendKind>) -> Result<BTreeM
     if wanted.iter().any(|(_, stdio)| !stdio) {
         super::mcp_http::discover(&host).await;
     }
+    let stdio_failed = |e: &dyn std::fmt::Display| -> Vec<McpListing> {
+        wanted
+            .iter()
+            .filter(|(_, stdio)| *stdio)
+            .map(|(id, _)| McpListing::failed(id, format!("no runner could be started to list it ({e})")))
+            .collect()
+    };
+    // While `run` serves the project its runners list the servers (no runner is started
+    // next to them).
+    if wanted.iter().any(|(_, stdio)| *stdio)
+        && let Some((holder, socket)) = super::serving::serving(&host.project.config.root)?
+    {
+        let delegated = super::control::Delegated::new(holder, socket);
+        let mut listed = match delegated.discover_mcp().await {
+            Ok(listed) => listed,
+            Err(e) => stdio_failed(&e).into_iter().map(|l| (l.id.clone(), l)).collect(),
+        };
+        for (id, listing) in host.mcp_seen() {
+            listed.insert(id, listing);
+        }
+        listed.retain(|id, _| wanted.iter().any(|(w, _)| w == id));
+        return Ok(listed);
+    }
     if wanted.iter().any(|(_, stdio)| *stdio) {
         let kind = backend.unwrap_or(host.project.config.backend.kind);
-        match super::start::runners(&host, kind).await {
-            Ok(runners) => {
+        let lock = super::serving::ServeLock::acquire_or_serving(
+            &host.project.config.root,
+            "check",
+            &crate::clock::iso(host.store.now()),
+        )
+        .await?;
+        let started = match lock {
+            Ok(lock) => super::start::runners(&host, kind).await.map(|r| (r, lock)),
+            Err((holder, _)) => {
+                Err(super::start::StartError::Runner(format!("{} started meanwhile", holder.describe())))
+            }
+        };
+        match started {
+            Ok((runners, _lock)) => {
                 failed.extend(runners.discover_mcp().await);
                 runners.shutdown().await;
             }
-            Err(e) => failed.extend(
-                wanted
-                    .iter()
-                    .filter(|(_, stdio)| *stdio)
-                    .map(|(id, _)| McpListing::failed(id, format!("no runner could be started to list it ({e})"))),
-            ),
+            Err(e) => failed.extend(stdio_failed(&e)),
         }
     }
     let mut listed = host.mcp_seen();

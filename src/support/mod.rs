@@ -9,6 +9,7 @@
 pub mod broker;
 pub mod builtin_tools;
 pub mod builtin_webui;
+pub mod control;
 pub mod mcp_discovery;
 pub mod mcp_http;
 mod mcp_lists;
@@ -19,6 +20,7 @@ pub mod policy;
 pub mod quota;
 pub mod runner_tools;
 pub mod runners;
+pub mod serving;
 pub mod start;
 pub mod tool_results;
 pub mod tool_search;

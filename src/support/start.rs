@@ -26,6 +26,9 @@ pub enum StartError {
     Backend(#[from] BackendError),
     #[error("{0}")]
     Runner(String),
+    /// The project's runners belong to another process.
+    #[error("{0}")]
+    Lock(#[from] super::serving::LockError),
 }
 
 /// Load a project and open its state: what every command that touches state shares.

@@ -6,7 +6,7 @@
 //! result as text keeps working.
 
 use base64::Engine as _;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use crate::rpc::ContentBlock;
@@ -20,8 +20,9 @@ pub const MAX_RESULT_BYTES: usize = 7 << 20;
 /// The image types the model providers take.
 pub const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// Serialized both ways: a call handed to the serving controller comes back in this shape.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct ToolOutput {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
