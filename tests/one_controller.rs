@@ -402,3 +402,61 @@ impl WaitChecked for std::process::Child {
         self.wait_with_output().expect("the command ends")
     }
 }
+
+/// Calls `file.delete` over `suzumio mcp` (stdio) with a client that accepts every elicitation;
+/// prints the result and the elicitations it was sent.
+const ELICITING_CLIENT: &str = r#"
+import asyncio, json, sys
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+
+async def main():
+    suzumio, project, agent, path = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+    asked = []
+    async def elicit(context, params):
+        asked.append(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+        return types.ElicitResult(action="accept", content={"allow": True})
+    params = StdioServerParameters(command=suzumio, args=["mcp", project, "--agent", agent])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=elicit) as session:
+            await session.initialize()
+            result = await session.call_tool("file.delete", {"path": path})
+    print(json.dumps({"result": result.model_dump(mode="json", by_alias=True, exclude_none=True), "asked": asked}))
+
+asyncio.run(main())
+"#;
+
+#[test]
+fn an_mcp_session_on_a_served_project_is_asked_about_the_approval_the_serving_controller_made() {
+    let ask = (
+        "review.summarize, file.*, shell.exec]",
+        "review.summarize, file.*, shell.exec]\n    permissions:\n      rules:\n        - {tool: file.delete, decision: ask, reason: \"deleting is looked at first\"}",
+    );
+    let name = format!("name: onectl-g-{}", std::process::id());
+    let project = TempProject::scripted("review", SCRIPT, &[("name: review-demo", &name), ask]);
+    let dir = project.dir.as_path();
+    ok(dir, &["start"]);
+    let c = docker_controller(dir);
+    let input = json!({"path": "/workspace/doomed.md", "content": "bye"}).to_string();
+    ok(dir, &["tool", "call", "--agent", "reviewer", "file.write", &input]);
+
+    let printed = mcp_client::run(
+        dir,
+        "eliciting.py",
+        ELICITING_CLIENT,
+        &[env!("CARGO_BIN_EXE_suzumio"), dir.to_str().unwrap(), "reviewer", "/workspace/doomed.md"],
+    );
+    let asked = mcp_client::list(&printed, "asked");
+    assert_eq!(asked.len(), 1, "{printed}");
+    assert!(asked[0]["message"].as_str().unwrap().contains("deleting is looked at first"), "{}", asked[0]);
+    assert_ne!(printed["result"]["isError"], true, "{printed}");
+    assert!(!dir.join("workspaces/reviewer/doomed.md").exists(), "the allowed delete ran in the agent's workspace");
+    let resolution = std::fs::read_to_string(dir.join(".suzumio/audit/permissions.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["tool"] == "file.delete" && e["kind"] == "resolution")
+        .count();
+    assert_eq!(resolution, 1, "the elicitation's answer resolved the serving controller's request once");
+    assert_eq!(c.stop(), Some(0));
+}
