@@ -38,7 +38,7 @@ pub fn permissions_explain(
         Subject::Shell(Ok(commands)) => json!({ "commands": commands.iter().map(|c| c.text()).collect::<Vec<_>>() }),
         Subject::Shell(Err(e)) => json!({ "unparsable": e.to_string() }),
         Subject::Paths(paths) => json!({ "paths": paths }),
-        Subject::Host(host) => json!({ "host": host }),
+        Subject::Host(host) => json!({ "host": host.map(|h| h.to_string()) }),
         Subject::None => json!({}),
     };
     let hooks = crate::calls::hooks::packs_for(&project, tool);

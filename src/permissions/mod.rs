@@ -137,11 +137,21 @@ pub fn decide_rules<'r>(call: &Call<'_>, rules: impl IntoIterator<Item = &'r Rul
             winner = Some(rule);
         }
     }
-    let decided = |rule: &Rule| Decision {
-        behavior: rule.decision.into(),
-        source: rule.source.clone(),
-        reason: rule.reason.clone().unwrap_or_else(|| format!("{} matches `{}`", call.tool, rule.describe())),
-        risk,
+    // A host rule names the host in its canonical form, which is what it matched (and what
+    // the audit then shows).
+    let matched_host = match &subject {
+        Subject::Host(Some(host)) => format!(" (host {host})"),
+        _ => String::new(),
+    };
+    let decided = |rule: &Rule| {
+        let reason = rule.reason.clone().unwrap_or_else(|| format!("{} matches `{}`", call.tool, rule.describe()));
+        let host = if rule.hosts.is_empty() { "" } else { matched_host.as_str() };
+        Decision {
+            behavior: rule.decision.into(),
+            source: rule.source.clone(),
+            reason: format!("{reason}{host}"),
+            risk,
+        }
     };
     if let Some(rule) = winner.filter(|w| w.decision == RuleDecision::Deny) {
         return decided(rule);

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::shell::{self, Command};
 use crate::config::RuleDecision;
+use crate::hosts::{Host, HostPattern};
 use crate::toolpack::ToolDefinition;
 use crate::toolpack::effects::{Touches, values_at};
 
@@ -53,7 +54,7 @@ impl Matches for Rule {
         if !self.hosts.is_empty() {
             let Subject::Host(host) = subject else { return false };
             return match host {
-                Some(h) => self.hosts.iter().any(|p| host_matches(p, h)),
+                Some(h) => self.hosts.iter().any(|p| HostPattern::parse(p).is_ok_and(|p| p.matches(h))),
                 None => cautious,
             };
         }
@@ -77,8 +78,8 @@ pub enum Subject {
     Paths(Vec<Option<String>>),
     /// `shell.exec`: every command of the line, or why it cannot be parsed.
     Shell(Result<Vec<Command>, shell::Unparsed>),
-    /// `web.fetch`: the URL's host (`None`: no host could be read).
-    Host(Option<String>),
+    /// `web.fetch`: the URL's host, canonical (`None`: no host could be read).
+    Host(Option<Host>),
     None,
 }
 
@@ -93,8 +94,7 @@ impl Subject {
             }
             Touches::Url(pointer) => {
                 let url = input.pointer(pointer).and_then(Value::as_str).unwrap_or("");
-                let host = url::Url::parse(url).ok().and_then(|u| u.host_str().map(|h| h.to_ascii_lowercase()));
-                Subject::Host(host)
+                Subject::Host(url::Url::parse(url).ok().and_then(|u| canonical_host(&u)))
             }
             Touches::Paths(pointers) => {
                 Subject::Paths(pointers.iter().flat_map(|p| values_at(input, p)).map(normalize_path).collect())
@@ -170,15 +170,13 @@ fn wildcard(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|c| *c == '*')
 }
 
-/// `*`, `*.example.com` (any subdomain, not the domain itself) or an exact host.
-pub fn host_matches(pattern: &str, host: &str) -> bool {
-    let pattern = pattern.to_ascii_lowercase();
-    if pattern == "*" {
-        return true;
-    }
-    match pattern.strip_prefix("*.") {
-        Some(domain) => host.strip_suffix(domain).is_some_and(|sub| sub.len() > 1 && sub.ends_with('.')),
-        None => host == pattern,
+/// A URL's host as rules see it: the parser has read an IPv4 address in any notation and
+/// lower-cased a name; `hosts` removes trailing dots and unwraps IPv4-mapped IPv6.
+pub fn canonical_host(url: &url::Url) -> Option<Host> {
+    match url.host()? {
+        url::Host::Domain(name) => Some(Host::name(name)),
+        url::Host::Ipv4(ip) => Some(Host::ip(ip.into())),
+        url::Host::Ipv6(ip) => Some(Host::ip(ip.into())),
     }
 }
 
@@ -221,6 +219,7 @@ mod tests {
         assert!(command_matches("git push*", &cmd("git push origin main")));
         assert!(!command_matches("git push*", &cmd("git pull")));
         assert!(command_matches("ls [a]", &cmd("ls '[a]'")));
+        let host_matches = |p: &str, h: &str| HostPattern::parse(p).unwrap().matches(&Host::name(h));
         assert!(host_matches("*.example.com", "api.example.com"));
         assert!(!host_matches("*.example.com", "example.com"));
         assert!(!host_matches("*.example.com", "badexample.com"));

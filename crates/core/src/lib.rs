@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod fsat;
+pub mod hosts;
 pub mod js;
 pub mod rpc;
 pub mod text;

@@ -220,17 +220,5 @@ pub fn check_command_pattern(text: &str) -> Result<(), String> {
 /// A host pattern: `example.com`, `*.example.com` (its subdomains) or `*`.
 // String: a config diagnostic's message; the caller adds where it was written.
 pub fn check_host_pattern(text: &str) -> Result<(), String> {
-    if text == "*" {
-        return Ok(());
-    }
-    let host = text.strip_prefix("*.").unwrap_or(text);
-    let valid = !host.is_empty()
-        && host
-            .split('.')
-            .all(|label| !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
-    if valid {
-        Ok(())
-    } else {
-        Err(format!("`{text}` is not a host pattern: use a host name (example.com), *.example.com or *"))
-    }
+    crate::hosts::HostPattern::parse(text).map(|_| ())
 }
