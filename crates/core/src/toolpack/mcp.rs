@@ -395,7 +395,7 @@ mod tests {
     }
 
     #[test]
-    fn a_server_tool_taking_another_packs_name_is_left_out_and_the_project_still_loads() {
+    fn a_server_may_not_take_a_built_in_namespace_listed_or_not() {
         use crate::config::model::{BuiltinPack, McpPinnedTool, ToolpackRef};
         use crate::toolpack::ToolpackRegistry;
         let loc = Loc::file(Path::new("suzumio.yaml").into());
@@ -412,17 +412,17 @@ mod tests {
                 })
                 .to_vec(),
         );
-        let refs = [ToolpackRef::Mcp(file), ToolpackRef::Builtin { pack: BuiltinPack::Core, loc }];
-        let mut d = Diagnostics::default();
-        let registry = ToolpackRegistry::build(&refs, &mut d).expect("the project loads");
-        assert!(d.errors.is_empty(), "{:?}", d.errors);
-        assert!(
-            d.warnings.iter().any(|w| w.to_string().contains("file.read has the name of another toolpack's tool")),
-            "{:?}",
-            d.warnings
-        );
-        assert_eq!(registry.tool("file.read").map(|(p, _)| p.id.as_str()), Some("core"));
-        assert_eq!(registry.tool("file.shred").map(|(p, _)| p.id.as_str()), Some("file"));
+        // `file` is core's namespace whether or not core is listed.
+        for refs in [
+            vec![ToolpackRef::Mcp(file.clone()), ToolpackRef::Builtin { pack: BuiltinPack::Core, loc: loc.clone() }],
+            vec![ToolpackRef::Mcp(file.clone())],
+        ] {
+            let mut d = Diagnostics::default();
+            assert!(ToolpackRegistry::build(&refs, &mut d).is_none(), "the project does not load");
+            let errors: Vec<String> = d.errors.iter().map(|e| e.to_string()).collect();
+            assert!(errors.iter().any(|e| e.contains("toolpack id `file` is a built-in namespace")), "{errors:?}");
+            assert!(errors.iter().any(|e| e.contains("file.shred is in the built-in namespace `file`")), "{errors:?}");
+        }
     }
 
     #[test]

@@ -128,6 +128,10 @@ impl ToolpackRegistry {
             failed |= pd.has_errors() || loaded.is_none();
             d.extend_for_pack(pd, tag.as_deref());
             if let Some((pack, loc)) = loaded {
+                if !matches!(pack.source, PackSource::Builtin(_)) && !owns_its_namespace(&pack, &loc, &entry_path, d) {
+                    failed = true;
+                    continue;
+                }
                 if packs.iter().any(|(p, _, _)| p.id == pack.id) {
                     d.error(Some(&loc), entry_path, format!("Duplicate toolpack: {}", pack.id));
                     failed = true;
@@ -317,6 +321,60 @@ impl ToolpackRegistry {
 /// (`file` as the pack id and `read` as a tool is `file.read`): such a tool is left out with a
 /// warning, and the project still loads. Declared packs win over servers; among servers, the
 /// one listed first.
+/// The built-in packs' namespaces: their ids and their tools' prefixes (`file` of `file.read`,
+/// `tool_search`), whether the project lists the pack or not.
+pub fn builtin_namespaces() -> &'static std::collections::BTreeSet<String> {
+    static NAMES: std::sync::OnceLock<std::collections::BTreeSet<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut names = std::collections::BTreeSet::new();
+        for name in crate::config::model::BuiltinPack::NAMES {
+            let Some(pack) = crate::config::model::BuiltinPack::from_name(name) else { continue };
+            names.insert(pack.id().to_string());
+            if let Ok(manifest) = builtin::manifest(pack) {
+                names.extend(manifest.tools.iter().map(|t| namespace_of(&t.name).to_string()));
+            }
+        }
+        names
+    })
+}
+
+/// `file` of `file.read`; a name without a dot is its own namespace.
+fn namespace_of(tool: &str) -> &str {
+    tool.split('.').next().unwrap_or(tool)
+}
+
+/// A local or MCP pack may not take a built-in namespace, as its id or as its tools' prefix
+/// (an MCP server `shell` would otherwise serve `shell.wipe` next to, or instead of, the
+/// built-in `shell.*`). Reports each, located; `false` when the pack is refused.
+fn owns_its_namespace(pack: &Toolpack, loc: &Loc, entry_path: &str, d: &mut Diagnostics) -> bool {
+    let reserved = builtin_namespaces();
+    let mut pd = Diagnostics::default();
+    let id_taken = reserved.contains(&pack.id);
+    if id_taken {
+        let listed = reserved.iter().cloned().collect::<Vec<_>>().join(", ");
+        pd.error(
+            Some(loc),
+            entry_path,
+            format!("toolpack id `{}` is a built-in namespace (built-in: {listed}); give the pack another id", pack.id),
+        );
+    }
+    for tool in pack.tools.iter().filter(|t| reserved.contains(namespace_of(&t.name))) {
+        let fix = if id_taken {
+            "its tools take the pack's new id".to_string()
+        } else {
+            format!("name its tools after the pack ({}.…)", pack.id)
+        };
+        pd.error(
+            Some(loc),
+            entry_path,
+            format!("{} is in the built-in namespace `{}`; {fix}", tool.name, namespace_of(&tool.name)),
+        );
+    }
+    let owns = !pd.has_errors();
+    d.extend_for_pack(pd, Some(&pack.id));
+    owns
+}
+
 fn drop_taken_mcp_names(packs: &mut [(Toolpack, Loc, String)], d: &mut Diagnostics) {
     let mut taken: std::collections::BTreeSet<String> = packs
         .iter()
