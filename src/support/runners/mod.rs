@@ -60,9 +60,12 @@ use super::quota::DiskQuotas;
 use super::runner_tools::{RunnerFuture, RunnerTools};
 use crate::backend::{ContainerSpec, RunnerBackend};
 use crate::rpc::{self, Connection};
+use crate::store::LossCause;
 use crate::toolpack::ToolError;
 use crate::toolpack::mcp::McpListing;
 use listen::RefusalLog;
+
+pub(crate) use commands::{reconcile_ended, record_lost};
 
 /// How long a new connection has to complete its hello before it is closed.
 pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
@@ -255,15 +258,30 @@ impl AgentRunners {
         self.stopping.cancel();
         self.tasks.close();
         self.tasks.wait().await;
+        let mut stopped = Vec::new();
         for slot in self.slots.values() {
             if let Some(conn) = live(slot) {
                 let _ =
                     tokio::time::timeout(Duration::from_secs(2), conn.request(rpc::method::SHUTDOWN, json!({}))).await;
+                stopped.push(slot.agent.clone());
             }
         }
         let config = &self.tools.project.config;
         if let Err(e) = self.backend.stop_all(&config.name, &config.root, Duration::from_secs(3)).await {
             tracing::warn!("stopping runners: {e}");
+        }
+        // Their runners killed what they ran (`shutdown`): the agents learn it at the next run.
+        for agent in stopped {
+            match self.tools.store.running_commands(&agent) {
+                Ok(running) => commands::record_lost(
+                    &self.tools,
+                    &agent,
+                    &running,
+                    LossCause::Stopped,
+                    "the controller stopped, and the runner that ran it with it",
+                ),
+                Err(e) => tracing::warn!(%agent, "cannot read the agent's running background commands: {e}"),
+            }
         }
     }
 }
