@@ -153,9 +153,7 @@ impl Store {
     /// Whether any agent has a command the store shows running.
     pub fn any_running_command(&self) -> Result<bool, StoreError> {
         self.read(|conn| {
-            Ok(conn
-                .prepare_cached("SELECT 1 FROM background_commands WHERE status = 'running' LIMIT 1")?
-                .exists([])?)
+            Ok(conn.prepare_cached("SELECT 1 FROM background_commands WHERE status = 'running' LIMIT 1")?.exists([])?)
         })
     }
 

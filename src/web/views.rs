@@ -41,11 +41,8 @@ impl BackgroundCommands {
         let runner = if listed.is_some() { "connected" } else { "not running" };
         let mut items: Vec<BackgroundCommand> =
             listed.unwrap_or_default().into_iter().rev().map(BackgroundCommand::from).collect();
-        let lost: Vec<BackgroundCommand> = lost
-            .into_iter()
-            .filter(|l| !items.iter().any(|c| c.id == l.id))
-            .map(BackgroundCommand::from)
-            .collect();
+        let lost: Vec<BackgroundCommand> =
+            lost.into_iter().filter(|l| !items.iter().any(|c| c.id == l.id)).map(BackgroundCommand::from).collect();
         items.extend(lost);
         items.sort_by(|a, b| b.id.cmp(&a.id));
         BackgroundCommands { agent_id: agent.to_string(), runner, items }
