@@ -446,13 +446,17 @@ fn after_the_new_runner(c: &Controller) -> (Vec<Value>, Value) {
 
 /// The one `lost` signal, and the listing showing the job lost, both with `cause`.
 fn assert_lost_once(id: &str, cause: &str, signals: &[Value], listed: &Value) {
+    assert_lost_once_ran(id, cause, "sleep 300", signals, listed)
+}
+
+fn assert_lost_once_ran(id: &str, cause: &str, command: &str, signals: &[Value], listed: &Value) {
     assert_eq!(signals.len(), 1, "exactly one signal: {signals:?}");
     let payload = &signals[0]["payload"];
     assert_eq!(payload["commandId"], id, "{payload}");
     assert_eq!(payload["status"], "lost", "{payload}");
     assert_eq!(payload["cause"], cause, "{payload}");
     assert_eq!(payload["name"], "job", "{payload}");
-    assert_eq!(payload["command"], "sleep 300", "{payload}");
+    assert_eq!(payload["command"], command, "{payload}");
     assert_eq!(signals[0]["status"], "delivered", "it woke the worker: {:?}", signals[0]);
     let items = listed["items"].as_array().unwrap();
     let job = items.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("the lost job is listed: {listed}"));
@@ -527,4 +531,67 @@ fn a_container_killed_while_no_controller_runs_is_found_lost_at_the_next_start_a
 #[test]
 fn a_container_removed_while_no_controller_runs_is_found_lost_at_the_next_start_and_signalled_once() {
     lost_while_no_controller_runs("bg-lost-removed", &["rm", "-f"], "removed");
+}
+
+/// The job of [`LOST_SCRIPT`], telling its pid (a local runner's command outlives its runner's
+/// SIGKILL: the test ends it).
+const LOST_LOCAL_SCRIPT: &str = r#"
+activations:
+  - agent: worker
+    when: '"status": "lost"'
+    steps:
+      - call: [{tool: shell.list, input: {}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "the job was lost"}}]
+  - agent: worker
+    steps:
+      - call: [{tool: shell.start, input: {command: "echo $$ > job.pid; exec sleep 300", name: job}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "waiting for the job"}}]
+"#;
+
+/// The pid of the one `suzumio-runner` child of the controller `c` (a local runner).
+fn local_runner(c: &Controller) -> i32 {
+    let parent = c.child.id().to_string();
+    let runners: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            // `pid (comm) state ppid …`: the comm may hold spaces, so fields count after its `)`.
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let comm =
+                stat.split_once(" (").and_then(|(_, rest)| rest.rsplit_once(") ")).map(|(comm, rest)| (comm, rest));
+            comm.is_some_and(|(comm, rest)| comm == "suzumio-runner" && rest.split(' ').nth(1) == Some(&parent))
+        })
+        .collect();
+    assert_eq!(runners.len(), 1, "one runner: {runners:?}");
+    runners[0]
+}
+
+/// Ends the process group whose leader's pid is in `0` (the command a killed runner left).
+struct Orphan(std::path::PathBuf);
+
+impl Drop for Orphan {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(&self.0) {
+            let _ = Command::new("kill").args(["-9", "--", &format!("-{}", pid.trim())]).status();
+        }
+    }
+}
+
+/// The process backend: `kill -9` of the worker's local runner during its job.
+#[test]
+fn a_killed_local_runner_loses_its_command_with_exactly_one_signal_and_the_api_lists_it_lost() {
+    let project = project("bg-lost-local", LOST_LOCAL_SCRIPT);
+    let c = Controller::start(&project.dir, &[]);
+    let id = running_job(&c);
+    let _orphan = Orphan(project.dir.join("workspaces/worker/job.pid"));
+    let runner = local_runner(&c);
+    assert!(Command::new("kill").args(["-9", &runner.to_string()]).status().unwrap().success());
+
+    wait_for(&c, "the lost signal", || finish_signals(&c).iter().any(|s| s["payload"]["status"] == "lost"));
+    let (signals, listed) = after_the_new_runner(&c);
+    assert_ne!(local_runner(&c), runner, "the worker has a new runner");
+    assert_lost_once_ran(&id, "killed", "echo $$ > job.pid; exec sleep 300", &signals, &listed);
+    assert_eq!(c.stop(), Some(0));
+    let (signals, pending) = final_state(&project.dir);
+    assert_eq!((signals.len(), pending), (1, 0), "{signals:?}");
 }

@@ -150,13 +150,6 @@ impl Store {
         })
     }
 
-    /// Whether any agent has a command the store shows running.
-    pub fn any_running_command(&self) -> Result<bool, StoreError> {
-        self.read(|conn| {
-            Ok(conn.prepare_cached("SELECT 1 FROM background_commands WHERE status = 'running' LIMIT 1")?.exists([])?)
-        })
-    }
-
     /// The last `limit` lost commands of `agent_id`, newest first.
     pub fn lost_commands(&self, agent_id: &str, limit: usize) -> Result<Vec<CommandRecord>, StoreError> {
         self.read(|conn| {

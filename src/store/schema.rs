@@ -249,7 +249,7 @@ pub const MIGRATIONS: &[&str] = &[
         started_at TEXT NOT NULL,
         ended_at   TEXT
     );
-    CREATE INDEX background_commands_by_agent ON background_commands(agent_id, status);
+    CREATE INDEX background_commands_by_agent ON background_commands(agent_id, status, command_id);
     "#,
 ];
 

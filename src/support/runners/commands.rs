@@ -199,16 +199,21 @@ pub(crate) async fn reconcile_ended(tools: &ToolHost, backend: &dyn RunnerBacken
 /// lost, when it says how it ended (true then). A runner still running, or whose end the
 /// backend cannot tell, loses nothing (it may resume; it is looked at again later).
 pub(crate) fn record_runner_loss(tools: &ToolHost, agent: &str, command_ids: &[String], loss: &RunnerLoss) -> bool {
-    let cause = match &loss.end {
+    let Some(cause) = loss_cause(&loss.end) else { return false };
+    record_lost(tools, agent, command_ids, cause, &format!("the runner that ran it was lost: {}", loss.end));
+    true
+}
+
+/// Why a runner that ended as `end` lost its commands; `None` when it may not have ended.
+fn loss_cause(end: &RunnerEnd) -> Option<LossCause> {
+    Some(match end {
         RunnerEnd::Exited { exit, .. } if exit.oom_killed => LossCause::Oom,
         // SIGKILL and SIGTERM, as the engine (and the process backend) report them.
         RunnerEnd::Exited { exit, .. } if matches!(exit.code, 137 | 143) => LossCause::Killed,
         RunnerEnd::Exited { .. } => LossCause::Exited,
         RunnerEnd::Removed => LossCause::Removed,
-        RunnerEnd::StillRunning | RunnerEnd::Unknown(_) => return false,
-    };
-    record_lost(tools, agent, command_ids, cause, &format!("the runner that ran it was lost: {}", loss.end));
-    true
+        RunnerEnd::StillRunning | RunnerEnd::Unknown(_) => return None,
+    })
 }
 
 /// Mark those of `command_ids` still running as lost, each signalled once to `agent`.
@@ -256,3 +261,26 @@ pub(super) fn command_finished(
 
 /// Characters of output a `shell.command_finished` signal carries at most.
 const COMMAND_TAIL_CHARS: usize = 8_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::ExitInfo;
+
+    fn exited(code: i64, oom_killed: bool) -> RunnerEnd {
+        RunnerEnd::Exited { exit: ExitInfo { code, oom_killed, error: None, finished_at: None }, memory_bytes: 1 << 20 }
+    }
+
+    #[test]
+    fn a_runner_end_names_the_cause_of_its_lost_commands_and_one_that_may_still_run_loses_none() {
+        let check = |end: RunnerEnd, cause: Option<LossCause>| assert_eq!(loss_cause(&end), cause, "{end}");
+        check(exited(137, true), Some(LossCause::Oom));
+        check(exited(137, false), Some(LossCause::Killed));
+        check(exited(143, false), Some(LossCause::Killed));
+        check(exited(1, false), Some(LossCause::Exited));
+        check(exited(0, false), Some(LossCause::Exited));
+        check(RunnerEnd::Removed, Some(LossCause::Removed));
+        check(RunnerEnd::StillRunning, None);
+        check(RunnerEnd::Unknown("the engine did not answer".into()), None);
+    }
+}
