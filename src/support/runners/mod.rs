@@ -26,6 +26,10 @@
 //!   `commandFinished`, recorded once per command id as a `shell.command_finished` signal
 //!   ([`crate::store::Store::record_command_finished`]); the API lists and stops them through
 //!   [`AgentRunners::list_commands`] and [`AgentRunners::stop_command`] on the live session.
+//!   The store holds each command from its `shell.start` on; when the runner that runs it is
+//!   gone (its session closed, a new runner about to start or connected without it, a
+//!   controller's start or stop), it is marked `lost` with how the runner ended and signalled
+//!   once ([`crate::store::Store::record_commands_lost`]).
 //! - Every accepted hello is answered with a fresh *resume token*, kept by the controller in
 //!   `.suzumio/run/<agent>.resume` (mode 0600, outside the directory mounted into the container)
 //!   and by the runner in its non-dumpable memory. A runner that lost its controller while its
