@@ -533,6 +533,31 @@ fn a_container_removed_while_no_controller_runs_is_found_lost_at_the_next_start_
     lost_while_no_controller_runs("bg-lost-removed", &["rm", "-f"], "removed");
 }
 
+/// A controller that stops (Ctrl-C) stops its runners, and their commands with them: each is
+/// lost (`stopped`), and the agent is told once, by the next controller.
+#[test]
+fn a_command_ended_by_the_controllers_stop_is_lost_and_signalled_once_at_the_next_run() {
+    let project = project("bg-lost-stopped", LOST_SCRIPT);
+    let _cleanup = Containers(&project.dir);
+    let first = controller(&project.dir);
+    let id = running_job(&first);
+    assert_eq!(first.stop(), Some(0));
+    let (signals, pending) = final_state(&project.dir);
+    assert_eq!(signals.len(), 1, "{signals:?}");
+    assert_eq!(
+        (signals[0].payload["status"].as_str(), signals[0].payload["cause"].as_str()),
+        (Some("lost"), Some("stopped"))
+    );
+    assert_eq!((signals[0].status, pending), (SignalStatus::Pending, 1), "for the next run to deliver");
+
+    let second = controller(&project.dir);
+    let (signals, listed) = after_the_new_runner(&second);
+    assert_lost_once(&id, "stopped", &signals, &listed);
+    assert_eq!(second.stop(), Some(0));
+    let (signals, pending) = final_state(&project.dir);
+    assert_eq!((signals.len(), pending), (1, 0), "{signals:?}");
+}
+
 /// The job of [`LOST_SCRIPT`], telling its pid (a local runner's command outlives its runner's
 /// SIGKILL: the test ends it).
 const LOST_LOCAL_SCRIPT: &str = r#"

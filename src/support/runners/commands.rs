@@ -109,8 +109,25 @@ impl AgentRunners {
             tracing::warn!(%agent, "the new runner did not list its background commands: its older ones are looked at later");
             return;
         };
-        let unknown: Vec<String> =
-            running.into_iter().filter(|id| !listed.commands.iter().any(|c| c.id == *id)).collect();
+        let mut unknown = Vec::new();
+        for id in running {
+            match listed.commands.iter().find(|c| c.id == id) {
+                None => unknown.push(id),
+                // Ended and read while no controller recorded it (a report still due records
+                // its signal all the same).
+                Some(c) if c.status != CommandStatus::Running => {
+                    let end = ReadEnd {
+                        status: c.status.as_str().to_string(),
+                        exit_code: c.exit_code,
+                        signal: c.signal.clone(),
+                    };
+                    if let Err(e) = self.tools.store.record_command_read(agent, &id, &end) {
+                        tracing::warn!(%agent, command = %id, "cannot record the end of a command: {e}");
+                    }
+                }
+                Some(_) => {}
+            }
+        }
         let reason = "the runner that ran it is gone: the agent's runner now connected does not know it";
         record_lost(&self.tools, agent, &unknown, LossCause::Exited, reason);
     }

@@ -274,17 +274,28 @@ impl AgentRunners {
         if let Err(e) = self.backend.stop_all(&config.name, &config.root, Duration::from_secs(3)).await {
             tracing::warn!("stopping runners: {e}");
         }
-        // Their runners killed what they ran (`shutdown`): the agents learn it at the next run.
-        for agent in stopped {
-            match self.tools.store.running_commands(&agent) {
-                Ok(running) => commands::record_lost(
-                    &self.tools,
-                    &agent,
-                    &running,
-                    LossCause::Stopped,
-                    "the controller stopped, and the runner that ran it with it",
-                ),
-                Err(e) => tracing::warn!(%agent, "cannot read the agent's running background commands: {e}"),
+        // The runners it stopped killed what they ran (`shutdown`): the agents learn it at the
+        // next run. A runner it had no session with counts when the backend knows it is gone
+        // now (Docker stops every container of the project); a local one of an earlier
+        // controller is no child of this one and may still reconnect to the next.
+        for slot in self.slots.values() {
+            let agent = &slot.agent;
+            let running = match self.tools.store.running_commands(agent) {
+                Ok(running) if !running.is_empty() => running,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!(%agent, "cannot read the agent's running background commands: {e}");
+                    continue;
+                }
+            };
+            let gone = stopped.contains(agent)
+                || match self.spec(agent) {
+                    Ok(spec) => self.backend.runner_ended(&spec).await.is_some(),
+                    Err(_) => false,
+                };
+            if gone {
+                let reason = "the controller stopped, and the runner that ran it with it";
+                commands::record_lost(&self.tools, agent, &running, LossCause::Stopped, reason);
             }
         }
     }
