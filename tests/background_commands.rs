@@ -582,8 +582,7 @@ fn local_runner(c: &Controller) -> i32 {
         .filter(|pid| {
             // `pid (comm) state ppid …`: the comm may hold spaces, so fields count after its `)`.
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let comm =
-                stat.split_once(" (").and_then(|(_, rest)| rest.rsplit_once(") ")).map(|(comm, rest)| (comm, rest));
+            let comm = stat.split_once(" (").and_then(|(_, rest)| rest.rsplit_once(") "));
             comm.is_some_and(|(comm, rest)| comm == "suzumio-runner" && rest.split(' ').nth(1) == Some(&parent))
         })
         .collect();
