@@ -117,16 +117,9 @@ async fn listening(
         tracing::info!("removed {} stale container(s) of this project: {}", stale.len(), stale.join(", "));
     }
     for spec in specs.iter().filter(|s| stale.contains(&s.name)) {
-        match tools.store.running_commands(&spec.agent) {
-            Ok(running) => runners::record_lost(
-                tools,
-                &spec.agent,
-                &running,
-                LossCause::Removed,
-                "the controller removed the container that ran it at its start: it was not made from the agent's current configuration",
-            ),
-            Err(e) => tracing::warn!(agent = %spec.agent, "cannot read the agent's running background commands: {e}"),
-        }
+        let running = runners::running_commands(tools, &spec.agent);
+        let reason = "the controller removed the container that ran it at its start: it was not made from the agent's current configuration";
+        runners::record_lost(tools, &spec.agent, &running, LossCause::Removed, reason);
     }
     let runners = AgentRunners::new(tools.clone(), backend, binary);
     // `diskQuota` is the Docker section's; local processes are not confined to begin with.

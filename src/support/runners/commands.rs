@@ -91,14 +91,10 @@ impl AgentRunners {
     /// controller watched it), and are lost.
     pub(super) async fn reconcile_listed(&self, slot: &Slot, conn: &Connection) {
         let agent = &slot.agent;
-        let running = match self.tools.store.running_commands(agent) {
-            Ok(running) if !running.is_empty() => running,
-            Ok(_) => return,
-            Err(e) => {
-                tracing::warn!(%agent, "cannot read the agent's running background commands: {e}");
-                return;
-            }
-        };
+        let running = running_commands(&self.tools, agent);
+        if running.is_empty() {
+            return;
+        }
         let params = ListCommandsParams { tail_chars: 0 };
         let listed = tokio::time::timeout(
             COMMANDS_TIMEOUT,
@@ -199,14 +195,10 @@ impl AgentRunners {
 /// they are lost, with how it ended.
 pub(crate) async fn reconcile_ended(tools: &ToolHost, backend: &dyn RunnerBackend, spec: &ContainerSpec) {
     let agent = &spec.agent;
-    let running = match tools.store.running_commands(agent) {
-        Ok(running) if !running.is_empty() => running,
-        Ok(_) => return,
-        Err(e) => {
-            tracing::warn!(%agent, "cannot read the agent's running background commands: {e}");
-            return;
-        }
-    };
+    let running = running_commands(tools, agent);
+    if running.is_empty() {
+        return;
+    }
     if let Some(loss) = backend.runner_ended(spec).await {
         record_runner_loss(tools, agent, &running, &loss);
     }
@@ -230,6 +222,15 @@ fn loss_cause(end: &RunnerEnd) -> Option<LossCause> {
         RunnerEnd::Exited { .. } => LossCause::Exited,
         RunnerEnd::Removed => LossCause::Removed,
         RunnerEnd::StillRunning | RunnerEnd::Unknown(_) => return None,
+    })
+}
+
+/// The ids of the commands the store shows running for `agent` (none when it cannot be read:
+/// they are looked at again at the next occasion).
+pub(crate) fn running_commands(tools: &ToolHost, agent: &str) -> Vec<String> {
+    tools.store.running_commands(agent).unwrap_or_else(|e| {
+        tracing::warn!(%agent, "cannot read the agent's running background commands: {e}");
+        Vec::new()
     })
 }
 

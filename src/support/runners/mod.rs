@@ -69,7 +69,7 @@ use crate::toolpack::ToolError;
 use crate::toolpack::mcp::McpListing;
 use listen::RefusalLog;
 
-pub(crate) use commands::{reconcile_ended, record_lost};
+pub(crate) use commands::{reconcile_ended, record_lost, running_commands};
 
 /// How long a new connection has to complete its hello before it is closed.
 pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
@@ -280,14 +280,10 @@ impl AgentRunners {
         // controller is no child of this one and may still reconnect to the next.
         for slot in self.slots.values() {
             let agent = &slot.agent;
-            let running = match self.tools.store.running_commands(agent) {
-                Ok(running) if !running.is_empty() => running,
-                Ok(_) => continue,
-                Err(e) => {
-                    tracing::warn!(%agent, "cannot read the agent's running background commands: {e}");
-                    continue;
-                }
-            };
+            let running = commands::running_commands(&self.tools, agent);
+            if running.is_empty() {
+                continue;
+            }
             let gone = stopped.contains(agent)
                 || match self.spec(agent) {
                     Ok(spec) => self.backend.runner_ended(&spec).await.is_some(),

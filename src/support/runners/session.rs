@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::commands::{command_finished, reconcile_ended, record_runner_loss};
+use super::commands::{command_finished, reconcile_ended, record_runner_loss, running_commands};
 use super::{AgentRunners, SessionState, Slot, live};
 use crate::backend::ContainerSpec;
 use crate::rpc::{
@@ -164,14 +164,10 @@ impl AgentRunners {
                 return;
             }
             // Taken now, before a new runner can have started anything.
-            let running = match tools.store.running_commands(&agent) {
-                Ok(running) if !running.is_empty() => running,
-                Ok(_) => return,
-                Err(e) => {
-                    tracing::warn!(%agent, "cannot read the agent's running background commands: {e}");
-                    return;
-                }
-            };
+            let running = running_commands(&tools, &agent);
+            if running.is_empty() {
+                return;
+            }
             let loss = tokio::select! {
                 _ = stopping.cancelled() => return,
                 loss = backend.runner_loss(&spec, LOSS_WAIT) => loss,
