@@ -12,12 +12,14 @@
 //!   restart), gets the signal already recorded and nothing new. When the agent reads the end
 //!   itself (`shell.check`) before the signal was delivered, the signal is withdrawn (closed).
 
+use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
+use crate::clock::{iso, parse_iso};
 use crate::config::Priority;
 use crate::store::signals::plan_signals;
-use crate::store::{Event, SignalRecord, Store, StoreError};
+use crate::store::{Event, SignalRecord, Store, StoreError, opt_time_column, time_column};
 
 /// The kind of the signal a finished background command sends its agent.
 pub const COMMAND_FINISHED_KIND: &str = "shell.command_finished";
@@ -67,7 +69,7 @@ pub struct ReadEnd {
     pub signal: Option<String>,
 }
 
-/// One row of `background_commands`. Times are the RFC 3339 texts they were recorded with.
+/// One row of `background_commands`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommandRecord {
     pub id: String,
@@ -83,8 +85,8 @@ pub struct CommandRecord {
     pub cause: Option<String>,
     /// For a lost command: how its runner ended, in words.
     pub reason: Option<String>,
-    pub started_at: String,
-    pub ended_at: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
 }
 
 const COMMAND_COLUMNS: &str =
@@ -102,8 +104,8 @@ fn command_from_row(r: &Row<'_>) -> rusqlite::Result<CommandRecord> {
         signal: r.get(7)?,
         cause: r.get(8)?,
         reason: r.get(9)?,
-        started_at: r.get(10)?,
-        ended_at: r.get(11)?,
+        started_at: time_column(r, 10)?,
+        ended_at: opt_time_column(r, 11)?,
     })
 }
 
@@ -229,7 +231,7 @@ impl Store {
                     "signal": null,
                     "output": "",
                     "truncated": false,
-                    "startedAt": row.started_at,
+                    "startedAt": iso(row.started_at),
                     "endedAt": w.now,
                 });
                 let mut signal = None;
@@ -266,7 +268,11 @@ impl Store {
                 .query_row("SELECT signal_id FROM command_signals WHERE command_id = ?1", [command_id], |r| r.get(0))
                 .optional()?;
             // The row, known from the start or not (a quick command may report first), takes
-            // the end unless an end is recorded already.
+            // the end unless an end is recorded already. The runner's times are kept in the
+            // store's own form (ours when it sent none that reads as a time).
+            let time = |key: &str| payload.get(key).and_then(Value::as_str).and_then(parse_iso).map(iso);
+            let (started_at, ended_at) =
+                (time("startedAt").unwrap_or_else(|| w.now.clone()), time("endedAt").unwrap_or_else(|| w.now.clone()));
             w.tx.execute(
                 "INSERT INTO background_commands
                    (command_id, agent_id, name, command, cwd, status, exit_code, signal, started_at, ended_at)
@@ -283,8 +289,8 @@ impl Store {
                     payload.get("status").and_then(Value::as_str).unwrap_or("exited"),
                     payload.get("exitCode").and_then(Value::as_i64),
                     payload.get("signal").and_then(Value::as_str),
-                    payload.get("startedAt").and_then(Value::as_str).unwrap_or_default(),
-                    payload.get("endedAt").and_then(Value::as_str),
+                    started_at,
+                    ended_at,
                 ],
             )?;
             if let Some(signal_id) = earlier {

@@ -109,8 +109,8 @@ impl From<crate::store::CommandRecord> for BackgroundCommand {
             exit_code: c.exit_code,
             signal: c.signal,
             error: None,
-            started_at: c.started_at,
-            ended_at: c.ended_at,
+            started_at: iso(c.started_at),
+            ended_at: c.ended_at.map(iso),
             // Its output went with its runner.
             output_bytes: 0,
             dropped_bytes: 0,
