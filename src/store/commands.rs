@@ -89,6 +89,11 @@ pub struct CommandRecord {
     pub ended_at: Option<DateTime<Utc>>,
 }
 
+/// The ids of an agent's running commands, oldest first: read at every runner start and end
+/// (in `query_plans`).
+pub(crate) const RUNNING_COMMANDS: &str =
+    "SELECT command_id FROM background_commands WHERE agent_id = ?1 AND status = 'running' ORDER BY command_id";
+
 const COMMAND_COLUMNS: &str =
     "command_id, agent_id, name, command, cwd, status, exit_code, signal, cause, reason, started_at, ended_at";
 
@@ -143,10 +148,7 @@ impl Store {
     /// The ids of the commands of `agent_id` the store shows running, oldest first.
     pub fn running_commands(&self, agent_id: &str) -> Result<Vec<String>, StoreError> {
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT command_id FROM background_commands WHERE agent_id = ?1 AND status = 'running'
-                 ORDER BY command_id",
-            )?;
+            let mut stmt = conn.prepare_cached(RUNNING_COMMANDS)?;
             let rows = stmt.query_map([agent_id], |r| r.get(0))?;
             Ok(rows.collect::<Result<Vec<String>, _>>()?)
         })
