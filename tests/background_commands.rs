@@ -383,3 +383,239 @@ fn finish_signals_in_store(dir: &Path) -> Vec<SignalRecord> {
     let query = SignalQuery { kind: Some(COMMAND_FINISHED_KIND.into()), ..Default::default() };
     tools.store.list_signals(&query).unwrap()
 }
+
+// --- a runner that dies: its commands are lost, signalled once -------------------------------
+
+/// The worker starts a 30 s job and waits; woken by the job's `lost` signal, it lists its
+/// commands (which starts a new runner) and waits again.
+const LOST_SCRIPT: &str = r#"
+activations:
+  - agent: worker
+    when: '"status": "lost"'
+    steps:
+      - call: [{tool: shell.list, input: {}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "the job was lost"}}]
+  - agent: worker
+    steps:
+      - call: [{tool: shell.start, input: {command: "sleep 300", name: job}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "waiting for the job"}}]
+"#;
+
+/// The id of the worker's one running command, once the API lists it and the worker is idle.
+fn running_job(c: &Controller) -> String {
+    let mut id = String::new();
+    wait_for(c, "the job running and the worker idle", || {
+        let listed = get(c, "/agents/worker/commands");
+        let Some([job]) = listed["items"].as_array().map(Vec::as_slice) else { return false };
+        let activations = worker_activations(c);
+        id = job["id"].as_str().unwrap_or_default().to_string();
+        job["status"] == "running" && !activations.is_empty() && activations.iter().all(|a| a["status"] == "completed")
+    });
+    id
+}
+
+/// The worker's container (the one `docker` shows for its agent label in this project).
+fn worker_container(dir: &Path) -> String {
+    let out = Command::new("docker")
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!("label=io.suzumio.root={}", dir.display()))
+        .args(["--filter", "label=io.suzumio.agent=worker"])
+        .output()
+        .expect("docker ps");
+    let ids: Vec<String> = text(&out.stdout).split_whitespace().map(str::to_string).collect();
+    assert_eq!(ids.len(), 1, "one worker container: {ids:?}");
+    ids[0].clone()
+}
+
+fn docker(args: &[&str]) {
+    let out = Command::new("docker").args(args).output().expect("docker");
+    assert!(out.status.success(), "docker {args:?}: {}", text(&out.stderr));
+}
+
+/// Once the lost job woke the worker and it ran on a new runner (its second activation listed
+/// its commands and ended, and the new runner is connected): the finish signals and the listing.
+fn after_the_new_runner(c: &Controller) -> (Vec<Value>, Value) {
+    wait_for(c, "the worker woken by the lost job, on a new runner", || {
+        let activations = worker_activations(c);
+        activations.len() >= 2
+            && activations.iter().all(|a| a["status"] == "completed")
+            && get(c, "/agents/worker/commands")["runner"] == "connected"
+    });
+    (finish_signals(c), get(c, "/agents/worker/commands"))
+}
+
+/// The one `lost` signal, and the listing showing the job lost, both with `cause`.
+fn assert_lost_once(id: &str, cause: &str, signals: &[Value], listed: &Value) {
+    assert_lost_once_ran(id, cause, "sleep 300", signals, listed)
+}
+
+fn assert_lost_once_ran(id: &str, cause: &str, command: &str, signals: &[Value], listed: &Value) {
+    assert_eq!(signals.len(), 1, "exactly one signal: {signals:?}");
+    let payload = &signals[0]["payload"];
+    assert_eq!(payload["commandId"], id, "{payload}");
+    assert_eq!(payload["status"], "lost", "{payload}");
+    assert_eq!(payload["cause"], cause, "{payload}");
+    assert_eq!(payload["name"], "job", "{payload}");
+    assert_eq!(payload["command"], command, "{payload}");
+    assert_eq!(signals[0]["status"], "delivered", "it woke the worker: {:?}", signals[0]);
+    let items = listed["items"].as_array().unwrap();
+    let job = items.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("the lost job is listed: {listed}"));
+    assert_eq!(job["status"], "lost", "{job}");
+    assert_eq!(job["cause"], cause, "{job}");
+    assert!(job["reason"].as_str().is_some_and(|r| !r.is_empty()), "{job}");
+    assert_eq!(job["name"], "job");
+    assert_eq!(items.len(), 1, "the new runner runs nothing: {listed}");
+}
+
+/// Regression: a container killed under a running command left the command unlisted and its
+/// agent waiting forever.
+#[test]
+fn a_killed_container_loses_its_command_with_exactly_one_signal_and_the_api_lists_it_lost() {
+    let project = project("bg-lost", LOST_SCRIPT);
+    let _cleanup = Containers(&project.dir);
+    let c = controller(&project.dir);
+    let id = running_job(&c);
+    let killed = worker_container(&project.dir);
+    docker(&["kill", &killed]);
+
+    wait_for(&c, "the lost signal", || finish_signals(&c).iter().any(|s| s["payload"]["status"] == "lost"));
+    let (signals, listed) = after_the_new_runner(&c);
+    assert_ne!(worker_container(&project.dir), killed, "the worker runs in a new container");
+    assert_lost_once(&id, "killed", &signals, &listed);
+    let reason = listed["items"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("137"), "the exit code the engine reported: {reason}");
+    assert_eq!(c.stop(), Some(0));
+
+    let (signals, pending) = final_state(&project.dir);
+    assert_eq!(signals.len(), 1, "{signals:?}");
+    assert_eq!(pending, 0, "nothing is left to wake the worker again");
+}
+
+/// `docker <action>` of the worker's container while no controller runs (the first was killed
+/// with -9, leaving its runner and the job running): the next controller finds the job lost
+/// with `cause`, signals it once, and a third controller signals nothing more.
+fn lost_while_no_controller_runs(name: &str, action: &[&str], cause: &str) {
+    let project = project(name, LOST_SCRIPT);
+    let _cleanup = Containers(&project.dir);
+    let mut first = controller(&project.dir);
+    let id = running_job(&first);
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let container = worker_container(&project.dir);
+    let mut args = action.to_vec();
+    args.push(&container);
+    docker(&args);
+    assert!(finish_signals_in_store(&project.dir).is_empty(), "nothing ran to notice it yet");
+
+    let second = controller(&project.dir);
+    let (signals, listed) = after_the_new_runner(&second);
+    assert_lost_once(&id, cause, &signals, &listed);
+    assert_eq!(second.stop(), Some(0));
+
+    let third = controller(&project.dir);
+    let signals = finish_signals(&third);
+    let listed = get(&third, "/agents/worker/commands");
+    assert_eq!(signals.len(), 1, "a restart signals nothing again: {signals:?}");
+    assert!(listed["items"].as_array().unwrap().iter().any(|c| c["id"] == id && c["status"] == "lost"), "{listed}");
+    assert_eq!(third.stop(), Some(0));
+    let (signals, pending) = final_state(&project.dir);
+    assert_eq!(signals.len(), 1, "{signals:?}");
+    assert_eq!(pending, 0, "{signals:?}");
+}
+
+#[test]
+fn a_container_killed_while_no_controller_runs_is_found_lost_at_the_next_start_and_signalled_once() {
+    lost_while_no_controller_runs("bg-lost-killed", &["kill"], "killed");
+}
+
+#[test]
+fn a_container_removed_while_no_controller_runs_is_found_lost_at_the_next_start_and_signalled_once() {
+    lost_while_no_controller_runs("bg-lost-removed", &["rm", "-f"], "removed");
+}
+
+/// A controller that stops (Ctrl-C) stops its runners, and their commands with them: each is
+/// lost (`stopped`), and the agent is told once, by the next controller.
+#[test]
+fn a_command_ended_by_the_controllers_stop_is_lost_and_signalled_once_at_the_next_run() {
+    let project = project("bg-lost-stopped", LOST_SCRIPT);
+    let _cleanup = Containers(&project.dir);
+    let first = controller(&project.dir);
+    let id = running_job(&first);
+    assert_eq!(first.stop(), Some(0));
+    let (signals, pending) = final_state(&project.dir);
+    assert_eq!(signals.len(), 1, "{signals:?}");
+    assert_eq!(
+        (signals[0].payload["status"].as_str(), signals[0].payload["cause"].as_str()),
+        (Some("lost"), Some("stopped"))
+    );
+    assert_eq!((signals[0].status, pending), (SignalStatus::Pending, 1), "for the next run to deliver");
+
+    let second = controller(&project.dir);
+    let (signals, listed) = after_the_new_runner(&second);
+    assert_lost_once(&id, "stopped", &signals, &listed);
+    assert_eq!(second.stop(), Some(0));
+    let (signals, pending) = final_state(&project.dir);
+    assert_eq!((signals.len(), pending), (1, 0), "{signals:?}");
+}
+
+/// The job of [`LOST_SCRIPT`], telling its pid (a local runner's command outlives its runner's
+/// SIGKILL: the test ends it).
+const LOST_LOCAL_SCRIPT: &str = r#"
+activations:
+  - agent: worker
+    when: '"status": "lost"'
+    steps:
+      - call: [{tool: shell.list, input: {}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "the job was lost"}}]
+  - agent: worker
+    steps:
+      - call: [{tool: shell.start, input: {command: "echo $$ > job.pid; exec sleep 300", name: job}}]
+      - call: [{tool: coordination.wait_for_signal, input: {reason: "waiting for the job"}}]
+"#;
+
+/// The pid of the one `suzumio-runner` child of the controller `c` (a local runner).
+fn local_runner(c: &Controller) -> i32 {
+    let parent = c.child.id().to_string();
+    let runners: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            // `pid (comm) state ppid …`: the comm may hold spaces, so fields count after its `)`.
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let comm = stat.split_once(" (").and_then(|(_, rest)| rest.rsplit_once(") "));
+            comm.is_some_and(|(comm, rest)| comm == "suzumio-runner" && rest.split(' ').nth(1) == Some(&parent))
+        })
+        .collect();
+    assert_eq!(runners.len(), 1, "one runner: {runners:?}");
+    runners[0]
+}
+
+/// Ends the process group whose leader's pid is in `0` (the command a killed runner left).
+struct Orphan(std::path::PathBuf);
+
+impl Drop for Orphan {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(&self.0) {
+            let _ = Command::new("kill").args(["-9", "--", &format!("-{}", pid.trim())]).status();
+        }
+    }
+}
+
+/// The process backend: `kill -9` of the worker's local runner during its job.
+#[test]
+fn a_killed_local_runner_loses_its_command_with_exactly_one_signal_and_the_api_lists_it_lost() {
+    let project = project("bg-lost-local", LOST_LOCAL_SCRIPT);
+    let c = Controller::start(&project.dir, &[]);
+    let id = running_job(&c);
+    let _orphan = Orphan(project.dir.join("workspaces/worker/job.pid"));
+    let runner = local_runner(&c);
+    assert!(Command::new("kill").args(["-9", &runner.to_string()]).status().unwrap().success());
+
+    wait_for(&c, "the lost signal", || finish_signals(&c).iter().any(|s| s["payload"]["status"] == "lost"));
+    let (signals, listed) = after_the_new_runner(&c);
+    assert_ne!(local_runner(&c), runner, "the worker has a new runner");
+    assert_lost_once_ran(&id, "killed", "echo $$ > job.pid; exec sleep 300", &signals, &listed);
+    assert_eq!(c.stop(), Some(0));
+    let (signals, pending) = final_state(&project.dir);
+    assert_eq!((signals.len(), pending), (1, 0), "{signals:?}");
+}

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use suzumio::clock::{ManualClock, iso};
 use suzumio::config::ProjectConfig;
 use suzumio::store::{
-    ActivationOutcome, ActivationStatus, AgentStatus, MessageQuery, ProjectStatus, SendMessage, SignalQuery,
-    SignalRecord, SignalRequest, SignalStatus, StateError, StateFiles, Store, StoreError, TokenUsage, ToolCallOutcome,
-    ToolCallStatus,
+    ActivationOutcome, ActivationStatus, AgentStatus, LossCause, MessageQuery, ProjectStatus, ReadEnd, SendMessage,
+    SignalQuery, SignalRecord, SignalRequest, SignalStatus, StartedCommand, StateError, StateFiles, Store, StoreError,
+    TokenUsage, ToolCallOutcome, ToolCallStatus,
 };
 use tempfile::TempDir;
 
@@ -1151,6 +1151,49 @@ fn a_command_finish_signal_is_withdrawn_only_while_pending() {
     f.run_activation("pm", std::slice::from_ref(&delivered));
     assert_eq!(f.store.withdraw_command_signal("pm", "cmd_2").unwrap(), None, "a delivered signal stays");
     assert_eq!(f.store.signal(&delivered.id).unwrap().unwrap().status, SignalStatus::Delivered);
+}
+
+/// A dead runner is looked at more than once (its watcher, the next start, every restart): its
+/// running commands become `lost` and are signalled once, in the transaction of the status
+/// change; an end recorded first (reported, read) stays, and a late report adds nothing.
+#[test]
+fn a_lost_command_is_marked_and_signalled_once_however_often_its_runner_is_looked_at() {
+    let f = Fixture::team();
+    let started = |id: &str| StartedCommand {
+        id: id.to_string(),
+        name: Some("job".into()),
+        command: "sleep 300".into(),
+        cwd: "/workspace".into(),
+    };
+    for id in ["cmd_1", "cmd_2", "cmd_3"] {
+        f.store.record_command_started("pm", &started(id)).unwrap();
+    }
+    let read = ReadEnd { status: "exited".into(), exit_code: Some(0), signal: None };
+    f.store.record_command_read("pm", "cmd_2", &read).unwrap();
+    f.store.record_command_finished("pm", "cmd_3", json!({"status": "exited", "exitCode": 1})).unwrap();
+    assert_eq!(f.store.running_commands("pm").unwrap(), ["cmd_1"]);
+
+    let all: Vec<String> = ["cmd_1", "cmd_2", "cmd_3"].map(String::from).to_vec();
+    let lost = f.store.record_commands_lost("pm", &all, LossCause::Killed, "killed (SIGKILL, exit code 137)").unwrap();
+    assert_eq!(lost.len(), 1, "only the running one: {lost:?}");
+    assert_eq!(lost[0].payload["commandId"], "cmd_1");
+    assert_eq!((lost[0].payload["status"].as_str(), lost[0].payload["cause"].as_str()), (Some("lost"), Some("killed")));
+    assert_eq!((lost[0].kind.as_str(), lost[0].status), ("shell.command_finished", SignalStatus::Pending));
+    let again = f.reopen().record_commands_lost("pm", &all, LossCause::Removed, "its container was removed").unwrap();
+    assert!(again.is_empty(), "{again:?}");
+    let (late, new) = f.store.record_command_finished("pm", "cmd_1", json!({"status": "exited"})).unwrap();
+    assert_eq!((late.id.as_str(), new), (lost[0].id.as_str(), false), "a late report is the lost signal");
+
+    let listed = f.store.lost_commands("pm", 10).unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!((listed[0].status.as_str(), listed[0].cause.as_deref()), ("lost", Some("killed")));
+    assert_eq!(listed[0].command, "sleep 300");
+    let query = SignalQuery { kind: Some("shell.command_finished".into()), ..Default::default() };
+    assert_eq!(f.store.list_signals(&query).unwrap().len(), 2, "cmd_3's end and cmd_1's loss");
+    // A quick command may report its end before its start is recorded: the end stays.
+    f.store.record_command_finished("pm", "cmd_4", json!({"status": "exited", "command": "true"})).unwrap();
+    f.store.record_command_started("pm", &started("cmd_4")).unwrap();
+    assert_eq!(f.store.background_command("pm", "cmd_4").unwrap().unwrap().status, "exited");
 }
 
 /// Rows keep typed times and usage; serialized (the API, `--json`) they must read as the text

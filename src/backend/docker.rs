@@ -48,6 +48,8 @@ const MAX_STOP_TIMEOUT: Duration = Duration::from_secs(100);
 /// `docker rm -f` kills the container, then removes it: how long a SIGKILLed container is
 /// watched for its removal before it is reported as killed.
 const REMOVAL_GRACE: Duration = Duration::from_millis(600);
+/// How long the engine may take to answer the wait of a container it reported stopped.
+const ENDED_WAIT: Duration = Duration::from_secs(5);
 
 /// A running container, as `ensure_running` left it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -547,5 +549,22 @@ impl RunnerBackend for DockerBackend {
 
     fn runner_loss<'a>(&'a self, spec: &'a ContainerSpec, wait: Duration) -> BoxFuture<'a, RunnerLoss> {
         Box::pin(DockerBackend::runner_loss(self, &spec.name, spec.limits.memory_bytes, wait))
+    }
+
+    fn runner_ended<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Option<RunnerLoss>> {
+        Box::pin(async move {
+            match self.inspect(&spec.name).await {
+                Ok(None) => Some(RunnerLoss { end: RunnerEnd::Removed, last_logs: Vec::new() }),
+                Ok(Some(c)) if c.state.as_ref().and_then(|s| s.running).unwrap_or(false) => None,
+                // Stopped: its wait answers at once, with the exit code and the OOM flag.
+                Ok(Some(_)) => {
+                    Some(DockerBackend::runner_loss(self, &spec.name, spec.limits.memory_bytes, ENDED_WAIT).await)
+                }
+                Err(e) => {
+                    tracing::warn!(container = %spec.name, "cannot tell whether the runner still runs: {e}");
+                    None
+                }
+            }
+        })
     }
 }

@@ -120,6 +120,13 @@ pub trait RunnerBackend: Send + Sync {
     /// Why the runner of `spec` went away, asked when its session closed unexpectedly: waits up
     /// to `wait` for it to have stopped, then says how it ended and its last log lines.
     fn runner_loss<'a>(&'a self, spec: &'a ContainerSpec, wait: Duration) -> BoxFuture<'a, RunnerLoss>;
+
+    /// How the runner of `spec` ended, when the backend knows that it no longer runs (its
+    /// container stopped or is gone; a child process that exited) — asked without a session,
+    /// e.g. at a controller's start. `None` while it runs, and when the backend cannot tell
+    /// (the engine does not answer; a local runner of an earlier controller is no child of
+    /// this one).
+    fn runner_ended<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Option<RunnerLoss>>;
 }
 
 /// Log lines kept in a [`RunnerLoss`], and how long each may be.

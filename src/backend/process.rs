@@ -196,6 +196,18 @@ impl RunnerBackend for ProcessBackend {
             RunnerLoss { end, last_logs: Vec::new() }
         })
     }
+
+    /// Known only for this controller's own children (an earlier controller's runner, if it
+    /// lives, reconnects by itself).
+    fn runner_ended<'a>(&'a self, spec: &'a ContainerSpec) -> BoxFuture<'a, Option<RunnerLoss>> {
+        Box::pin(async move {
+            let exited = self.lock().get_mut(&spec.agent).is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+            if !exited {
+                return None;
+            }
+            Some(self.runner_loss(spec, Duration::from_secs(1)).await)
+        })
+    }
 }
 
 /// SIGTERM, then SIGKILL after `timeout`.

@@ -56,7 +56,7 @@ pub use activation_list::{ActivationLookup, ActivationQuery, ActivationSummary};
 pub use approvals::{
     ApprovalRecord, ApprovalStatus, NewApproval, RememberScope, RememberedRule, Resolution, RuleDecision,
 };
-pub use commands::COMMAND_FINISHED_KIND;
+pub use commands::{COMMAND_FINISHED_KIND, CommandRecord, LossCause, ReadEnd, StartedCommand};
 pub use error::StoreError;
 pub use events::{ActivationEnded, EVENT_TYPES, Event, EventRecord, EventType, MonitorSent};
 pub use history::{HistoryEntry, HistoryRecord, RecordedCall, RecordedUsage, ToolImage};

@@ -3,7 +3,7 @@
 //! table that grows, and a full scan of one of those tables or a temporary B-tree fails the test.
 //! A statement added to those paths is added to [`HOT_PATH`].
 
-use super::{scheduling, usage};
+use super::{commands, scheduling, usage};
 
 /// Where each statement runs, and the statement.
 const HOT_PATH: &[(&str, &str)] = &[
@@ -16,6 +16,7 @@ const HOT_PATH: &[(&str, &str)] = &[
     ("wake-loop guard: activations that did work (Store::wake_window)", usage::WAKE_PROGRESS),
     ("an activation's end: its open tool calls (close_open_tool_calls)", scheduling::OPEN_TOOL_CALLS),
     ("an activation's end: closing one (close_open_tool_calls)", scheduling::CLOSE_TOOL_CALL),
+    ("a runner's start and end: its running background commands (Store::running_commands)", commands::RUNNING_COMMANDS),
 ];
 
 /// The tables a project's history grows.
@@ -29,6 +30,7 @@ const GROWING: &[&str] = &[
     "history",
     "approval_requests",
     "command_signals",
+    "background_commands",
 ];
 
 const ROWS: u32 = 100_000;

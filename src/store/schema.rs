@@ -231,6 +231,26 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX activations_by_start ON activations(started_at);
     CREATE INDEX signals_by_delivered_activation ON signals(delivered_activation_id);
     "#,
+    // 10 (branch q-lost): the agents' background commands as the controller last knew them,
+    // so that one whose runner died (even while no controller ran) is found, marked `lost`
+    // with the cause, and signalled once.
+    r#"
+    CREATE TABLE background_commands (
+        command_id TEXT PRIMARY KEY,
+        agent_id   TEXT NOT NULL REFERENCES agents(id),
+        name       TEXT,
+        command    TEXT NOT NULL,
+        cwd        TEXT NOT NULL,
+        status     TEXT NOT NULL,
+        exit_code  INTEGER,
+        signal     TEXT,
+        cause      TEXT,
+        reason     TEXT,
+        started_at TEXT NOT NULL,
+        ended_at   TEXT
+    );
+    CREATE INDEX background_commands_by_agent ON background_commands(agent_id, status, command_id);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use super::ToolHost;
 use super::quota::DiskQuotas;
-use super::runners::AgentRunners;
+use super::runners::{self, AgentRunners};
 use crate::backend::{BackendError, ContainerSpec, DockerBackend, ProcessBackend, RunnerBackend};
 use crate::clock::SystemClock;
 use crate::config::load::ProcessEnv;
 use crate::config::{BackendKind, InvalidInput};
 use crate::project::Project;
-use crate::store::{StateFiles, Store, StoreError};
+use crate::store::{LossCause, StateFiles, Store, StoreError};
 
 /// Why a project's state could not be opened or its runners started.
 #[derive(Debug, thiserror::Error)]
@@ -110,9 +110,19 @@ async fn listening(
         .iter()
         .filter_map(|a| ContainerSpec::for_agent(config, &project.registry, &a.id, &binary).ok())
         .collect();
+    // What died while no controller ran is lost now, with how it ended: the sweep removes the
+    // stopped containers that tell it.
+    for spec in &specs {
+        runners::reconcile_ended(tools, backend.as_ref(), spec).await;
+    }
     let stale = backend.sweep(&config.name, &config.root, &specs).await?;
     if !stale.is_empty() {
         tracing::info!("removed {} stale container(s) of this project: {}", stale.len(), stale.join(", "));
+    }
+    for spec in specs.iter().filter(|s| stale.contains(&s.name)) {
+        let running = runners::running_commands(tools, &spec.agent);
+        let reason = "the controller removed the container that ran it at its start: it was not made from the agent's current configuration";
+        runners::record_lost(tools, &spec.agent, &running, LossCause::Removed, reason);
     }
     let runners = AgentRunners::new(tools.clone(), backend, binary);
     // `diskQuota` is the Docker section's; local processes are not confined to begin with.

@@ -187,13 +187,18 @@ async fn resume_agent(ProjectAgent { host, agent }: ProjectAgent) -> Result<Resp
 /// Characters of recent output the commands list carries per command.
 const COMMAND_TAIL_CHARS: usize = 4_000;
 
-/// The agent's background commands, as its runner knows them (none when it is not running).
+/// Lost commands the list shows at most (the newest).
+const LOST_COMMANDS_SHOWN: usize = 64;
+
+/// The agent's background commands, as its runner knows them (none when it is not running),
+/// and the lost ones the store keeps.
 async fn background_commands(ProjectAgent { host, agent }: ProjectAgent) -> Result<Response, ApiError> {
     let listed = match host.runners() {
         Some(runners) => runners.list_commands(&agent, COMMAND_TAIL_CHARS).await.map_err(tool_error)?,
         None => None,
     };
-    Ok(Json(views::BackgroundCommands::new(&agent, listed)).into_response())
+    let lost = host.store.lost_commands(&agent, LOST_COMMANDS_SHOWN)?;
+    Ok(Json(views::BackgroundCommands::new(&agent, listed, lost)).into_response())
 }
 
 async fn stop_background_command(ProjectAgent { host, agent }: ProjectAgent, Id(id): Id) -> Result<Response, ApiError> {

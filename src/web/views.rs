@@ -22,7 +22,8 @@ pub struct Health {
 }
 
 /// `GET …/agents/:a/commands`: the agent's background commands; `runner` is `connected`, or
-/// `not running` (then there are none to show).
+/// `not running` (then only the lost ones are shown). The runner's commands and the lost ones
+/// the store keeps (no runner knows them any more), newest first (ids are time-ordered).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BackgroundCommands {
@@ -32,12 +33,19 @@ pub struct BackgroundCommands {
 }
 
 impl BackgroundCommands {
-    pub fn new(agent: &str, listed: Option<Vec<crate::rpc::CommandInfo>>) -> Self {
-        BackgroundCommands {
-            agent_id: agent.to_string(),
-            runner: if listed.is_some() { "connected" } else { "not running" },
-            items: listed.unwrap_or_default().into_iter().rev().map(BackgroundCommand::from).collect(),
-        }
+    pub fn new(
+        agent: &str,
+        listed: Option<Vec<crate::rpc::CommandInfo>>,
+        lost: Vec<crate::store::CommandRecord>,
+    ) -> Self {
+        let runner = if listed.is_some() { "connected" } else { "not running" };
+        let mut items: Vec<BackgroundCommand> =
+            listed.unwrap_or_default().into_iter().rev().map(BackgroundCommand::from).collect();
+        let lost: Vec<BackgroundCommand> =
+            lost.into_iter().filter(|l| !items.iter().any(|c| c.id == l.id)).map(BackgroundCommand::from).collect();
+        items.extend(lost);
+        items.sort_by(|a, b| b.id.cmp(&a.id));
+        BackgroundCommands { agent_id: agent.to_string(), runner, items }
     }
 }
 
@@ -49,8 +57,12 @@ pub struct BackgroundCommand {
     pub name: Option<String>,
     pub command: String,
     pub cwd: String,
-    /// `running`, `exited`, `failed` or `stopped`.
-    pub status: &'static str,
+    /// `running`, `exited`, `failed`, `stopped` or `lost` (its runner went away: see `cause`).
+    pub status: String,
+    /// For a lost command: `killed`, `oom`, `removed`, `exited` or `stopped` (how the runner
+    /// that ran it ended), and `reason` says it in words.
+    pub cause: Option<String>,
+    pub reason: Option<String>,
     pub exit_code: Option<i32>,
     pub signal: Option<String>,
     pub error: Option<String>,
@@ -69,7 +81,9 @@ impl From<crate::rpc::CommandInfo> for BackgroundCommand {
             name: c.name,
             command: c.command,
             cwd: c.cwd,
-            status: c.status.as_str(),
+            status: c.status.as_str().to_string(),
+            cause: None,
+            reason: None,
             exit_code: c.exit_code,
             signal: c.signal,
             error: c.error,
@@ -78,6 +92,29 @@ impl From<crate::rpc::CommandInfo> for BackgroundCommand {
             output_bytes: c.output_bytes,
             dropped_bytes: c.dropped_bytes,
             recent_output: c.recent_output.unwrap_or_default(),
+        }
+    }
+}
+
+impl From<crate::store::CommandRecord> for BackgroundCommand {
+    fn from(c: crate::store::CommandRecord) -> Self {
+        BackgroundCommand {
+            id: c.id,
+            name: c.name,
+            command: c.command,
+            cwd: c.cwd,
+            status: c.status,
+            cause: c.cause,
+            reason: c.reason,
+            exit_code: c.exit_code,
+            signal: c.signal,
+            error: None,
+            started_at: iso(c.started_at),
+            ended_at: c.ended_at.map(iso),
+            // Its output went with its runner.
+            output_bytes: 0,
+            dropped_bytes: 0,
+            recent_output: String::new(),
         }
     }
 }

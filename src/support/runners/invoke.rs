@@ -62,6 +62,7 @@ impl AgentRunners {
             // Past this match the runner went away during the call.
             match result {
                 Ok(Ok(out)) => {
+                    self.record_started_command(agent, tool, &input, out.metadata.as_ref());
                     self.withdraw_read_command(agent, tool, out.metadata.as_ref());
                     return crate::support::tool_results::adapt(&self.tools, agent, tool, out);
                 }

@@ -26,6 +26,10 @@
 //!   `commandFinished`, recorded once per command id as a `shell.command_finished` signal
 //!   ([`crate::store::Store::record_command_finished`]); the API lists and stops them through
 //!   [`AgentRunners::list_commands`] and [`AgentRunners::stop_command`] on the live session.
+//!   The store holds each command from its `shell.start` on; when the runner that runs it is
+//!   gone (its session closed, a new runner about to start or connected without it, a
+//!   controller's start or stop), it is marked `lost` with how the runner ended and signalled
+//!   once ([`crate::store::Store::record_commands_lost`]).
 //! - Every accepted hello is answered with a fresh *resume token*, kept by the controller in
 //!   `.suzumio/run/<agent>.resume` (mode 0600, outside the directory mounted into the container)
 //!   and by the runner in its non-dumpable memory. A runner that lost its controller while its
@@ -60,9 +64,12 @@ use super::quota::DiskQuotas;
 use super::runner_tools::{RunnerFuture, RunnerTools};
 use crate::backend::{ContainerSpec, RunnerBackend};
 use crate::rpc::{self, Connection};
+use crate::store::LossCause;
 use crate::toolpack::ToolError;
 use crate::toolpack::mcp::McpListing;
 use listen::RefusalLog;
+
+pub(crate) use commands::{reconcile_ended, record_lost, running_commands};
 
 /// How long a new connection has to complete its hello before it is closed.
 pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
@@ -255,15 +262,37 @@ impl AgentRunners {
         self.stopping.cancel();
         self.tasks.close();
         self.tasks.wait().await;
+        let mut stopped = Vec::new();
         for slot in self.slots.values() {
             if let Some(conn) = live(slot) {
                 let _ =
                     tokio::time::timeout(Duration::from_secs(2), conn.request(rpc::method::SHUTDOWN, json!({}))).await;
+                stopped.push(slot.agent.clone());
             }
         }
         let config = &self.tools.project.config;
         if let Err(e) = self.backend.stop_all(&config.name, &config.root, Duration::from_secs(3)).await {
             tracing::warn!("stopping runners: {e}");
+        }
+        // The runners it stopped killed what they ran (`shutdown`): the agents learn it at the
+        // next run. A runner it had no session with counts when the backend knows it is gone
+        // now (Docker stops every container of the project); a local one of an earlier
+        // controller is no child of this one and may still reconnect to the next.
+        for slot in self.slots.values() {
+            let agent = &slot.agent;
+            let running = commands::running_commands(&self.tools, agent);
+            if running.is_empty() {
+                continue;
+            }
+            let gone = stopped.contains(agent)
+                || match self.spec(agent) {
+                    Ok(spec) => self.backend.runner_ended(&spec).await.is_some(),
+                    Err(_) => false,
+                };
+            if gone {
+                let reason = "the controller stopped, and the runner that ran it with it";
+                commands::record_lost(&self.tools, agent, &running, LossCause::Stopped, reason);
+            }
         }
     }
 }

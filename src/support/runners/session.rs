@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::commands::command_finished;
+use super::commands::{command_finished, reconcile_ended, record_runner_loss, running_commands};
 use super::{AgentRunners, SessionState, Slot, live};
 use crate::backend::ContainerSpec;
 use crate::rpc::{
@@ -22,6 +22,9 @@ use crate::toolpack::{PackSource, RunsIn, ToolError};
 
 /// How long a started runner has to connect and load.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a runner whose session closed has to be seen stopped before its background
+/// commands are taken as lost (it usually is already; one that still runs may resume).
+const LOSS_WAIT: Duration = Duration::from_secs(5);
 
 impl AgentRunners {
     /// Send `load`; the session is ready when it succeeds (then true).
@@ -36,13 +39,15 @@ impl AgentRunners {
                 for listing in loaded.mcp {
                     self.tools.mcp_listed(agent, listing);
                 }
-                let mut session = slot.session.lock().unwrap_or_else(|e| e.into_inner());
-                if session.as_ref().is_some_and(|s| s.is(&conn)) {
-                    *session = Some(SessionState::Ready(conn));
+                {
+                    let mut session = slot.session.lock().unwrap_or_else(|e| e.into_inner());
+                    if session.as_ref().is_some_and(|s| s.is(&conn)) {
+                        *session = Some(SessionState::Ready(conn.clone()));
+                    }
                 }
-                drop(session);
                 slot.ready.send_modify(|n| *n += 1);
                 tracing::info!(agent = %agent, "runner connected and loaded");
+                self.reconcile_listed(slot, &conn).await;
                 true
             }
             Err(message) => {
@@ -67,6 +72,9 @@ impl AgentRunners {
             return Ok(conn);
         }
         let mut spec = self.spec(agent)?;
+        // Before a new runner replaces a dead one, and while nothing else starts one: what the
+        // dead one ran is lost, with how it ended (which its replacement would hide).
+        reconcile_ended(&self.tools, self.backend.as_ref(), &spec).await;
         *slot.load_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let mut ready = slot.ready.subscribe();
         // Admitted before the start (the new runner may say hello at once); kept only when the
@@ -123,9 +131,12 @@ impl AgentRunners {
 
     /// Until the session of a runner started for `spec` closes: when the runner stops first (its
     /// socket still open, e.g. held by a process it left), close the session, so that the calls
-    /// in flight fail now rather than at their timeout.
+    /// in flight fail now rather than at their timeout. Once the session is over (unless the
+    /// controller is stopping), the background commands the store shows running for the agent
+    /// are lost if the runner is gone, with how it ended.
     pub(super) fn watch_runner(&self, slot: &Arc<Slot>, spec: ContainerSpec, conn: Connection) {
         let (backend, stopping, agent) = (self.backend.clone(), self.stopping.clone(), slot.agent.clone());
+        let tools = self.tools.clone();
         self.tasks.spawn(async move {
             tokio::select! {
                 _ = stopping.cancelled() => {}
@@ -148,6 +159,21 @@ impl AgentRunners {
                         }
                     }
                 },
+            }
+            if stopping.is_cancelled() {
+                return;
+            }
+            // Taken now, before a new runner can have started anything.
+            let running = running_commands(&tools, &agent);
+            if running.is_empty() {
+                return;
+            }
+            let loss = tokio::select! {
+                _ = stopping.cancelled() => return,
+                loss = backend.runner_loss(&spec, LOSS_WAIT) => loss,
+            };
+            if !record_runner_loss(&tools, &agent, &running, &loss) {
+                tracing::info!(%agent, "the runner's session closed but its end is not known ({loss}): its background commands are looked at again later");
             }
         });
     }

@@ -197,6 +197,9 @@ pub enum CommandStatus {
     Failed,
     /// `shell.stop` (or the user) ended it.
     Stopped,
+    /// The runner that ran it went away (its container was killed, OOM-killed, removed or
+    /// exited): only the controller says this, from the store, never a runner.
+    Lost,
 }
 
 impl CommandStatus {
@@ -206,6 +209,7 @@ impl CommandStatus {
             CommandStatus::Exited => "exited",
             CommandStatus::Failed => "failed",
             CommandStatus::Stopped => "stopped",
+            CommandStatus::Lost => "lost",
         }
     }
 }

@@ -616,6 +616,7 @@ fn describe(status: CommandStatus, exit_code: Option<i32>, signal: Option<&str>)
         (CommandStatus::Running, ..) => "running".to_string(),
         (CommandStatus::Stopped, ..) => "stopped".to_string(),
         (CommandStatus::Failed, ..) => "failed".to_string(),
+        (CommandStatus::Lost, ..) => "lost".to_string(),
         (_, _, Some(signal)) => format!("killed by {signal}"),
         (_, Some(code), _) => format!("exited with code {code}"),
         _ => "exited".to_string(),

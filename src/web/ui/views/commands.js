@@ -1,7 +1,8 @@
 // Background commands of one agent (`shell.start`): status, the end of their output, and a Stop
-// button for the running ones. A self-contained section: `commandsPanel(ctx, agent)` returns its
-// element and keeps it fresh (every 3 s, and on a `shell.command_finished` signal) until the
-// route changes. Reads `GET …/agents/:a/commands`, stops with `POST …/commands/:id/stop`.
+// button for the running ones; a lost one (its runner went away) says how it was lost. A
+// self-contained section: `commandsPanel(ctx, agent)` returns its element and keeps it fresh
+// (every 3 s, and on a `shell.command_finished` signal) until the route changes. Reads
+// `GET …/agents/:a/commands`, stops with `POST …/commands/:id/stop`.
 
 import { request } from "../api.js";
 import { clip, errorBox, h, replace, timeAgo } from "../dom.js";
@@ -10,6 +11,7 @@ const enc = encodeURIComponent;
 const REFRESH_MS = 3000;
 
 function statusText(c) {
+  if (c.status === "lost") return c.cause ? `lost (${c.cause})` : "lost";
   if (c.status === "exited" && c.signal) return `killed by ${c.signal}`;
   if (c.status === "exited" && c.exitCode !== null && c.exitCode !== undefined) return `exit ${c.exitCode}`;
   return c.status;
@@ -31,9 +33,12 @@ function commandRow(c, stop) {
     ),
     h("p", {
       class: "muted small",
-      text: `${c.id} · in ${c.cwd} · ${c.outputBytes} bytes of output${c.droppedBytes ? ` (${c.droppedBytes} dropped: the last 1 MiB is kept)` : ""}`,
+      text: c.status === "lost" ? `${c.id} · in ${c.cwd || "?"}` : `${c.id} · in ${c.cwd} · ${c.outputBytes} bytes of output${c.droppedBytes ? ` (${c.droppedBytes} dropped: the last 1 MiB is kept)` : ""}`,
     }),
-    c.recentOutput ? h("pre", { class: "viewer small", text: c.recentOutput }) : h("p", { class: "muted small", text: "(no output yet)" }),
+    c.status === "lost" && c.reason ? h("p", { class: "small command-lost", text: `Lost: ${c.reason}` }) : null,
+    c.recentOutput
+      ? h("pre", { class: "viewer small", text: c.recentOutput })
+      : h("p", { class: "muted small", text: c.status === "lost" ? "(its output went with its runner)" : "(no output yet)" }),
   );
 }
 
