@@ -442,8 +442,96 @@ fn suzumio_tool_call_waits_for_approval_too_and_a_stopped_one_is_ended_by_the_ne
         (ended.status, ended.error.as_deref()),
         (ActivationStatus::Cancelled, Some("its caller stopped while it waited for approval"))
     );
-    assert_eq!(store(&p.dir).store.approval(&request.id).unwrap().unwrap().status, ApprovalStatus::Cancelled);
+    let expired = store(&p.dir).store.approval(&request.id).unwrap().unwrap();
+    assert_eq!(expired.status, ApprovalStatus::Expired, "{expired:?}");
     assert_eq!(runs(&p.dir).0, 0);
+}
+
+/// (g) A restart keeps one request per call. `writer`'s call belongs to a model loop, which
+/// the next controller resumes: its request stays pending, is the one allowed, and the call runs
+/// once. `pm`'s call came from `suzumio tool call`, which has no loop to resume: it ended with
+/// the controller (kill -9, its caller gone with it), so its request is `expired` with the time
+/// of the restart, and the CLI, the API and the WebUI refuse to decide it and say why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_keeps_one_request_per_call_and_expires_the_ones_no_one_can_continue() {
+    let p = project(REMOVE_THEN_WAIT);
+    let yaml_path = p.dir.join("suzumio.yaml");
+    let yaml = std::fs::read_to_string(&yaml_path).unwrap();
+    let yaml = yaml.replace("pm: {tools: [messages.send,", "pm: {tools: [danger.remove, messages.send,");
+    std::fs::write(&yaml_path, yaml).unwrap();
+    let dir = p.dir.to_string_lossy().to_string();
+    say(&p.dir, "writer", "P2", "Clean up.");
+    let mut ctl = tokio::task::block_in_place(|| run_on_docker(&p.dir));
+    let writers = tokio::task::block_in_place(|| pending(&p.dir, 1, &ctl)).remove(0);
+    let mut caller = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["tool", "call", &dir, "--agent", "pm", "danger.remove", r#"{"path":"cli.txt"}"#, "--backend", "docker"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let requests = tokio::task::block_in_place(|| pending(&p.dir, 2, &ctl));
+    let cli_request = requests.iter().find(|r| r.agent_id == "pm").unwrap().clone();
+    tokio::task::block_in_place(|| {
+        for act in [&writers.activation_id, &cli_request.activation_id] {
+            wait_for(&format!("{act} waiting_approval"), Some(&ctl), || {
+                (store(&p.dir).store.activation(act).unwrap().unwrap().status == ActivationStatus::WaitingApproval)
+                    .then_some(())
+            });
+        }
+    });
+    ctl.child.kill().unwrap();
+    ctl.child.wait().unwrap();
+    drop(ctl);
+    // The call's own process goes too (whichever process held it, it ended with the stop).
+    let _ = caller.kill();
+    caller.wait().unwrap();
+
+    let ctl = tokio::task::block_in_place(|| run_on_docker(&p.dir));
+    let expired = tokio::task::block_in_place(|| {
+        wait_for("pm's request to expire", Some(&ctl), || {
+            store(&p.dir).store.approval(&cli_request.id).unwrap().filter(|r| r.status == ApprovalStatus::Expired)
+        })
+    });
+    let at = suzumio::clock::iso(expired.resolved_at.expect("an expired request has the time of the restart"));
+    let why =
+        format!("request {} expired: the call it asked for ended with the controller's restart at {at}", expired.id);
+    assert_eq!(
+        expired.resolution_reason.as_deref(),
+        Some(format!("the call it asked for ended with the controller's restart at {at}").as_str())
+    );
+    let all = store(&p.dir).store.approvals(false, 10).unwrap();
+    assert_eq!(all.len(), 2, "one request per call, none asked again: {all:?}");
+    let still = all.iter().find(|r| r.id == writers.id).unwrap();
+    assert_eq!(still.status, ApprovalStatus::Pending, "the resumed loop waits on its own request: {still:?}");
+
+    let refused = suzumio(&p.dir, &["approvals", "allow", &dir, &expired.id]);
+    assert_eq!(refused.status.code(), Some(2), "{}{}", text(&refused.stdout), text(&refused.stderr));
+    assert!(text(&refused.stderr).contains(&why), "{}", text(&refused.stderr));
+    let name = store(&p.dir).project.config.name.clone();
+    let api = ctl.url(&format!("/api/projects/{name}/approvals/{}/deny", expired.id));
+    let conflict = support::http("POST", &api, &[], Some("{}"));
+    assert_eq!(conflict.status, 409, "{}", conflict.body);
+    assert!(conflict.json()["error"].as_str().unwrap().contains(&why), "{}", conflict.body);
+
+    let b = webdriver::Browser::start().await.unwrap_or_else(|e| panic!("the browser tests need Chromium: {e}"));
+    let shown = async {
+        b.goto(&ctl.url("/#/approvals")).await?;
+        b.wait_for_text(&format!(r#"article[data-approval="{}"]"#, writers.id), "danger.remove").await?;
+        let (_, line) = b.wait_for_text_of(&format!(r#"[data-decided="{}"]"#, expired.id), "expired").await?;
+        webdriver::Result::Ok(line)
+    }
+    .await;
+    let line = shown.unwrap_or_else(|e| panic!("{e}\ncontroller:\n{}", ctl.stderr()));
+    assert!(line.contains("ended with the controller's restart at"), "{line}");
+
+    tokio::task::block_in_place(|| {
+        cli(&p.dir, &["approvals", "allow", &dir, &writers.id]);
+        let ended = activation_ended(&p.dir, &writers.activation_id, &ctl);
+        assert_eq!((ended.status, ended.text.as_deref()), (ActivationStatus::Completed, Some("Cleaned up.")));
+    });
+    assert_eq!(runs(&p.dir), (1, vec![json!("old.txt")]), "the resumed call ran once, the expired one never");
+    assert_eq!(store(&p.dir).store.approvals(false, 10).unwrap().len(), 2);
+    assert_eq!(tokio::task::block_in_place(|| ctl.stop()), Some(0));
 }
 
 #[test]

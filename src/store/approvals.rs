@@ -29,8 +29,20 @@ pub enum ApprovalStatus {
     Pending,
     Allowed,
     Denied,
-    /// Its activation ended first (a P0, a crash recovery, a failure): nothing will run it.
+    /// Its activation ended first (a P0, a failure): nothing will run it.
     Cancelled,
+    /// The call it asked for ended with the controller (a crash or a stop while it waited) and
+    /// nothing can continue it: its caller had no model loop to resume (`suzumio tool call`, an
+    /// MCP client), or its activation was running another call. Deciding it would run nothing.
+    Expired,
+}
+
+/// Who `expire_pending_approvals` records as having ended a request.
+const RESTART_RESOLVER: &str = "controller restart";
+
+/// Why a request expired (its `resolutionReason`, and the text of refusing to decide it).
+pub fn restart_reason(at: &str) -> String {
+    format!("the call it asked for ended with the controller's restart at {at}")
 }
 
 /// How far a remembered decision reaches.
@@ -232,7 +244,7 @@ impl Store {
                     &format!(
                         "SELECT {APPROVAL_COLUMNS} FROM approval_requests
                          WHERE activation_id = ?1 AND tool = ?2 AND input_json = ?3 AND consumed_at IS NULL
-                           AND status != 'cancelled'
+                           AND status NOT IN ('cancelled', 'expired')
                          ORDER BY created_at, id LIMIT 1"
                     ),
                     params![activation_id, tool, input.to_string()],
@@ -284,6 +296,10 @@ impl Store {
     ) -> Result<(Vec<ApprovalRecord>, Option<RememberedRule>), StoreError> {
         self.write(|w| {
             let request = approval_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownApproval(id.to_string()))?;
+            if request.status == ApprovalStatus::Expired {
+                let reason = request.resolution_reason.clone().unwrap_or_else(|| restart_reason("an unknown time"));
+                return Err(StoreError::ApprovalExpired { id: id.to_string(), reason });
+            }
             if request.status != ApprovalStatus::Pending {
                 return Err(StoreError::ApprovalResolved { id: id.to_string(), status: request.status.to_string() });
             }
@@ -444,6 +460,17 @@ impl Store {
 }
 
 impl WriteTx<'_> {
+    /// Pending requests of an activation whose call ended with a previous controller, found by
+    /// this one at its start: `expired`, with the time of this restart. Runs before the
+    /// activation is ended, so `cancel_pending_approvals` finds nothing left to cancel.
+    pub(crate) fn expire_pending_approvals(&mut self, activation_id: &str) -> Result<(), StoreError> {
+        let reason = restart_reason(&self.now);
+        for request in pending_of(self.tx, "activation_id = ?1", activation_id)? {
+            self.decide_approval(&request, ApprovalStatus::Expired, RESTART_RESOLVER, None, Some(&reason), None)?;
+        }
+        Ok(())
+    }
+
     /// Pending requests of an activation that ended are cancelled: nothing will run them.
     pub(crate) fn cancel_pending_approvals(&mut self, activation_id: &str, reason: &str) -> Result<(), StoreError> {
         for request in pending_of(self.tx, "activation_id = ?1", activation_id)? {

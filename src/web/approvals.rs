@@ -130,10 +130,12 @@ async fn delete_rule(host: Project, Id(id): Id) -> Result<Response, ApiError> {
     Ok(Json(json!({ "deleted": rule })).into_response())
 }
 
-/// An unknown id is a 404, a request decided already a 409-like 422 with the store's text.
+/// An unknown id is a 404, a request decided already a 409-like 422 with the store's text, and
+/// a request that expired with a restart a 409: its call is gone, so no decision can apply.
 fn not_found(e: StoreError) -> ApiError {
     match e {
         StoreError::UnknownApproval(_) | StoreError::UnknownRule(_) => ApiError::NotFound(e.to_string()),
+        StoreError::ApprovalExpired { .. } => ApiError::Conflict(e.to_string()),
         other => other.into(),
     }
 }
