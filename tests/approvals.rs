@@ -509,7 +509,7 @@ async fn a_restart_keeps_one_request_per_call_and_expires_the_ones_no_one_can_co
     assert!(text(&refused.stderr).contains(&why), "{}", text(&refused.stderr));
     let name = store(&p.dir).project.config.name.clone();
     let api = ctl.url(&format!("/api/projects/{name}/approvals/{}/deny", expired.id));
-    let conflict = support::http("POST", &api, &[], Some("{}"));
+    let conflict = tokio::task::block_in_place(|| support::http("POST", &api, &[], Some("{}")));
     assert_eq!(conflict.status, 409, "{}", conflict.body);
     assert!(conflict.json()["error"].as_str().unwrap().contains(&why), "{}", conflict.body);
 
