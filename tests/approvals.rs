@@ -812,3 +812,69 @@ fn an_unattended_run_until_idle_ends_while_a_request_waits_and_the_next_run_cont
     let act = store(&p.dir).store.activation(&waiting[0].activation_id).unwrap().unwrap();
     assert_eq!(act.status, ActivationStatus::Completed);
 }
+
+/// (g) The other call that no one can continue: a turn's calls are announced together, and the
+/// controller dies (kill -9) while the activation runs the one allowed between them. The
+/// restart ends that activation (it was running, so it is recovered, not resumed), and the
+/// request announced for the turn's later call expires with the time of the restart instead of
+/// staying pending for a call that will never run.
+#[test]
+fn a_crash_while_a_turn_runs_expires_the_requests_announced_for_its_later_calls() {
+    let script = r#"
+activations:
+  - agent: writer
+    steps:
+      - call:
+          - {tool: danger.remove, input: {path: a.txt}}
+          - {tool: shell.exec, input: {command: "sleep 120"}}
+          - {tool: danger.remove, input: {path: b.txt}}
+      - say: "Cleaned up."
+"#;
+    let p = project(script);
+    let yaml_path = p.dir.join("suzumio.yaml");
+    let yaml = std::fs::read_to_string(&yaml_path).unwrap();
+    let yaml = yaml
+        .replace("    - core\n", "    - core\n    - shell\n")
+        .replace("writer: {tools: [danger.remove,", "writer: {tools: [shell.exec, danger.remove,");
+    std::fs::write(&yaml_path, yaml).unwrap();
+    let dir = p.dir.to_string_lossy().to_string();
+    say(&p.dir, "writer", "P2", "Clean up.");
+    let mut ctl = run_on_docker(&p.dir);
+    let both = pending(&p.dir, 2, &ctl);
+    let (first, later) = (both[0].clone(), both[1].clone());
+    assert_eq!((&first.input["path"], &later.input["path"]), (&json!("a.txt"), &json!("b.txt")));
+    cli(&p.dir, &["approvals", "allow", &dir, &first.id]);
+    wait_for("the sleep between the two removals", Some(&ctl), || {
+        let calls = store(&p.dir).store.activation_tool_calls(&first.activation_id).unwrap();
+        calls
+            .iter()
+            .any(|c| c.tool == "shell.exec" && c.status == suzumio::store::ToolCallStatus::Running)
+            .then_some(())
+    });
+    ctl.child.kill().unwrap();
+    ctl.child.wait().unwrap();
+    drop(ctl);
+
+    let ctl = run_on_docker(&p.dir);
+    let expired = wait_for("the later call's request to expire", Some(&ctl), || {
+        store(&p.dir).store.approval(&later.id).unwrap().filter(|r| r.status == ApprovalStatus::Expired)
+    });
+    let at = suzumio::clock::iso(expired.resolved_at.unwrap());
+    let ended = store(&p.dir).store.activation(&first.activation_id).unwrap().unwrap();
+    assert_eq!((ended.status, ended.error.as_deref()), (ActivationStatus::Failed, Some("controller restarted")));
+    let refused = suzumio(&p.dir, &["approvals", "deny", &dir, &later.id]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    let why =
+        format!("request {} expired: the call it asked for ended with the controller's restart at {at}", later.id);
+    assert!(text(&refused.stderr).contains(&why), "{}", text(&refused.stderr));
+    // The turn's signal goes back to pending (work is at least once), so a new activation may
+    // ask again for its own calls; the ended activation's requests are the two it had.
+    let all = store(&p.dir).store.approvals(false, 10).unwrap();
+    let of_the_first = all.iter().filter(|r| r.activation_id == first.activation_id);
+    assert_eq!(
+        of_the_first.map(|r| (r.id.as_str(), r.status)).collect::<Vec<_>>(),
+        [(first.id.as_str(), ApprovalStatus::Allowed), (later.id.as_str(), ApprovalStatus::Expired)]
+    );
+    assert_eq!(runs(&p.dir), (1, vec![json!("a.txt")]));
+    assert_eq!(ctl.stop(), Some(0));
+}
