@@ -629,6 +629,7 @@ async fn a_request_nobody_decides_is_denied_at_its_deadline_also_when_adopted_af
                 agent_id: "writer",
                 activation_id: &act,
                 call_id: &call_id,
+                call_key: None,
                 tool: "danger.remove",
                 input: &input,
                 decision: &decision,
@@ -675,6 +676,7 @@ async fn on_ask_deny_refuses_at_once_with_a_reason_the_model_can_act_on() {
         agent_id: "writer",
         activation_id: &act.id,
         call_id: &call_id,
+        call_key: None,
         tool: "danger.remove",
         input: &input,
         decision: &decision,
@@ -876,5 +878,46 @@ activations:
         [(first.id.as_str(), ApprovalStatus::Allowed), (later.id.as_str(), ApprovalStatus::Expired)]
     );
     assert_eq!(runs(&p.dir), (1, vec![json!("a.txt")]));
+    assert_eq!(ctl.stop(), Some(0));
+}
+
+/// (g) Requests are keyed by the call, not by what it asks: two identical calls of one turn
+/// get a request each, and after kill -9 the resumed activation finds both again (no third);
+/// each allow runs its own call once.
+#[test]
+fn identical_calls_of_one_turn_keep_a_request_each_across_a_restart() {
+    let script = r#"
+activations:
+  - agent: writer
+    steps:
+      - call:
+          - {tool: danger.remove, input: {path: same.txt}}
+          - {tool: danger.remove, input: {path: same.txt}}
+      - say: "Cleaned up."
+"#;
+    let p = project(script);
+    let dir = p.dir.to_string_lossy().to_string();
+    say(&p.dir, "writer", "P2", "Clean up.");
+    let mut ctl = run_on_docker(&p.dir);
+    let both = pending(&p.dir, 2, &ctl);
+    let act = both[0].activation_id.clone();
+    assert_ne!(both[0].call_key, both[1].call_key, "{both:?}");
+    wait_for("waiting_approval", Some(&ctl), || {
+        (store(&p.dir).store.activation(&act).unwrap().unwrap().status == ActivationStatus::WaitingApproval)
+            .then_some(())
+    });
+    ctl.child.kill().unwrap();
+    ctl.child.wait().unwrap();
+    drop(ctl);
+
+    let ctl = run_on_docker(&p.dir);
+    cli(&p.dir, &["approvals", "allow", &dir, &both[0].id]);
+    wait_for("the first call to run", Some(&ctl), || (runs(&p.dir).0 == 1).then_some(()));
+    cli(&p.dir, &["approvals", "allow", &dir, &both[1].id]);
+    let ended = activation_ended(&p.dir, &act, &ctl);
+    assert_eq!((ended.status, ended.text.as_deref()), (ActivationStatus::Completed, Some("Cleaned up.")));
+    assert_eq!(runs(&p.dir), (2, vec![json!("same.txt"), json!("same.txt")]));
+    let all = store(&p.dir).store.approvals(false, 10).unwrap();
+    assert_eq!(all.iter().map(|r| &r.id).collect::<Vec<_>>(), [&both[0].id, &both[1].id], "no request asked again");
     assert_eq!(ctl.stop(), Some(0));
 }

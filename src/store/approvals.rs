@@ -93,6 +93,9 @@ pub struct ApprovalRecord {
     pub remember: Option<String>,
     #[serde(with = "crate::clock::iso_serde::option")]
     pub consumed_at: Option<DateTime<Utc>>,
+    /// The call of a model turn it asks for (the model's tool-call id); none for a call from
+    /// the CLI, an MCP client or the WebUI, which no one replays.
+    pub call_key: Option<String>,
 }
 
 impl ApprovalRecord {
@@ -110,6 +113,8 @@ pub struct NewApproval<'a> {
     pub agent_id: &'a str,
     pub activation_id: &'a str,
     pub tool_call_id: Option<&'a str>,
+    /// The model's id of the call in its turn (see [`ApprovalRecord::call_key`]).
+    pub call_key: Option<&'a str>,
     pub tool: &'a str,
     pub input: &'a Value,
     /// `{behavior, source, reason, risk}` of the decision that asked.
@@ -163,19 +168,28 @@ impl RememberedRule {
 }
 
 const APPROVAL_COLUMNS: &str = "id, agent_id, activation_id, tool_call_id, tool, input_json, decision_json, status, \
-     created_at, expires_at, resolved_at, resolved_by, feedback, resolution_reason, remember, consumed_at";
+     created_at, expires_at, resolved_at, resolved_by, feedback, resolution_reason, remember, consumed_at, call_key";
 
 const RULE_COLUMNS: &str = "id, tool, decision, scope, agent_id, activation_id, created_by, created_at, request_id";
 
 impl Store {
-    /// Record a pending request (and the `ask` decision that made it).
+    /// Record a pending request (and the `ask` decision that made it). A call of a model turn
+    /// has one pending request at most: one it had before with another input (a hook that
+    /// changes the input differently on the resume) is cancelled in the same transaction.
     pub fn request_approval(&self, new: NewApproval<'_>) -> Result<ApprovalRecord, StoreError> {
         self.write(|w| {
             let id = new_id("apr");
+            if let Some(key) = new.call_key {
+                let superseded = format!("superseded by {id}: the same call asked again with another input");
+                let filter = "consumed_at IS NULL AND activation_id = ?1 AND call_key = ?2";
+                for old in pending_of2(w.tx, filter, new.activation_id, key)? {
+                    w.decide_approval(&old, ApprovalStatus::Cancelled, "controller", None, Some(&superseded), None)?;
+                }
+            }
             w.tx.execute(
                 "INSERT INTO approval_requests (id, agent_id, activation_id, tool_call_id, tool, input_json,
-                     decision_json, status, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9)",
+                     decision_json, status, created_at, expires_at, call_key)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9, ?10)",
                 params![
                     id,
                     new.agent_id,
@@ -185,7 +199,8 @@ impl Store {
                     new.input.to_string(),
                     new.decision.to_string(),
                     w.now,
-                    new.expires_at.as_str()
+                    new.expires_at.as_str(),
+                    new.call_key
                 ],
             )?;
             let text = |key: &str| new.decision.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
@@ -231,10 +246,13 @@ impl Store {
     }
 
     /// The oldest request of `activation` for this exact call (tool and input) whose answer has
-    /// not gone back to the model yet: asked before a restart, or announced with its turn.
+    /// not gone back to the model yet: asked before a restart, or announced with its turn. A
+    /// call of a model turn (`call_key`, the model's id of the call) takes its own request, or
+    /// one made without a key (before keys were recorded); a call without a key, one without.
     pub fn adoptable_approval(
         &self,
         activation_id: &str,
+        call_key: Option<&str>,
         tool: &str,
         input: &Value,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
@@ -245,9 +263,10 @@ impl Store {
                         "SELECT {APPROVAL_COLUMNS} FROM approval_requests
                          WHERE activation_id = ?1 AND tool = ?2 AND input_json = ?3 AND consumed_at IS NULL
                            AND status NOT IN ('cancelled', 'expired')
-                         ORDER BY created_at, id LIMIT 1"
+                           AND (call_key IS NULL OR call_key = ?4)
+                         ORDER BY call_key IS NULL, created_at, id LIMIT 1"
                     ),
-                    params![activation_id, tool, input.to_string()],
+                    params![activation_id, tool, input.to_string(), call_key],
                     approval_from_row,
                 )
                 .optional()?)
@@ -509,6 +528,15 @@ impl WriteTx<'_> {
     }
 }
 
+/// Pending requests matching `filter` (parameters `?1` and `?2`), oldest first.
+fn pending_of2(conn: &Connection, filter: &str, one: &str, two: &str) -> Result<Vec<ApprovalRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM approval_requests WHERE status = 'pending' AND {filter} ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map([one, two], approval_from_row)?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
 /// Pending requests matching `filter` (one `?1` parameter), oldest first.
 fn pending_of(conn: &Connection, filter: &str, value: &str) -> Result<Vec<ApprovalRecord>, StoreError> {
     let mut stmt = conn.prepare_cached(&format!(
@@ -550,6 +578,7 @@ fn approval_from_row(r: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
         resolution_reason: r.get(13)?,
         remember: r.get(14)?,
         consumed_at: opt_time_column(r, 15)?,
+        call_key: r.get(16)?,
     })
 }
 

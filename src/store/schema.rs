@@ -231,6 +231,12 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX activations_by_start ON activations(started_at);
     CREATE INDEX signals_by_delivered_activation ON signals(delivered_activation_id);
     "#,
+    // 10 (branch q-approvals): the call an approval request asks for, as the model named it in
+    // its turn (its tool-call id), so a resumed activation finds the request of each call and
+    // asks at most once per call, identical calls of one turn included.
+    r#"
+    ALTER TABLE approval_requests ADD COLUMN call_key TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.
