@@ -6,7 +6,10 @@
 //! that call and nothing else. Resolving is one transaction that only a pending request passes:
 //! the CLI, the API and the timeout can race, and exactly one of them decides. `consumed_at`
 //! marks the request whose answer went back to the model: an activation resumed after a restart
-//! adopts its unconsumed requests instead of asking again, and never runs a consumed one twice.
+//! adopts its unconsumed requests instead of asking again (each by its call: the model's id of
+//! the call, `call_key`, with its tool and input), and never runs a consumed one twice. A request
+//! whose call no one can continue after a restart is `expired` with the time of that restart,
+//! and refused if someone tries to decide it.
 //! This module records; it does not decide (that is `permissions`) and runs no tool.
 
 use std::str::FromStr;
