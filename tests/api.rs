@@ -580,3 +580,104 @@ fn a_port_in_use_fails_before_anything_changes() {
     let status = support::suzumio(&project.dir, &["status", &dir]);
     assert!(support::text(&status.stdout).contains("initialized"), "{}", support::text(&status.stdout));
 }
+
+/// (h) Every list route agrees on cursors: lists paged back in time take `before=<id>` (an
+/// opaque id of that list), the events and the stream `after=<event id>`, and the other lists
+/// none. A malformed cursor, an unknown one (well formed, naming no row), or the other
+/// direction's is a 400 naming the parameter and its value — never silently ignored — and a
+/// valid cursor still pages.
+#[test]
+fn every_list_route_refuses_malformed_unknown_and_unsupported_cursors() {
+    let project = TempProject::copy_of("review");
+    let dir = project.dir.to_str().unwrap().to_string();
+    for i in 0..2 {
+        let input = format!(r#"{{"recipient": "reviewer", "body": "call {i}"}}"#);
+        let out = support::suzumio(&project.dir, &["tool", "call", &dir, "--agent", "pm", "messages.send", &input]);
+        assert_eq!(out.status.code(), Some(0), "{}", support::text(&out.stderr));
+    }
+    let c = Controller::start(&project.dir, &["--paused"]);
+    for i in 0..2 {
+        post(&c, &format!("{P}/messages"), &format!(r#"{{"recipient": "pm", "body": "m{i}"}}"#));
+    }
+    let refused = |url: &str, needles: &[&str]| {
+        let r = get(&c, url);
+        assert_eq!(r.status, 400, "{url}: {}", r.body);
+        let error = r.json()["error"].as_str().unwrap().to_string();
+        for needle in needles {
+            assert!(error.contains(needle), "{url}: {needle:?} not in {error:?}");
+        }
+    };
+
+    // Paged back in time, by an id of the list.
+    for (route, prefix) in [
+        (format!("{P}/messages"), "msg"),
+        (format!("{P}/signals"), "sig"),
+        (format!("{P}/tool-calls"), "tc"),
+        (format!("{P}/activations"), "act"),
+        (format!("{P}/agents/pm/history"), "his"),
+    ] {
+        let first = get(&c, &format!("{route}?limit=1"));
+        assert_eq!(first.status, 200, "{route}: {}", first.body);
+        let first = first.json();
+        // A row of the list, to prove that `after` is refused even when it names one.
+        let known = first["items"][0]["id"].as_str().map_or(format!("{prefix}_0000"), str::to_string);
+        let unknown = format!("{prefix}_0190a0a0a0a07000800000000000dead");
+        refused(&format!("{route}?before=zzz"), &["malformed cursor before=zzz", &format!("{prefix}_")]);
+        refused(&format!("{route}?before=sig-1%20or%201"), &["malformed cursor before=sig-1 or 1"]);
+        refused(&format!("{route}?before={unknown}"), &[&format!("unknown cursor before={unknown}")]);
+        refused(&format!("{route}?after=zzz"), &["unsupported cursor after=zzz", "before=<next>"]);
+        refused(&format!("{route}?after={unknown}"), &[&format!("unsupported cursor after={unknown}")]);
+        refused(&format!("{route}?after={known}"), &[&format!("unsupported cursor after={known}")]);
+        // A valid cursor pages: the page before the first one starts right after it.
+        if let Some(next) = first["next"].as_str() {
+            let second = get(&c, &format!("{route}?limit=1&before={next}"));
+            assert_eq!(second.status, 200, "{route}: {}", second.body);
+            let second = second.json();
+            assert_ne!(second["items"][0]["id"], first["items"][0]["id"], "{route}: {second}");
+            let whole = get(&c, &format!("{route}?limit=500")).json();
+            assert_eq!(whole["items"][1]["id"], second["items"][0]["id"], "{route}: {whole}");
+        } else {
+            assert_eq!(prefix, "his", "{route} has several rows, so a page of one has a next: {first}");
+        }
+    }
+
+    // Paged forward, by event id; the stream resumes the same way.
+    let newest = get(&c, &format!("{P}/events?limit=999")).json()["items"]
+        .as_array()
+        .unwrap()
+        .last()
+        .map(|e| e["id"].as_i64().unwrap())
+        .unwrap();
+    let past = newest + 1000;
+    for route in [format!("{P}/events"), format!("{P}/stream")] {
+        refused(&format!("{route}?after=zzz"), &["malformed cursor after=zzz", "whole numbers"]);
+        refused(&format!("{route}?after=-3"), &["malformed cursor after=-3"]);
+        refused(&format!("{route}?after={past}"), &[&format!("unknown cursor after={past}"), "the newest event is"]);
+        refused(&format!("{route}?before=zzz"), &["unsupported cursor before=zzz", "after=<next>"]);
+        refused(&format!("{route}?before=1"), &["unsupported cursor before=1"]);
+    }
+    let first = get(&c, &format!("{P}/events?limit=2&after=0")).json();
+    let next = first["next"].as_str().unwrap();
+    let second = get(&c, &format!("{P}/events?limit=2&after={next}"));
+    assert_eq!(second.status, 200, "{}", second.body);
+    let third_id = second.json()["items"][0]["id"].as_i64().unwrap();
+    assert_eq!(third_id, next.parse::<i64>().unwrap() + 1);
+    assert_eq!(get(&c, &format!("{P}/events?after={newest}")).json()["items"], json!([]));
+
+    // Not paged at all: both cursors are refused.
+    for route in [
+        "/api/projects".to_string(),
+        format!("{P}/agents"),
+        format!("{P}/agents/pm/commands"),
+        format!("{P}/approvals"),
+        format!("{P}/approvals?all=true"),
+        format!("{P}/permissions/rules"),
+        format!("{P}/audit"),
+    ] {
+        let sep = if route.contains('?') { '&' } else { '?' };
+        assert_eq!(get(&c, &route).status, 200, "{route}");
+        for cursor in ["before=zzz", "after=zzz", "before=apr_0190a0a0a0a07000800000000000dead", "after=7"] {
+            refused(&format!("{route}{sep}{cursor}"), &[&format!("unsupported cursor {cursor}"), "not paged"]);
+        }
+    }
+}

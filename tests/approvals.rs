@@ -442,8 +442,96 @@ fn suzumio_tool_call_waits_for_approval_too_and_a_stopped_one_is_ended_by_the_ne
         (ended.status, ended.error.as_deref()),
         (ActivationStatus::Cancelled, Some("its caller stopped while it waited for approval"))
     );
-    assert_eq!(store(&p.dir).store.approval(&request.id).unwrap().unwrap().status, ApprovalStatus::Cancelled);
+    let expired = store(&p.dir).store.approval(&request.id).unwrap().unwrap();
+    assert_eq!(expired.status, ApprovalStatus::Expired, "{expired:?}");
     assert_eq!(runs(&p.dir).0, 0);
+}
+
+/// (g) A restart keeps one request per call. `writer`'s call belongs to a model loop, which
+/// the next controller resumes: its request stays pending, is the one allowed, and the call runs
+/// once. `pm`'s call came from `suzumio tool call`, which has no loop to resume: it ended with
+/// the controller (kill -9, its caller gone with it), so its request is `expired` with the time
+/// of the restart, and the CLI, the API and the WebUI refuse to decide it and say why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_keeps_one_request_per_call_and_expires_the_ones_no_one_can_continue() {
+    let p = project(REMOVE_THEN_WAIT);
+    let yaml_path = p.dir.join("suzumio.yaml");
+    let yaml = std::fs::read_to_string(&yaml_path).unwrap();
+    let yaml = yaml.replace("pm: {tools: [messages.send,", "pm: {tools: [danger.remove, messages.send,");
+    std::fs::write(&yaml_path, yaml).unwrap();
+    let dir = p.dir.to_string_lossy().to_string();
+    say(&p.dir, "writer", "P2", "Clean up.");
+    let mut ctl = tokio::task::block_in_place(|| run_on_docker(&p.dir));
+    let writers = tokio::task::block_in_place(|| pending(&p.dir, 1, &ctl)).remove(0);
+    let mut caller = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["tool", "call", &dir, "--agent", "pm", "danger.remove", r#"{"path":"cli.txt"}"#, "--backend", "docker"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let requests = tokio::task::block_in_place(|| pending(&p.dir, 2, &ctl));
+    let cli_request = requests.iter().find(|r| r.agent_id == "pm").unwrap().clone();
+    tokio::task::block_in_place(|| {
+        for act in [&writers.activation_id, &cli_request.activation_id] {
+            wait_for(&format!("{act} waiting_approval"), Some(&ctl), || {
+                (store(&p.dir).store.activation(act).unwrap().unwrap().status == ActivationStatus::WaitingApproval)
+                    .then_some(())
+            });
+        }
+    });
+    ctl.child.kill().unwrap();
+    ctl.child.wait().unwrap();
+    drop(ctl);
+    // The call's own process goes too (whichever process held it, it ended with the stop).
+    let _ = caller.kill();
+    caller.wait().unwrap();
+
+    let ctl = tokio::task::block_in_place(|| run_on_docker(&p.dir));
+    let expired = tokio::task::block_in_place(|| {
+        wait_for("pm's request to expire", Some(&ctl), || {
+            store(&p.dir).store.approval(&cli_request.id).unwrap().filter(|r| r.status == ApprovalStatus::Expired)
+        })
+    });
+    let at = suzumio::clock::iso(expired.resolved_at.expect("an expired request has the time of the restart"));
+    let why =
+        format!("request {} expired: the call it asked for ended with the controller's restart at {at}", expired.id);
+    assert_eq!(
+        expired.resolution_reason.as_deref(),
+        Some(format!("the call it asked for ended with the controller's restart at {at}").as_str())
+    );
+    let all = store(&p.dir).store.approvals(false, 10).unwrap();
+    assert_eq!(all.len(), 2, "one request per call, none asked again: {all:?}");
+    let still = all.iter().find(|r| r.id == writers.id).unwrap();
+    assert_eq!(still.status, ApprovalStatus::Pending, "the resumed loop waits on its own request: {still:?}");
+
+    let refused = suzumio(&p.dir, &["approvals", "allow", &dir, &expired.id]);
+    assert_eq!(refused.status.code(), Some(2), "{}{}", text(&refused.stdout), text(&refused.stderr));
+    assert!(text(&refused.stderr).contains(&why), "{}", text(&refused.stderr));
+    let name = store(&p.dir).project.config.name.clone();
+    let api = ctl.url(&format!("/api/projects/{name}/approvals/{}/deny", expired.id));
+    let conflict = tokio::task::block_in_place(|| support::http("POST", &api, &[], Some("{}")));
+    assert_eq!(conflict.status, 409, "{}", conflict.body);
+    assert!(conflict.json()["error"].as_str().unwrap().contains(&why), "{}", conflict.body);
+
+    let b = webdriver::Browser::start().await.unwrap_or_else(|e| panic!("the browser tests need Chromium: {e}"));
+    let shown = async {
+        b.goto(&ctl.url("/#/approvals")).await?;
+        b.wait_for_text(&format!(r#"article[data-approval="{}"]"#, writers.id), "danger.remove").await?;
+        let (_, line) = b.wait_for_text_of(&format!(r#"[data-decided="{}"]"#, expired.id), "expired").await?;
+        webdriver::Result::Ok(line)
+    }
+    .await;
+    let line = shown.unwrap_or_else(|e| panic!("{e}\ncontroller:\n{}", ctl.stderr()));
+    assert!(line.contains("ended with the controller's restart at"), "{line}");
+
+    tokio::task::block_in_place(|| {
+        cli(&p.dir, &["approvals", "allow", &dir, &writers.id]);
+        let ended = activation_ended(&p.dir, &writers.activation_id, &ctl);
+        assert_eq!((ended.status, ended.text.as_deref()), (ActivationStatus::Completed, Some("Cleaned up.")));
+    });
+    assert_eq!(runs(&p.dir), (1, vec![json!("old.txt")]), "the resumed call ran once, the expired one never");
+    assert_eq!(store(&p.dir).store.approvals(false, 10).unwrap().len(), 2);
+    assert_eq!(tokio::task::block_in_place(|| ctl.stop()), Some(0));
 }
 
 #[test]
@@ -541,6 +629,7 @@ async fn a_request_nobody_decides_is_denied_at_its_deadline_also_when_adopted_af
                 agent_id: "writer",
                 activation_id: &act,
                 call_id: &call_id,
+                call_key: None,
                 tool: "danger.remove",
                 input: &input,
                 decision: &decision,
@@ -587,6 +676,7 @@ async fn on_ask_deny_refuses_at_once_with_a_reason_the_model_can_act_on() {
         agent_id: "writer",
         activation_id: &act.id,
         call_id: &call_id,
+        call_key: None,
         tool: "danger.remove",
         input: &input,
         decision: &decision,
@@ -723,4 +813,111 @@ fn an_unattended_run_until_idle_ends_while_a_request_waits_and_the_next_run_cont
     assert_eq!(runs(&p.dir), (1, vec![json!("old.txt")]), "allowed once, run once");
     let act = store(&p.dir).store.activation(&waiting[0].activation_id).unwrap().unwrap();
     assert_eq!(act.status, ActivationStatus::Completed);
+}
+
+/// (g) The other call that no one can continue: a turn's calls are announced together, and the
+/// controller dies (kill -9) while the activation runs the one allowed between them. The
+/// restart ends that activation (it was running, so it is recovered, not resumed), and the
+/// request announced for the turn's later call expires with the time of the restart instead of
+/// staying pending for a call that will never run.
+#[test]
+fn a_crash_while_a_turn_runs_expires_the_requests_announced_for_its_later_calls() {
+    let script = r#"
+activations:
+  - agent: writer
+    steps:
+      - call:
+          - {tool: danger.remove, input: {path: a.txt}}
+          - {tool: shell.exec, input: {command: "sleep 120"}}
+          - {tool: danger.remove, input: {path: b.txt}}
+      - say: "Cleaned up."
+"#;
+    let p = project(script);
+    let yaml_path = p.dir.join("suzumio.yaml");
+    let yaml = std::fs::read_to_string(&yaml_path).unwrap();
+    let yaml = yaml
+        .replace("    - core\n", "    - core\n    - shell\n")
+        .replace("writer: {tools: [danger.remove,", "writer: {tools: [shell.exec, danger.remove,");
+    std::fs::write(&yaml_path, yaml).unwrap();
+    let dir = p.dir.to_string_lossy().to_string();
+    say(&p.dir, "writer", "P2", "Clean up.");
+    let mut ctl = run_on_docker(&p.dir);
+    let both = pending(&p.dir, 2, &ctl);
+    let (first, later) = (both[0].clone(), both[1].clone());
+    assert_eq!((&first.input["path"], &later.input["path"]), (&json!("a.txt"), &json!("b.txt")));
+    cli(&p.dir, &["approvals", "allow", &dir, &first.id]);
+    wait_for("the sleep between the two removals", Some(&ctl), || {
+        let calls = store(&p.dir).store.activation_tool_calls(&first.activation_id).unwrap();
+        calls
+            .iter()
+            .any(|c| c.tool == "shell.exec" && c.status == suzumio::store::ToolCallStatus::Running)
+            .then_some(())
+    });
+    ctl.child.kill().unwrap();
+    ctl.child.wait().unwrap();
+    drop(ctl);
+
+    let ctl = run_on_docker(&p.dir);
+    let expired = wait_for("the later call's request to expire", Some(&ctl), || {
+        store(&p.dir).store.approval(&later.id).unwrap().filter(|r| r.status == ApprovalStatus::Expired)
+    });
+    let at = suzumio::clock::iso(expired.resolved_at.unwrap());
+    let ended = store(&p.dir).store.activation(&first.activation_id).unwrap().unwrap();
+    assert_eq!((ended.status, ended.error.as_deref()), (ActivationStatus::Failed, Some("controller restarted")));
+    let refused = suzumio(&p.dir, &["approvals", "deny", &dir, &later.id]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    let why =
+        format!("request {} expired: the call it asked for ended with the controller's restart at {at}", later.id);
+    assert!(text(&refused.stderr).contains(&why), "{}", text(&refused.stderr));
+    // The turn's signal goes back to pending (work is at least once), so a new activation may
+    // ask again for its own calls; the ended activation's requests are the two it had.
+    let all = store(&p.dir).store.approvals(false, 10).unwrap();
+    let of_the_first = all.iter().filter(|r| r.activation_id == first.activation_id);
+    assert_eq!(
+        of_the_first.map(|r| (r.id.as_str(), r.status)).collect::<Vec<_>>(),
+        [(first.id.as_str(), ApprovalStatus::Allowed), (later.id.as_str(), ApprovalStatus::Expired)]
+    );
+    assert_eq!(runs(&p.dir), (1, vec![json!("a.txt")]));
+    assert_eq!(ctl.stop(), Some(0));
+}
+
+/// (g) Requests are keyed by the call, not by what it asks: two identical calls of one turn
+/// get a request each, and after kill -9 the resumed activation finds both again (no third);
+/// each allow runs its own call once.
+#[test]
+fn identical_calls_of_one_turn_keep_a_request_each_across_a_restart() {
+    let script = r#"
+activations:
+  - agent: writer
+    steps:
+      - call:
+          - {tool: danger.remove, input: {path: same.txt}}
+          - {tool: danger.remove, input: {path: same.txt}}
+      - say: "Cleaned up."
+"#;
+    let p = project(script);
+    let dir = p.dir.to_string_lossy().to_string();
+    say(&p.dir, "writer", "P2", "Clean up.");
+    let mut ctl = run_on_docker(&p.dir);
+    let both = pending(&p.dir, 2, &ctl);
+    let act = both[0].activation_id.clone();
+    assert_ne!(both[0].call_key, both[1].call_key, "{both:?}");
+    wait_for("waiting_approval", Some(&ctl), || {
+        (store(&p.dir).store.activation(&act).unwrap().unwrap().status == ActivationStatus::WaitingApproval)
+            .then_some(())
+    });
+    ctl.child.kill().unwrap();
+    ctl.child.wait().unwrap();
+    drop(ctl);
+
+    let ctl = run_on_docker(&p.dir);
+    cli(&p.dir, &["approvals", "allow", &dir, &both[0].id]);
+    wait_for("the first call to run", Some(&ctl), || (runs(&p.dir).0 == 1).then_some(()));
+    cli(&p.dir, &["approvals", "allow", &dir, &both[1].id]);
+    let ended = activation_ended(&p.dir, &act, &ctl);
+    assert_eq!((ended.status, ended.text.as_deref()), (ActivationStatus::Completed, Some("Cleaned up.")));
+    assert_eq!(runs(&p.dir), (2, vec![json!("same.txt"), json!("same.txt")]));
+    let all = store(&p.dir).store.approvals(false, 10).unwrap();
+    assert_eq!(all.iter().map(|r| &r.id).collect::<Vec<_>>(), [&both[0].id, &both[1].id], "no request asked again");
+    assert_eq!(ctl.stop(), Some(0));
 }

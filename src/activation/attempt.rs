@@ -17,7 +17,7 @@ use super::prompt;
 use super::providers::{ChatMessage, ModelProvider, ModelRequest, ResolvedModel, ToolCall, Usage};
 use super::run::{Activations, Ending};
 use super::tool_list::ToolList;
-use crate::calls::execute_tool;
+use crate::calls::execute_model_call;
 use crate::config::AgentConfig;
 use crate::store::{ActivationRecord, HistoryEntry, RecordedCall, RecordedUsage, ToolImage};
 use crate::support::ToolOutput;
@@ -215,10 +215,10 @@ impl Attempt<'_> {
             .iter()
             .map(|call| self.names.iter().find(|(_, safe)| *safe == call.name).map(|(real, _)| real.clone()))
             .collect();
-        let announced: Vec<(String, Value)> = calls
+        let announced: Vec<(String, String, Value)> = calls
             .iter()
             .zip(&real_names)
-            .filter_map(|(call, real)| Some((real.clone()?, call.arguments.clone())))
+            .filter_map(|(call, real)| Some((call.id.clone(), real.clone()?, call.arguments.clone())))
             .collect();
         crate::calls::announce_turn(&self.owner.tools, self.agent, &self.activation.id, &announced);
         let mut ended: Option<String> = None;
@@ -236,7 +236,7 @@ impl Attempt<'_> {
                 (Some(_), Some(why)) => (why, true, false, Vec::new()),
                 (Some(real), None) => {
                     let outcome = tokio::select! {
-                        r = self.tool_call(&real, call.arguments.clone()) => r,
+                        r = self.tool_call(&call.id, &real, call.arguments.clone()) => r,
                         _ = cancel.changed() => {
                             self.owner.runner.cancel(&self.agent.id, &self.activation.id);
                             return Err(AttemptEnd::Done(Ending::Cancelled));
@@ -353,9 +353,11 @@ impl Attempt<'_> {
         conversation.compacted(start, &summary, kept_prompt.as_deref(), &row);
         true
     }
-    async fn tool_call(&self, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
-        execute_tool(&self.owner.tools, self.owner.runner.as_ref(), &self.agent.id, &self.activation.id, tool, input)
-            .await
+    /// One call of the turn, named by the model's id of it (`key`): the name its approval
+    /// request is found by again when a restart resumes the activation.
+    async fn tool_call(&self, key: &str, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
+        let (host, runner) = (&self.owner.tools, self.owner.runner.as_ref());
+        execute_model_call(host, runner, &self.agent.id, &self.activation.id, key, tool, input).await
     }
 
     /// Append to the agent's history and return the row's id; the error says what could not be

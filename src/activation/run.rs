@@ -169,8 +169,10 @@ impl Activations {
                 tracing::error!(activation = %activation.id, "resuming a parked activation: {e}");
                 continue;
             }
-            // Parked by a caller without a model loop (`suzumio tool call` that was stopped):
-            // nothing to continue, so it ends, its requests with it.
+            // Parked by a caller without a model loop (`suzumio tool call`, an MCP client): the
+            // call ended with its process, nothing can continue it, so it ends and its requests
+            // expire (deciding one now would run nothing). A model loop's parked call is
+            // continued below instead, and adopts its request: one request per call.
             let turns = self
                 .tools
                 .store
@@ -178,7 +180,7 @@ impl Activations {
                 .map(|h| h.iter().any(|r| matches!(r.entry, HistoryEntry::AssistantOutput { .. })));
             if let Ok(false) = turns {
                 let reason = "its caller stopped while it waited for approval";
-                if let Err(e) = self.tools.store.interrupt_activation(&activation.id, reason) {
+                if let Err(e) = self.tools.store.end_orphaned_parked(&activation.id, reason) {
                     tracing::error!(activation = %activation.id, "ending a parked activation: {e}");
                 }
                 continue;

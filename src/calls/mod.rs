@@ -46,12 +46,39 @@ pub use crate::support::runner_tools::{NoRunner, RunnerFuture, RunnerTools};
 use crate::toolpack::output::ToolOutput;
 use crate::toolpack::{INVALID_JSON_KEY, ToolDefinition, ToolError};
 
-/// One tool call of an agent's activation through the whole pipeline (see the module header).
+/// One tool call of an agent's activation through the whole pipeline (see the module header),
+/// from a caller that does not replay it (the CLI, an MCP client, the WebUI).
 pub async fn execute_tool(
     host: &ToolHost,
     runner: &dyn RunnerTools,
     agent_id: &str,
     activation_id: &str,
+    tool: &str,
+    input: Value,
+) -> Result<ToolOutput, ToolError> {
+    execute(host, runner, (agent_id, activation_id), None, tool, input).await
+}
+
+/// A call of a model turn: [`execute_tool`], with the model's id of the call (`call_key`), so
+/// that an approval it asks for is this call's own, found again when a restart resumes the
+/// activation and makes the call again.
+pub async fn execute_model_call(
+    host: &ToolHost,
+    runner: &dyn RunnerTools,
+    agent_id: &str,
+    activation_id: &str,
+    call_key: &str,
+    tool: &str,
+    input: Value,
+) -> Result<ToolOutput, ToolError> {
+    execute(host, runner, (agent_id, activation_id), Some(call_key), tool, input).await
+}
+
+async fn execute(
+    host: &ToolHost,
+    runner: &dyn RunnerTools,
+    (agent_id, activation_id): (&str, &str),
+    call_key: Option<&str>,
     tool: &str,
     input: Value,
 ) -> Result<ToolOutput, ToolError> {
@@ -79,7 +106,7 @@ pub async fn execute_tool(
     let result = match invalid {
         Some(problem) => Err(problem),
         None => {
-            let call = CallRef { agent, def, tool, call_id: &call_id };
+            let call = CallRef { agent, def, tool, call_id: &call_id, call_key };
             decide_and_run(host, &project, runner, &caller, call, input).await
         }
     };
@@ -102,7 +129,8 @@ pub async fn execute_tool(
 
 /// Before the calls of one model turn run: the calls that will be asked get their requests
 /// together (`permissions::approvals::announce_turn`), so they can be decided one by one or at once.
-pub fn announce_turn(host: &ToolHost, agent: &AgentConfig, activation_id: &str, calls: &[(String, Value)]) {
+/// Each call is `(the model's id of it, tool, input)`.
+pub fn announce_turn(host: &ToolHost, agent: &AgentConfig, activation_id: &str, calls: &[(String, String, Value)]) {
     let project = host.project.snapshot();
     approvals::announce_turn(approvals_of(host, &project), agent, activation_id, calls);
 }
@@ -144,6 +172,7 @@ struct CallRef<'a> {
     def: &'a ToolDefinition,
     tool: &'a str,
     call_id: &'a str,
+    call_key: Option<&'a str>,
 }
 
 /// From the before-hooks to the after-hooks: the hooks' verdicts and changed input, the
@@ -157,7 +186,7 @@ async fn decide_and_run(
     call: CallRef<'_>,
     mut input: Value,
 ) -> Result<ToolOutput, ToolError> {
-    let CallRef { agent, def, tool, call_id } = call;
+    let CallRef { agent, def, tool, call_id, call_key } = call;
     let (agent_id, activation_id) = (caller.agent_id.as_str(), caller.activation_id.as_str());
     let hook_packs = hooks::packs_for(project, tool);
     // Rules beyond `suzumio.yaml` that decide this call: hook verdicts, and the approvals
@@ -200,7 +229,8 @@ async fn decide_and_run(
         arguments: input.clone(),
     });
     let policy = permissions::ask_policy(project, agent);
-    let pending = PendingCall { agent_id, activation_id, call_id, tool, input: &input, decision: &decision, policy };
+    let pending =
+        PendingCall { agent_id, activation_id, call_id, call_key, tool, input: &input, decision: &decision, policy };
     if decision.behavior == Behavior::Deny || decision.source.contains(approvals::REMEMBERED_SOURCE) {
         approvals::record_decision(&host.store, &pending);
     }

@@ -106,9 +106,10 @@ pub fn waiting_line(r: &ApprovalRecord) -> String {
 
 fn not_found(e: StoreError) -> CliError {
     match e {
-        StoreError::UnknownApproval(_) | StoreError::UnknownRule(_) | StoreError::ApprovalResolved { .. } => {
-            CliError::Input(e.to_string())
-        }
+        StoreError::UnknownApproval(_)
+        | StoreError::UnknownRule(_)
+        | StoreError::ApprovalResolved { .. }
+        | StoreError::ApprovalExpired { .. } => CliError::Input(e.to_string()),
         other => other.into(),
     }
 }

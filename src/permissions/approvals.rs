@@ -47,6 +47,9 @@ pub struct PendingCall<'a> {
     pub activation_id: &'a str,
     /// The `tool_calls` row this call was recorded under.
     pub call_id: &'a str,
+    /// The model's id of the call in its turn: what names the call across a restart (the
+    /// resumed activation records a new `tool_calls` row for it). None outside a model loop.
+    pub call_key: Option<&'a str>,
     pub tool: &'a str,
     pub input: &'a Value,
     pub decision: &'a Decision,
@@ -57,10 +60,11 @@ pub struct PendingCall<'a> {
 /// a remembered rule does), `ToolError::Denied` with the reason and feedback on deny or timeout.
 ///
 /// A request this activation already holds for the same call (announced with its turn, or made
-/// before a restart) is adopted instead of asking again.
+/// before a restart: the same call key, tool and input) is adopted instead of asking again, so a
+/// call has one request however often its activation is resumed.
 pub async fn ask(host: Approvals<'_>, call: &PendingCall<'_>) -> Result<(), ToolError> {
     let store = host.store;
-    let request = match store.adoptable_approval(call.activation_id, call.tool, call.input)? {
+    let request = match store.adoptable_approval(call.activation_id, call.call_key, call.tool, call.input)? {
         Some(request) => request,
         None => {
             if let Some(rule) = remembered(store, call.agent_id, call.activation_id, call.tool)? {
@@ -137,9 +141,10 @@ async fn ended_elsewhere() {
 /// Before the calls of one model turn run: every call that will be `ask`ed gets its request
 /// now, so calls of one turn wait together and can be decided one by one or all at once. Calls
 /// that are refused anyway (unknown, not allowed, invalid input) are left to `execute_tool`.
-pub fn announce_turn(host: Approvals<'_>, agent: &AgentConfig, activation_id: &str, calls: &[(String, Value)]) {
+/// Each call is `(call key, tool, input)`, the key being the model's id of the call.
+pub fn announce_turn(host: Approvals<'_>, agent: &AgentConfig, activation_id: &str, calls: &[(String, String, Value)]) {
     let mut asked = Vec::new();
-    for (tool, input) in calls {
+    for (key, tool, input) in calls {
         let Some((_, def)) = host.project.registry.tool(tool) else { continue };
         let input = if input.is_null() { json!({}) } else { input.clone() };
         if !agent.tools.allows(tool)
@@ -150,7 +155,7 @@ pub fn announce_turn(host: Approvals<'_>, agent: &AgentConfig, activation_id: &s
         }
         let decision = super::decide(host.project, &super::Call { agent, tool, def, input: &input });
         if decision.behavior == Behavior::Ask {
-            asked.push((tool, input, decision));
+            asked.push((key, tool, input, decision));
         }
     }
     // One ask alone is made when its call runs.
@@ -161,9 +166,11 @@ pub fn announce_turn(host: Approvals<'_>, agent: &AgentConfig, activation_id: &s
     if policy.on_ask == OnAsk::Deny {
         return;
     }
-    for (tool, input, decision) in &asked {
-        let pending = PendingCall { agent_id: &agent.id, activation_id, call_id: "", tool, input, decision, policy };
-        let known = host.store.adoptable_approval(activation_id, tool, input).map(|r| r.is_some());
+    for (key, tool, input, decision) in &asked {
+        let call_key = Some(key.as_str());
+        let pending =
+            PendingCall { agent_id: &agent.id, activation_id, call_id: "", call_key, tool, input, decision, policy };
+        let known = host.store.adoptable_approval(activation_id, call_key, tool, input).map(|r| r.is_some());
         let rule = remembered(host.store, &agent.id, activation_id, tool).map(|r| r.is_some());
         let made = match (known, rule) {
             (Ok(false), Ok(false)) => {
@@ -266,6 +273,7 @@ fn new_request<'a>(
         agent_id: call.agent_id,
         activation_id: call.activation_id,
         tool_call_id,
+        call_key: call.call_key,
         tool: call.tool,
         input: call.input,
         decision: json!({"behavior": "ask", "source": d.source, "reason": d.reason, "risk": d.risk}),

@@ -6,7 +6,10 @@
 //! that call and nothing else. Resolving is one transaction that only a pending request passes:
 //! the CLI, the API and the timeout can race, and exactly one of them decides. `consumed_at`
 //! marks the request whose answer went back to the model: an activation resumed after a restart
-//! adopts its unconsumed requests instead of asking again, and never runs a consumed one twice.
+//! adopts its unconsumed requests instead of asking again (each by its call: the model's id of
+//! the call, `call_key`, with its tool and input), and never runs a consumed one twice. A request
+//! whose call no one can continue after a restart is `expired` with the time of that restart,
+//! and refused if someone tries to decide it.
 //! This module records; it does not decide (that is `permissions`) and runs no tool.
 
 use std::str::FromStr;
@@ -29,8 +32,20 @@ pub enum ApprovalStatus {
     Pending,
     Allowed,
     Denied,
-    /// Its activation ended first (a P0, a crash recovery, a failure): nothing will run it.
+    /// Its activation ended first (a P0, a failure): nothing will run it.
     Cancelled,
+    /// The call it asked for ended with the controller (a crash or a stop while it waited) and
+    /// nothing can continue it: its caller had no model loop to resume (`suzumio tool call`, an
+    /// MCP client), or its activation was running another call. Deciding it would run nothing.
+    Expired,
+}
+
+/// Who `expire_pending_approvals` records as having ended a request.
+const RESTART_RESOLVER: &str = "controller restart";
+
+/// Why a request expired (its `resolutionReason`, and the text of refusing to decide it).
+pub fn restart_reason(at: &str) -> String {
+    format!("the call it asked for ended with the controller's restart at {at}")
 }
 
 /// How far a remembered decision reaches.
@@ -81,6 +96,9 @@ pub struct ApprovalRecord {
     pub remember: Option<String>,
     #[serde(with = "crate::clock::iso_serde::option")]
     pub consumed_at: Option<DateTime<Utc>>,
+    /// The call of a model turn it asks for (the model's tool-call id); none for a call from
+    /// the CLI, an MCP client or the WebUI, which no one replays.
+    pub call_key: Option<String>,
 }
 
 impl ApprovalRecord {
@@ -98,6 +116,8 @@ pub struct NewApproval<'a> {
     pub agent_id: &'a str,
     pub activation_id: &'a str,
     pub tool_call_id: Option<&'a str>,
+    /// The model's id of the call in its turn (see [`ApprovalRecord::call_key`]).
+    pub call_key: Option<&'a str>,
     pub tool: &'a str,
     pub input: &'a Value,
     /// `{behavior, source, reason, risk}` of the decision that asked.
@@ -151,19 +171,28 @@ impl RememberedRule {
 }
 
 const APPROVAL_COLUMNS: &str = "id, agent_id, activation_id, tool_call_id, tool, input_json, decision_json, status, \
-     created_at, expires_at, resolved_at, resolved_by, feedback, resolution_reason, remember, consumed_at";
+     created_at, expires_at, resolved_at, resolved_by, feedback, resolution_reason, remember, consumed_at, call_key";
 
 const RULE_COLUMNS: &str = "id, tool, decision, scope, agent_id, activation_id, created_by, created_at, request_id";
 
 impl Store {
-    /// Record a pending request (and the `ask` decision that made it).
+    /// Record a pending request (and the `ask` decision that made it). A call of a model turn
+    /// has one pending request at most: one it had before with another input (a hook that
+    /// changes the input differently on the resume) is cancelled in the same transaction.
     pub fn request_approval(&self, new: NewApproval<'_>) -> Result<ApprovalRecord, StoreError> {
         self.write(|w| {
             let id = new_id("apr");
+            if let Some(key) = new.call_key {
+                let superseded = format!("superseded by {id}: the same call asked again with another input");
+                let filter = "consumed_at IS NULL AND activation_id = ?1 AND call_key = ?2";
+                for old in pending_of2(w.tx, filter, new.activation_id, key)? {
+                    w.decide_approval(&old, ApprovalStatus::Cancelled, "controller", None, Some(&superseded), None)?;
+                }
+            }
             w.tx.execute(
                 "INSERT INTO approval_requests (id, agent_id, activation_id, tool_call_id, tool, input_json,
-                     decision_json, status, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9)",
+                     decision_json, status, created_at, expires_at, call_key)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9, ?10)",
                 params![
                     id,
                     new.agent_id,
@@ -173,7 +202,8 @@ impl Store {
                     new.input.to_string(),
                     new.decision.to_string(),
                     w.now,
-                    new.expires_at.as_str()
+                    new.expires_at.as_str(),
+                    new.call_key
                 ],
             )?;
             let text = |key: &str| new.decision.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
@@ -219,10 +249,13 @@ impl Store {
     }
 
     /// The oldest request of `activation` for this exact call (tool and input) whose answer has
-    /// not gone back to the model yet: asked before a restart, or announced with its turn.
+    /// not gone back to the model yet: asked before a restart, or announced with its turn. A
+    /// call of a model turn (`call_key`, the model's id of the call) takes its own request, or
+    /// one made without a key (before keys were recorded); a call without a key, one without.
     pub fn adoptable_approval(
         &self,
         activation_id: &str,
+        call_key: Option<&str>,
         tool: &str,
         input: &Value,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
@@ -232,10 +265,11 @@ impl Store {
                     &format!(
                         "SELECT {APPROVAL_COLUMNS} FROM approval_requests
                          WHERE activation_id = ?1 AND tool = ?2 AND input_json = ?3 AND consumed_at IS NULL
-                           AND status != 'cancelled'
-                         ORDER BY created_at, id LIMIT 1"
+                           AND status NOT IN ('cancelled', 'expired')
+                           AND (call_key IS NULL OR call_key = ?4)
+                         ORDER BY call_key IS NULL, created_at, id LIMIT 1"
                     ),
-                    params![activation_id, tool, input.to_string()],
+                    params![activation_id, tool, input.to_string(), call_key],
                     approval_from_row,
                 )
                 .optional()?)
@@ -284,6 +318,10 @@ impl Store {
     ) -> Result<(Vec<ApprovalRecord>, Option<RememberedRule>), StoreError> {
         self.write(|w| {
             let request = approval_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownApproval(id.to_string()))?;
+            if request.status == ApprovalStatus::Expired {
+                let reason = request.resolution_reason.clone().unwrap_or_else(|| restart_reason("an unknown time"));
+                return Err(StoreError::ApprovalExpired { id: id.to_string(), reason });
+            }
             if request.status != ApprovalStatus::Pending {
                 return Err(StoreError::ApprovalResolved { id: id.to_string(), status: request.status.to_string() });
             }
@@ -444,6 +482,17 @@ impl Store {
 }
 
 impl WriteTx<'_> {
+    /// Pending requests of an activation whose call ended with a previous controller, found by
+    /// this one at its start: `expired`, with the time of this restart. Runs before the
+    /// activation is ended, so `cancel_pending_approvals` finds nothing left to cancel.
+    pub(crate) fn expire_pending_approvals(&mut self, activation_id: &str) -> Result<(), StoreError> {
+        let reason = restart_reason(&self.now);
+        for request in pending_of(self.tx, "activation_id = ?1", activation_id)? {
+            self.decide_approval(&request, ApprovalStatus::Expired, RESTART_RESOLVER, None, Some(&reason), None)?;
+        }
+        Ok(())
+    }
+
     /// Pending requests of an activation that ended are cancelled: nothing will run them.
     pub(crate) fn cancel_pending_approvals(&mut self, activation_id: &str, reason: &str) -> Result<(), StoreError> {
         for request in pending_of(self.tx, "activation_id = ?1", activation_id)? {
@@ -480,6 +529,15 @@ impl WriteTx<'_> {
         })?;
         approval_row(self.tx, &request.id)?.ok_or_else(|| StoreError::UnknownApproval(request.id.clone()))
     }
+}
+
+/// Pending requests matching `filter` (parameters `?1` and `?2`), oldest first.
+fn pending_of2(conn: &Connection, filter: &str, one: &str, two: &str) -> Result<Vec<ApprovalRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM approval_requests WHERE status = 'pending' AND {filter} ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map([one, two], approval_from_row)?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }
 
 /// Pending requests matching `filter` (one `?1` parameter), oldest first.
@@ -523,6 +581,7 @@ fn approval_from_row(r: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
         resolution_reason: r.get(13)?,
         remember: r.get(14)?,
         consumed_at: opt_time_column(r, 15)?,
+        call_key: r.get(16)?,
     })
 }
 

@@ -69,6 +69,12 @@ pub enum StoreError {
     #[error("Approval request {id} is already {status}; only a pending request can be allowed or denied")]
     ApprovalResolved { id: String, status: String },
 
+    /// `reason` says when: "the call it asked for ended with the controller's restart at …".
+    #[error(
+        "request {id} expired: {reason}; deciding it would run nothing, so make the call again if it is still wanted"
+    )]
+    ApprovalExpired { id: String, reason: String },
+
     #[error("Unknown permission rule: {0}")]
     UnknownRule(String),
 

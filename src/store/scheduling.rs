@@ -178,7 +178,9 @@ impl Store {
     /// After a crash: every activation still `running` was interrupted by a dead controller.
     /// Each is marked failed with `reason`, its delivered signals go back to pending (so they
     /// are delivered again: work is at least once), its tool calls still `running` are closed
-    /// as failed with the same reason, and its agent is quiet again. Returns their ids.
+    /// as failed with the same reason, its pending approval requests (announced with the turn
+    /// it was in) are `expired` with the time of this restart, and its agent is quiet again.
+    /// Returns their ids.
     pub fn recover_interrupted(&self, reason: &str) -> Result<Vec<String>, StoreError> {
         self.write(|w| {
             let ids: Vec<(String, String)> = {
@@ -187,6 +189,7 @@ impl Store {
                 rows.collect::<Result<_, _>>()?
             };
             for (id, agent) in &ids {
+                w.expire_pending_approvals(id)?;
                 w.end_interrupted(id, agent, ActivationStatus::Failed, reason)?;
             }
             Ok(ids.into_iter().map(|(id, _)| id).collect())
@@ -207,6 +210,22 @@ impl Store {
                 Some(agent) => w.end_interrupted(id, &agent, ActivationStatus::Cancelled, reason),
                 None => Ok(0),
             }
+        })
+    }
+
+    /// A parked activation of a previous controller that nothing can continue (its caller had
+    /// no model loop: `suzumio tool call`, an MCP client), reopened by `reopen_parked`: ended
+    /// as cancelled with `reason`, and the requests its call waited on are `expired` with the
+    /// time of this restart, in one transaction. 0 when it is no longer running.
+    pub fn end_orphaned_parked(&self, id: &str, reason: &str) -> Result<u64, StoreError> {
+        self.write(|w| {
+            let agent: Option<String> = w
+                .tx
+                .query_row("SELECT agent_id FROM activations WHERE id = ?1 AND status = 'running'", [id], |r| r.get(0))
+                .optional()?;
+            let Some(agent) = agent else { return Ok(0) };
+            w.expire_pending_approvals(id)?;
+            w.end_interrupted(id, &agent, ActivationStatus::Cancelled, reason)
         })
     }
 }

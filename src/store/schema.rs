@@ -251,6 +251,12 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX background_commands_by_agent ON background_commands(agent_id, status, command_id);
     "#,
+    // 11 (branch q-approvals): the call an approval request asks for, as the model named it in
+    // its turn (its tool-call id), so a resumed activation finds the request of each call and
+    // asks at most once per call, identical calls of one turn included.
+    r#"
+    ALTER TABLE approval_requests ADD COLUMN call_key TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

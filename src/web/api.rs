@@ -64,7 +64,8 @@ async fn event_types() -> Json<views::EventTypes> {
     Json(views::EventTypes { types: crate::store::EVENT_TYPES })
 }
 
-async fn projects(State(state): State<AppState>) -> Result<Response, ApiError> {
+async fn projects(State(state): State<AppState>, Query(q): Query<NoCursors>) -> Result<Response, ApiError> {
+    q.refuse("projects")?;
     let p = state.tools.store.project()?;
     Ok(Json([views::ProjectItem::from(&p)]).into_response())
 }
@@ -91,7 +92,8 @@ async fn tool_catalog(host: Project) -> Result<Response, ApiError> {
     Ok(Json(crate::catalog::catalog(&host.project.snapshot(), None)).into_response())
 }
 
-async fn agents(host: Project) -> Result<Response, ApiError> {
+async fn agents(host: Project, Query(q): Query<NoCursors>) -> Result<Response, ApiError> {
+    q.refuse("agents")?;
     Ok(Json(views::agents(&host)?).into_response())
 }
 
@@ -112,6 +114,14 @@ async fn post_message(host: Project, JsonBody(m): JsonBody<body::PostMessage>) -
 /// `?limit=&before=&after=&agent=&status=&tool=` of list routes.
 /// The query of every list route, as text: each value is parsed here so that a bad one is a
 /// 400 that names the parameter (an unknown cursor included), not a generic rejection.
+///
+/// Cursors, the same on every list: a list paged back in time (messages, signals, tool calls,
+/// activations, history) takes `before=<next>`, an opaque id of that list (`msg_…`); the events
+/// (and the stream) page forward with `after=<next>`, an event id (a number). A cursor is
+/// refused with a 400 naming it when it is malformed (not an id of that list), unknown (an id of
+/// that list naming no row; for events, past the newest event), or the other direction's (a
+/// list never silently ignores a cursor). Lists that are not paged refuse both
+/// ([`refuse_cursors`]).
 #[derive(Debug, Default, Deserialize)]
 pub struct ListQuery {
     limit: Option<String>,
@@ -120,6 +130,52 @@ pub struct ListQuery {
     agent: Option<String>,
     status: Option<String>,
     tool: Option<String>,
+}
+
+/// What a list paged by an id cursor calls its rows, and the prefix of their ids.
+fn id_shape(listing: Listing) -> (&'static str, &'static str) {
+    match listing {
+        Listing::Messages => ("messages", "msg"),
+        Listing::Signals => ("signals", "sig"),
+        Listing::ToolCalls => ("tool calls", "tc"),
+        Listing::Activations => ("activations", "act"),
+        Listing::History => ("history entries", "his"),
+    }
+}
+
+/// An id the store could have made with `prefix`: `<prefix>_` and then letters, digits, `_`, `-`.
+fn well_formed(id: &str, prefix: &str) -> bool {
+    id.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('_')).is_some_and(|rest| {
+        !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    })
+}
+
+/// A cursor given, empty counting as none.
+fn given(value: &Option<String>) -> Option<&str> {
+    value.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// The cursors of a list that is not paged (it returns all of what it lists, or its newest
+/// `limit`): any `before` or `after` is refused rather than ignored.
+#[derive(Debug, Default, Deserialize)]
+pub struct NoCursors {
+    pub(super) before: Option<String>,
+    pub(super) after: Option<String>,
+}
+
+impl NoCursors {
+    /// `list` names what the route lists (`approval requests`).
+    pub fn refuse(&self, list: &str) -> Result<(), ApiError> {
+        for (name, value) in [("before", &self.before), ("after", &self.after)] {
+            if let Some(value) = given(value) {
+                return Err(ApiError::bad_request(format!(
+                    "unsupported cursor {name}={value}: {list} are not paged, so this list takes no `before` or \
+                     `after`; drop the parameter"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl ListQuery {
@@ -134,26 +190,51 @@ impl ListQuery {
         }
     }
 
-    /// `before`, which must be the id of a row of `listing` (the `next` of an earlier page).
+    /// `before`, which must be the id of a row of `listing` (the `next` of an earlier page);
+    /// these lists page back in time only, so an `after` is refused.
     fn before(&self, host: &ToolHost, listing: Listing) -> Result<Option<String>, ApiError> {
-        let Some(id) = self.before.as_deref().filter(|s| !s.is_empty()) else { return Ok(None) };
+        let (rows, prefix) = id_shape(listing);
+        if let Some(after) = given(&self.after) {
+            return Err(ApiError::bad_request(format!(
+                "unsupported cursor after={after}: {rows} page back in time, newest first; \
+                 pass before=<next> of an earlier page instead"
+            )));
+        }
+        let Some(id) = given(&self.before) else { return Ok(None) };
+        if !well_formed(id, prefix) {
+            return Err(ApiError::bad_request(format!(
+                "malformed cursor before={id}: the ids of {rows} look like {prefix}_…; \
+                 use the `next` of an earlier page of this list"
+            )));
+        }
         if !host.store.has_id(listing, id)? {
             return Err(ApiError::bad_request(format!(
-                "unknown cursor before={id}: use the `next` of an earlier page of this list"
+                "unknown cursor before={id}: none of the {rows} has this id; use the `next` of an earlier page of this list"
             )));
         }
         Ok(Some(id.to_string()))
     }
 
-    /// `after`, an event id.
-    fn after(&self) -> Result<Option<i64>, ApiError> {
-        match self.after.as_deref().map(str::trim) {
-            None | Some("") => Ok(None),
-            Some(text) => text
-                .parse::<i64>()
-                .map(Some)
-                .map_err(|_| ApiError::bad_request(format!("unknown cursor after={text}: event ids are numbers"))),
+    /// `after`, an event id from 0 (the start) to the newest event's; the events page forward
+    /// only, so a `before` is refused.
+    fn after(&self, host: &ToolHost) -> Result<Option<i64>, ApiError> {
+        if let Some(before) = given(&self.before) {
+            return Err(ApiError::bad_request(format!(
+                "unsupported cursor before={before}: events page forward, oldest first; \
+                 pass after=<next> of an earlier page (or after=0 for the start) instead"
+            )));
         }
+        let Some(text) = given(&self.after) else { return Ok(None) };
+        let id = text.parse::<i64>().ok().filter(|id| *id >= 0).ok_or_else(|| {
+            ApiError::bad_request(format!("malformed cursor after={text}: event ids are whole numbers from 0"))
+        })?;
+        let newest = host.store.last_event_id()?;
+        if id > newest {
+            return Err(ApiError::bad_request(format!(
+                "unknown cursor after={id}: the newest event is {newest}; use the `next` of an earlier page"
+            )));
+        }
+        Ok(Some(id))
     }
 }
 
@@ -192,7 +273,11 @@ const LOST_COMMANDS_SHOWN: usize = 64;
 
 /// The agent's background commands, as its runner knows them (none when it is not running),
 /// and the lost ones the store keeps.
-async fn background_commands(ProjectAgent { host, agent }: ProjectAgent) -> Result<Response, ApiError> {
+async fn background_commands(
+    ProjectAgent { host, agent }: ProjectAgent,
+    Query(q): Query<NoCursors>,
+) -> Result<Response, ApiError> {
+    q.refuse("background commands")?;
     let listed = match host.runners() {
         Some(runners) => runners.list_commands(&agent, COMMAND_TAIL_CHARS).await.map_err(tool_error)?,
         None => None,
@@ -255,7 +340,7 @@ async fn history(of: ProjectAgent, Query(q): Query<ListQuery>) -> Result<Respons
 
 async fn events(host: Project, Query(q): Query<ListQuery>) -> Result<Response, ApiError> {
     let limit = q.limit(200, 999)?;
-    let items = host.store.events_after(q.after()?.unwrap_or(0), limit + 1)?;
+    let items = host.store.events_after(q.after(&host)?.unwrap_or(0), limit + 1)?;
     Ok(page_of(items, limit, |e| e.id.to_string()))
 }
 
@@ -278,7 +363,7 @@ async fn stream(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<i64>().ok())
-        .or(q.after()?);
+        .or(q.after(&host)?);
     let after = match last {
         Some(id) => id,
         None => host.store.last_event_id()?,

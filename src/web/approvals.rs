@@ -13,6 +13,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::api::NoCursors;
 use super::body::JsonBody;
 use super::extract::{Id, Project};
 use super::{ApiError, AppState};
@@ -35,11 +36,14 @@ struct AuditParams {
     agent: Option<String>,
     since: Option<String>,
     limit: Option<String>,
+    #[serde(flatten)]
+    cursors: NoCursors,
 }
 
 /// The permission audit trail (`.suzumio/audit/permissions.jsonl`, arguments already redacted
 /// when written): its newest `limit` entries (default 500, at most 5 000), oldest first.
 async fn audit(host: Project, Query(q): Query<AuditParams>) -> Result<Response, ApiError> {
+    q.cursors.refuse("audit entries")?;
     let since = match q.since.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         None => None,
         Some(text) => Some(match chrono::DateTime::parse_from_rfc3339(text) {
@@ -77,9 +81,12 @@ struct ListQuery {
     /// Decided requests too (newest first within the limit).
     #[serde(default)]
     all: bool,
+    before: Option<String>,
+    after: Option<String>,
 }
 
 async fn list(host: Project, Query(q): Query<ListQuery>) -> Result<Response, ApiError> {
+    NoCursors { before: q.before, after: q.after }.refuse("approval requests")?;
     let approvals = host.store.approvals(!q.all, 200)?;
     Ok(Json(json!({ "approvals": approvals })).into_response())
 }
@@ -116,7 +123,8 @@ fn decide(host: &ToolHost, id: &str, body: Decide, allow: bool) -> Result<Respon
     Ok(Json(json!({ "decided": decided, "rule": rule })).into_response())
 }
 
-async fn rules(host: Project) -> Result<Response, ApiError> {
+async fn rules(host: Project, Query(q): Query<NoCursors>) -> Result<Response, ApiError> {
+    q.refuse("remembered rules")?;
     Ok(Json(json!({ "rules": host.store.remembered_rules(None)? })).into_response())
 }
 
@@ -130,10 +138,12 @@ async fn delete_rule(host: Project, Id(id): Id) -> Result<Response, ApiError> {
     Ok(Json(json!({ "deleted": rule })).into_response())
 }
 
-/// An unknown id is a 404, a request decided already a 409-like 422 with the store's text.
+/// An unknown id is a 404, a request decided already a 409-like 422 with the store's text, and
+/// a request that expired with a restart a 409: its call is gone, so no decision can apply.
 fn not_found(e: StoreError) -> ApiError {
     match e {
         StoreError::UnknownApproval(_) | StoreError::UnknownRule(_) => ApiError::NotFound(e.to_string()),
+        StoreError::ApprovalExpired { .. } => ApiError::Conflict(e.to_string()),
         other => other.into(),
     }
 }

@@ -247,6 +247,8 @@ pub enum ApiError {
         details: Vec<ErrorDetail>,
     },
     Unprocessable(String),
+    /// 409: the resource is in a state that no longer allows the request (an expired approval).
+    Conflict(String),
     UnsupportedMediaType,
     PayloadTooLarge(String),
     /// The machine's disk is full: the request was not recorded; retry after freeing space.
@@ -332,6 +334,7 @@ impl IntoResponse for ApiError {
             ApiError::InsufficientStorage(m) => (StatusCode::INSUFFICIENT_STORAGE, m, Vec::new()),
             ApiError::BadRequest { message, details } => (StatusCode::BAD_REQUEST, message, details),
             ApiError::Unprocessable(m) => (StatusCode::UNPROCESSABLE_ENTITY, m, Vec::new()),
+            ApiError::Conflict(m) => (StatusCode::CONFLICT, m, Vec::new()),
             ApiError::UnsupportedMediaType => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "request bodies must be JSON (Content-Type: application/json)".into(),

@@ -1,6 +1,7 @@
 // The Approvals view: every tool call waiting for a person (tool, agent, input, reason, risk),
 // each with Allow / Deny, optional feedback for the model, a remembered scope and "all calls
-// of this activation"; recently decided requests; and the remembered rules, each deletable.
+// of this activation"; recently decided requests (an expired one, whose call ended with a
+// restart, with why); and the remembered rules, each deletable.
 // It reloads on approval events (SSE) and every few seconds; the cards being typed into stay.
 
 import { debounce, errorBox, h, pill, pretty, replace, timeAgo } from "../dom.js";
