@@ -4,8 +4,8 @@
 //! log lines land above the live lines instead of through them.
 //!
 //! Each event maps to at most one plain line ([`Progress::apply`]): activations, tool calls (a
-//! failed one with its reason), the model's text replies (first line), messages, budget pauses
-//! and resumes. An event that makes an agent wait for something (an approval) sets the
+//! failed one with its reason), the model's text replies (first line), a fallback to the next
+//! model with its cause, messages, budget pauses and resumes. An event that makes an agent wait for something (an approval) sets the
 //! agent's `waiting` note, shown on its live line until the activation goes on; approvals add
 //! their arms next to the pause's.
 
@@ -96,6 +96,10 @@ impl Progress {
             Event::ProjectStatus { status, .. } => Some(format!("project is {status}")),
             Event::ActivationTurn { text, .. } => {
                 (!text.is_empty()).then(|| format!("{agent}: \"{}\"", cut(text, REPLY_CHARS)))
+            }
+            Event::ModelFallback { from, to, cause, status, error, .. } => {
+                let why = crate::store::fallback_cause(cause, *status);
+                Some(format!("{agent}: model {from} failed ({why}), trying {to}: {}", cut(error, REPLY_CHARS)))
             }
             Event::AgentPaused { reason, .. } => {
                 if let Some(l) = line {

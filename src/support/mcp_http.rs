@@ -26,6 +26,9 @@ use crate::toolpack::output::ToolOutput;
 
 /// How long connecting may take (the pack's `timeoutMs` bounds each request).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest answer read from a server: well past the result limit, so that most results
+/// over it are measured and refused by their size.
+const HTTP_READ_LIMIT: usize = 64 << 20;
 
 /// The controller's sessions with HTTP MCP servers.
 #[derive(Default)]
@@ -98,7 +101,11 @@ async fn connect(host: &ToolHost, pack: &McpPackConfig) -> Result<McpSession, To
             .map_err(|_| ToolError::Failed(format!("{who}: the value of header {name} is not valid")))?;
         custom.insert(name, value);
     }
-    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+    // Read an answer over the result limit whole, so that its call fails saying its size
+    // (`too_large`) instead of the SDK dropping it as a broken transport.
+    config.max_sse_event_size = HTTP_READ_LIMIT;
+    config.max_json_response_size = HTTP_READ_LIMIT;
     let transport = StreamableHttpClientTransport::with_client(client, config);
     let changed = changes(host);
     let id = pack.id.clone();

@@ -20,6 +20,13 @@ pub const MAX_RESULT_BYTES: usize = 7 << 20;
 /// The image types the model providers take.
 pub const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
 
+/// What a result over a size limit is told: "result of 50.0 MB exceeds the limit of 7.3 MB"
+/// (decimal megabytes, one decimal), with what to do about it.
+pub fn too_large(bytes: usize, limit: usize) -> String {
+    let mb = |n: usize| format!("{:.1} MB", n as f64 / 1e6);
+    format!("result of {} exceeds the limit of {}; ask for less (a part, a page, a summary)", mb(bytes), mb(limit))
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolOutput {
@@ -139,10 +146,7 @@ fn parse_rich(what: &str, mut map: Map<String, Value>) -> Result<ToolOutput, Str
         content.push(block);
     }
     if size > MAX_RESULT_BYTES {
-        return Err(format!(
-            "{what} returned a result of {size} bytes; the limit is {MAX_RESULT_BYTES} bytes ({} MiB) per result",
-            MAX_RESULT_BYTES >> 20
-        ));
+        return Err(format!("{what}: {}", too_large(size, MAX_RESULT_BYTES)));
     }
     Ok(ToolOutput { output: text_of(&content), content, structured_content, is_error, ..ToolOutput::default() })
 }
@@ -320,7 +324,7 @@ mod tests {
         assert!(
             parse_output("p", json!({"content": blocks}))
                 .unwrap_err()
-                .contains("the limit is 7340032 bytes (7 MiB) per result")
+                .starts_with("p: result of 9.2 MB exceeds the limit of 7.3 MB")
         );
     }
 }
