@@ -138,7 +138,7 @@ impl McpSession {
                 if e.data.as_ref().and_then(|d| d.get("kind")).and_then(Value::as_str) == Some("too_large") =>
             {
                 return Err(CallError::Tool(ToolError::TooLarge(format!(
-                    "`{tool}` of the MCP server {}: {}",
+                    "MCP server {} tool {tool}: {}",
                     self.id, e.message
                 ))));
             }
