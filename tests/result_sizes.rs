@@ -165,15 +165,15 @@ impl Drop for HttpServer {
 }
 
 #[test]
-fn a_large_result_of_an_http_server_fails_as_too_large_and_the_session_goes_on() {
+fn a_50_mb_result_of_an_http_server_fails_at_once_as_too_large_and_the_session_goes_on() {
     let server = HttpServer::start();
     let p = project(
         "sizes-http",
         &format!("url: \"{}\"", server.url),
-        20,
+        50,
         "  webFetch: {allowPrivateAddresses: true}\n",
         "",
     );
-    let ctl = check(&p, 20, &[]);
+    let ctl = check(&p, 50, &[]);
     assert_eq!(ctl.stop(), Some(0));
 }

@@ -26,9 +26,11 @@ use crate::toolpack::output::ToolOutput;
 
 /// How long connecting may take (the pack's `timeoutMs` bounds each request).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// The largest answer read from a server: well past the result limit, so that most results
-/// over it are measured and refused by their size.
-const HTTP_READ_LIMIT: usize = 64 << 20;
+/// The largest answer read from a server: far past the result limit, so that a result over it
+/// is measured and refused by its size (a 50 MB text is 100 MB on the wire when the server adds
+/// it as `structuredContent` too). Past this the SDK drops the answer and the call fails as a
+/// stream that closed early.
+const HTTP_READ_LIMIT: usize = 128 << 20;
 
 /// The controller's sessions with HTTP MCP servers.
 #[derive(Default)]
