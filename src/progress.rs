@@ -338,6 +338,22 @@ mod tests {
         assert!(!view.bars["dev"].message().contains("paused"), "{}", view.bars["dev"].message());
     }
 
+    /// Regression: a model-list fallback left no trace in `run`'s lines.
+    #[test]
+    fn a_fallback_line_says_which_model_failed_why_and_which_goes_on() {
+        let terminal = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let mut view = LiveView::new(&terminal, &["dev".into()], true);
+        let fallback = event(
+            "model.fallback",
+            json!({"activationId": "act_1", "agentId": "dev", "from": "fast (m1)", "to": "slow (m2)",
+                   "cause": "http_error", "status": 500, "error": "provider `p` (openai): HTTP 500: down"}),
+        );
+        assert_eq!(
+            view.show(&fallback).as_deref(),
+            Some("dev: model fast (m1) failed (HTTP 500), trying slow (m2): provider `p` (openai): HTTP 500: down")
+        );
+    }
+
     #[test]
     fn approvals_show_as_they_happen() {
         let terminal = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());

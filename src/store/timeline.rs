@@ -655,6 +655,55 @@ mod tests {
         assert_eq!(store.activation_timeline("act_missing").expect("read"), None);
     }
 
+    /// A failed model call leaves no history row: its fallback is placed by when it was
+    /// recorded, between the steps before and after it.
+    #[test]
+    fn a_fallback_is_placed_between_the_steps_around_it() {
+        let (_dir, store, clock) = store();
+        let a = store.start_activation("pm", "the prompt", &[]).expect("started").id;
+        let prompt = HistoryEntry::ActivationPrompt {
+            text: "the prompt".into(),
+            delivery: "activation_start".into(),
+            signal_ids: Vec::new(),
+            priorities: Vec::new(),
+        };
+        store.append_history("pm", Some(&a), &prompt).expect("recorded");
+        clock.advance(Duration::milliseconds(100));
+        store
+            .append_event(Event::ModelFallback {
+                activation_id: a.clone(),
+                agent_id: "pm".into(),
+                from: "fast (m1)".into(),
+                to: "slow (m2)".into(),
+                cause: "http_error".into(),
+                status: Some(503),
+                error: "HTTP 503: busy".into(),
+            })
+            .expect("recorded");
+        clock.advance(Duration::milliseconds(100));
+        let turn = HistoryEntry::AssistantOutput {
+            text: "Done.".into(),
+            tool_calls: Vec::new(),
+            model: "m2".into(),
+            usage: RecordedUsage { input_tokens: 5, output_tokens: 1, cached_input_tokens: 0 },
+        };
+        store.append_history("pm", Some(&a), &turn).expect("recorded");
+        let timeline = store.activation_timeline(&a).expect("read").expect("found");
+        assert!(matches!(timeline.items[0], TimelineItem::Prompt { .. }), "{:?}", timeline.items);
+        assert_eq!(
+            timeline.items[1],
+            TimelineItem::ModelFallback {
+                at: "2026-03-01T12:00:00.100Z".into(),
+                from: "fast (m1)".into(),
+                to: "slow (m2)".into(),
+                cause: "http_error".into(),
+                status: Some(503),
+                error: "HTTP 503: busy".into(),
+            }
+        );
+        assert!(matches!(timeline.items[2], TimelineItem::ModelTurn { .. }), "{:?}", timeline.items);
+    }
+
     #[test]
     fn the_message_graph_counts_each_direction_and_channel_in_the_window() {
         let (_dir, store, clock) = store();

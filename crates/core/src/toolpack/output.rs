@@ -21,10 +21,16 @@ pub const MAX_RESULT_BYTES: usize = 7 << 20;
 pub const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 /// What a result over a size limit is told: "result of 50.0 MB exceeds the limit of 7.3 MB"
-/// (decimal megabytes, one decimal), with what to do about it.
+/// (decimal megabytes, one decimal; the bytes too when that does not tell them apart), with
+/// what to do about it.
 pub fn too_large(bytes: usize, limit: usize) -> String {
     let mb = |n: usize| format!("{:.1} MB", n as f64 / 1e6);
-    format!("result of {} exceeds the limit of {}; ask for less (a part, a page, a summary)", mb(bytes), mb(limit))
+    let (size, max) = if mb(bytes) == mb(limit) {
+        (format!("{} ({bytes} bytes)", mb(bytes)), format!("{} ({limit} bytes)", mb(limit)))
+    } else {
+        (mb(bytes), mb(limit))
+    };
+    format!("result of {size} exceeds the limit of {max}; ask for less (a part, a page, a summary)")
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
