@@ -3,12 +3,14 @@
 //! format (`support/model_stream.rs`) — one that answers HTTP 500 with a message, one whose
 //! stream is malformed, one whose stream stalls past `chunkTimeoutMs` — and go on with a
 //! working second model. Each activation completes on the second model, and the cause of the
-//! fallback is in the run's live lines, in `suzumio show`, in the activation's timeline (API)
-//! and in the `model.fallback` event.
+//! fallback is in the run's live lines, in `suzumio show`, in the activation's timeline (the
+//! API, and its page in a real browser) and in the `model.fallback` event.
 
 #[path = "support/model_stream.rs"]
 mod model_stream;
 mod support;
+#[path = "support/webdriver.rs"]
+mod webdriver;
 
 use std::time::Duration;
 
@@ -134,6 +136,7 @@ async fn each_fallback_names_its_cause_in_the_live_lines_show_the_timeline_and_a
     }
     let c = Controller::start(dir.path(), &[]);
 
+    let mut ended = Vec::new();
     for (case, (broken, good)) in cases.iter().zip(&servers) {
         let a = case.agent;
         let activation = support::wait_for_async(&format!("{a}'s activation to end"), async || {
@@ -185,6 +188,21 @@ async fn each_fallback_names_its_cause_in_the_live_lines_show_the_timeline_and_a
         })
         .await;
         assert!(live.contains(case.shown.split(", continued").next().unwrap()) && live.contains(case.error), "{live}");
+        let words = case.shown.trim_start_matches("failed (").split(')').next().unwrap();
+        ended.push((activation.id.clone(), words));
+    }
+
+    // The activation page of the WebUI shows each fallback step with its cause and error.
+    let b = webdriver::Browser::start().await.unwrap_or_else(|e| panic!("this test needs Chromium: {e}"));
+    for (id, cause) in &ended {
+        let shown = async {
+            b.goto(&c.url(&format!("/#/activations/{id}"))).await?;
+            b.wait_for_text("ol.timeline > li[data-kind=model_fallback] [data-fallback-cause]", cause).await?;
+            let error = b.find("ol.timeline > li[data-kind=model_fallback] pre[data-error]").await?;
+            Ok::<String, webdriver::Error>(error.text().await?)
+        };
+        let error = shown.await.unwrap_or_else(|e| panic!("{id}: {e}\n{}", c.stderr()));
+        assert!(error.contains("provider `broken-"), "{id}: {error}");
     }
 
     let types = get(&c, "/api/event-types").await;
