@@ -69,15 +69,13 @@ impl Transport<RoleClient> for ChildTransport {
 
     /// As the MCP stdio shutdown says: close its stdin, give it a moment to exit, then kill it
     /// (its whole process group).
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        async move {
-            self.transport.close().await?;
-            let Some(mut child) = self.child.take() else { return Ok(()) };
-            if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
-                Box::into_pin(child.kill()).await?;
-            }
-            Ok(())
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.transport.close().await?;
+        let Some(mut child) = self.child.take() else { return Ok(()) };
+        if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
+            Box::into_pin(child.kill()).await?;
         }
+        Ok(())
     }
 }
 
@@ -274,11 +272,7 @@ impl TopLevelId {
                     self.expect_key = true;
                 }
             }
-            b':' if self.depth == 1 && self.value.is_none() => {
-                if self.last_key == b"id" {
-                    self.value = Some(Vec::new());
-                }
-            }
+            b':' if self.depth == 1 && self.value.is_none() && self.last_key == b"id" => self.value = Some(Vec::new()),
             b',' | b'}' if self.depth == 1 => {
                 if let Some(value) = self.value.take() {
                     self.found = Some(value);
