@@ -4,8 +4,8 @@
 //! log lines land above the live lines instead of through them.
 //!
 //! Each event maps to at most one plain line ([`Progress::apply`]): activations, tool calls (a
-//! failed one with its reason), the model's text replies (first line), messages, budget pauses
-//! and resumes. An event that makes an agent wait for something (an approval) sets the
+//! failed one with its reason), the model's text replies (first line), a fallback to the next
+//! model with its cause, messages, budget pauses and resumes. An event that makes an agent wait for something (an approval) sets the
 //! agent's `waiting` note, shown on its live line until the activation goes on; approvals add
 //! their arms next to the pause's.
 
@@ -96,6 +96,10 @@ impl Progress {
             Event::ProjectStatus { status, .. } => Some(format!("project is {status}")),
             Event::ActivationTurn { text, .. } => {
                 (!text.is_empty()).then(|| format!("{agent}: \"{}\"", cut(text, REPLY_CHARS)))
+            }
+            Event::ModelFallback { from, to, cause, status, error, .. } => {
+                let why = crate::store::fallback_cause(cause, *status);
+                Some(format!("{agent}: model {from} failed ({why}), trying {to}: {}", cut(error, REPLY_CHARS)))
             }
             Event::AgentPaused { reason, .. } => {
                 if let Some(l) = line {
@@ -332,6 +336,22 @@ mod tests {
         assert!(view.bars["dev"].message().contains("quiet (paused)"), "{}", view.bars["dev"].message());
         view.show(&event("agent.resumed", json!({"agentId": "dev", "reason": "resumed by the user"})));
         assert!(!view.bars["dev"].message().contains("paused"), "{}", view.bars["dev"].message());
+    }
+
+    /// Regression: a model-list fallback left no trace in `run`'s lines.
+    #[test]
+    fn a_fallback_line_says_which_model_failed_why_and_which_goes_on() {
+        let terminal = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let mut view = LiveView::new(&terminal, &["dev".into()], true);
+        let fallback = event(
+            "model.fallback",
+            json!({"activationId": "act_1", "agentId": "dev", "from": "fast (m1)", "to": "slow (m2)",
+                   "cause": "http_error", "status": 500, "error": "provider `p` (openai): HTTP 500: down"}),
+        );
+        assert_eq!(
+            view.show(&fallback).as_deref(),
+            Some("dev: model fast (m1) failed (HTTP 500), trying slow (m2): provider `p` (openai): HTTP 500: down")
+        );
     }
 
     #[test]

@@ -187,9 +187,10 @@ async fn frames_up_to_the_limit_pass_and_larger_ones_are_refused_without_closing
     assert_eq!(error.code, codes::INVALID_REQUEST);
     assert!(error.message.contains("too large"), "{}", error.message);
 
+    // A result over the limit is answered with its size, as a tool call's `too_large`.
     let error = ca.request("big", json!({"bytes": MAX_FRAME_BYTES})).await.unwrap_err();
-    assert_eq!(error.code, codes::INTERNAL_ERROR);
-    assert!(error.message.contains("too large"), "{}", error.message);
+    assert_eq!((error.code, error.data.clone()), (codes::APPLICATION, Some(json!({"kind": "too_large"}))));
+    assert!(error.message.contains(" bytes) exceeds the limit of 8.4 MB (8388608 bytes)"), "{}", error.message);
     assert!(!ca.is_closed());
     assert_eq!(ca.request("echo", json!({})).await.unwrap()["from"], "b");
 }

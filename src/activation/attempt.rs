@@ -14,7 +14,7 @@ use super::budget::{ActivationBudget, RecordError};
 use super::context::{self, Conversation, TokenRate, compaction};
 use super::live;
 use super::prompt;
-use super::providers::{ChatMessage, ModelProvider, ModelRequest, ResolvedModel, ToolCall, Usage};
+use super::providers::{ChatMessage, ModelProvider, ModelRequest, ProviderError, ResolvedModel, ToolCall, Usage};
 use super::run::{Activations, Ending};
 use super::tool_list::ToolList;
 use crate::calls::execute_model_call;
@@ -26,7 +26,7 @@ use crate::toolpack::{TOOL_SEARCH, ToolError};
 pub(super) enum AttemptEnd {
     Done(Ending),
     /// The model call failed: try the next model of the list.
-    ModelFailed(String),
+    ModelFailed(ProviderError),
 }
 
 pub(super) struct Attempt<'a> {
@@ -145,7 +145,7 @@ impl Attempt<'_> {
                     self.compact(conversation, "provider_context_overflow", fits, rate).await;
                     continue;
                 }
-                Err(e) => return AttemptEnd::ModelFailed(e.to_string()),
+                Err(e) => return AttemptEnd::ModelFailed(e),
             };
             progress.model_steps += 1;
             self.owner.token_rates.learn(self.model.preset_id(), chars, response.usage.input_tokens);

@@ -8,7 +8,8 @@
 //! (`coordination.wait_for_signal`, `completion.submit`) ends it.
 //!
 //! When a model of the list fails, the next one continues the same conversation (the calls made
-//! so far and their results included), so no tool runs twice. The activation then completes
+//! so far and their results included), so no tool runs twice; why it failed is recorded as a
+//! `model.fallback` event. The activation then completes
 //! (no-effect nudge if it had no useful effect) or fails (every model failed, `maxToolCalls`
 //! exceeded). A P0 cancels it through its watch channel.
 //!
@@ -29,7 +30,9 @@ use super::attempt::{Attempt, AttemptEnd, Progress};
 use super::budget::{ActivationBudget, Stop};
 use super::context::{self, Conversation, TokenRates};
 use super::prompt::{self, SystemInput};
-use super::providers::{ChatMessage, ProviderPool, RetryPolicy, ToolCall, resolve_presets, safe_tool_names};
+use super::providers::{
+    ChatMessage, ProviderError, ProviderPool, ResolvedModel, RetryPolicy, ToolCall, resolve_presets, safe_tool_names,
+};
 use super::tool_list::ToolList;
 use crate::calls::RunnerTools;
 use crate::config::AgentConfig;
@@ -339,10 +342,12 @@ impl Activations {
         // fails hands over what was done so far, so no tool call runs twice.
         let mut progress = Progress::default();
         let mut failures = Vec::new();
-        for model in &models {
+        for (n, model) in models.iter().enumerate() {
+            let next = models.get(n + 1);
             let provider = match self.providers.get(model) {
                 Ok(p) => p,
                 Err(e) => {
+                    self.fell_back(activation, model, next, &e);
                     failures.push(format!("{}: {e}", model.preset_id()));
                     continue;
                 }
@@ -362,10 +367,44 @@ impl Activations {
             let first = std::mem::take(&mut unanswered);
             match attempt.run(&mut conversation, &mut progress, first).await {
                 AttemptEnd::Done(ending) => return ending,
-                AttemptEnd::ModelFailed(e) => failures.push(format!("{}: {e}", model.preset_id())),
+                AttemptEnd::ModelFailed(e) => {
+                    self.fell_back(activation, model, next, &e);
+                    failures.push(format!("{}: {e}", model.preset_id()));
+                }
             }
         }
         Ending::Failed(format!("All model attempts failed:\n{}", failures.join("\n")))
+    }
+
+    /// Record why the loop leaves `model` for `next` (`model.fallback`): the run's live lines,
+    /// `show` and the timeline read it. The last model of the list has no next: its failure is
+    /// the activation's error instead.
+    fn fell_back(
+        &self,
+        activation: &ActivationRecord,
+        model: &ResolvedModel,
+        next: Option<&ResolvedModel>,
+        error: &ProviderError,
+    ) {
+        let Some(next) = next else { return };
+        let label = |m: &ResolvedModel| format!("{} ({})", m.preset_id(), m.api_model());
+        tracing::warn!(
+            agent = %activation.agent_id, activation = %activation.id,
+            "model {} failed, trying {}: {error}", label(model), label(next)
+        );
+        let event = Event::ModelFallback {
+            activation_id: activation.id.clone(),
+            agent_id: activation.agent_id.clone(),
+            from: label(model),
+            to: label(next),
+            cause: error.cause().to_string(),
+            status: error.status(),
+            error: error.to_string(),
+        };
+        // The fallback goes on either way; only its record is missing then.
+        if let Err(e) = self.tools.store.append_event(event) {
+            tracing::error!(activation = %activation.id, "recording a model fallback: {e}");
+        }
     }
 }
 

@@ -190,6 +190,11 @@ pub fn render_timeline(a: &ActivationSummary, t: &ActivationTimeline) -> String 
                 let feedback = feedback.as_deref().map(|f| format!(": {f}")).unwrap_or_default();
                 let _ = writeln!(out, "approval {approval_id} of {tool} at {at}: {status}{by}{feedback}");
             }
+            TimelineItem::ModelFallback { at, from, to, cause, status, error } => {
+                let why = crate::store::fallback_cause(cause, *status);
+                let _ = writeln!(out, "fallback at {at}: model {from} failed ({why}), continued with {to}");
+                let _ = writeln!(out, "       error:  {}", clip(error, 400));
+            }
             TimelineItem::Ended { at, status, error } => {
                 let why = error.as_deref().map(|e| format!(": {}", first_line(e, 200))).unwrap_or_default();
                 let _ = writeln!(out, "ended at {at}: {status}{why}");
@@ -321,6 +326,9 @@ fn describe(event: &Event) -> String {
         }
         Event::HistoryAppended { kind, activation_id, .. } => {
             format!("{agent} {kind} {}", activation_id.as_deref().unwrap_or("-"))
+        }
+        Event::ModelFallback { activation_id, from, to, cause, status, .. } => {
+            format!("{agent} {activation_id} {from} -> {to}: {}", crate::store::fallback_cause(cause, *status))
         }
         Event::ProjectStatus { status, previous } => format!("{previous} -> {status}"),
         Event::AgentStatus { status, previous, .. } => format!("{agent} {previous} -> {status}"),

@@ -88,6 +88,21 @@ pub enum Event {
     /// `assistant_output` history row.
     #[serde(rename = "activation.turn", rename_all = "camelCase")]
     ActivationTurn { activation_id: String, agent_id: String, model: String, text: String, tool_calls: Vec<String> },
+    /// A model of the agent's model list failed and the loop goes on with the next one:
+    /// `cause` is the kind of failure (`http_error` with `status`, `rate_limited`, `timeout`,
+    /// `stream_stalled`, `malformed_stream`, `bad_response`, `context_overflow`, `network`,
+    /// `missing_key`, `config`, `scripted`), `error` the provider's whole message. `from` and
+    /// `to` are `preset (model)`.
+    #[serde(rename = "model.fallback", rename_all = "camelCase")]
+    ModelFallback {
+        activation_id: String,
+        agent_id: String,
+        from: String,
+        to: String,
+        cause: String,
+        status: Option<u16>,
+        error: String,
+    },
     #[serde(rename = "history.appended", rename_all = "camelCase")]
     HistoryAppended { agent_id: String, activation_id: Option<String>, kind: String, id: String },
     /// A quiet-agent monitor sent its message; `key` identifies the rule and agent (dedupe).
@@ -161,6 +176,21 @@ pub enum Event {
     Unrecognized { kind: String, data: Value },
 }
 
+/// A `model.fallback`'s cause in a few words, as `run`'s lines and `show` print it.
+pub fn fallback_cause(cause: &str, status: Option<u16>) -> String {
+    match (cause, status) {
+        ("http_error", Some(status)) => format!("HTTP {status}"),
+        ("rate_limited", _) => "rate limited (HTTP 429)".into(),
+        ("stream_stalled", _) => "stream stalled past chunkTimeoutMs".into(),
+        ("malformed_stream", _) => "malformed stream".into(),
+        ("bad_response", _) => "malformed answer".into(),
+        ("context_overflow", _) => "context overflow".into(),
+        ("timeout", _) => "timeout (timeoutMs)".into(),
+        ("missing_key", _) => "missing API key".into(),
+        (other, _) => other.replace('_', " "),
+    }
+}
+
 /// The end of an activation, whatever the outcome.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -224,6 +254,7 @@ impl Event {
             | Event::SignalWithdrawn { agent_id, .. }
             | Event::HistoryAppended { agent_id, .. }
             | Event::ActivationTurn { agent_id, .. }
+            | Event::ModelFallback { agent_id, .. }
             | Event::AgentQuotaExceeded { agent_id, .. }
             | Event::AgentQuotaOk { agent_id, .. }
             | Event::SecuritySessionRefused { agent_id, .. }
@@ -287,6 +318,7 @@ pub const EVENT_TYPES: &[EventType] = &[
     kind("activation.failed", true, true),
     kind("activation.cancelled", true, true),
     kind("activation.turn", true, true),
+    kind("model.fallback", true, false),
     kind("tool_call.started", false, false),
     kind("tool_call.finished", true, true),
     kind("message.created", true, true),

@@ -58,7 +58,7 @@ pub use approvals::{
 };
 pub use commands::{COMMAND_FINISHED_KIND, CommandRecord, LossCause, ReadEnd, StartedCommand};
 pub use error::StoreError;
-pub use events::{ActivationEnded, EVENT_TYPES, Event, EventRecord, EventType, MonitorSent};
+pub use events::{ActivationEnded, EVENT_TYPES, Event, EventRecord, EventType, MonitorSent, fallback_cause};
 pub use history::{HistoryEntry, HistoryRecord, RecordedCall, RecordedUsage, ToolImage};
 pub use model::*;
 pub use observe::{EventQuery, FOLLOW_INTERVAL};

@@ -1,12 +1,12 @@
 //! What happened, put together for people to read: one activation as a timeline (its prompt and
 //! signals, each model turn with its text, tokens and cost, each tool call with its input, output
-//! or error and duration, the signals handed over at tool boundaries, approvals, compactions, its
-//! end), and
+//! or error and duration, the signals handed over at tool boundaries, approvals, compactions,
+//! fallbacks to the next model with their cause, its end), and
 //! who sent how many messages to whom over a window. The WebUI (`GET activations/{id}/timeline`,
 //! `GET message-graph`) and `suzumio show` read these same structs; they serialize as the API's
 //! wire format (camelCase, items tagged by `kind`).
 //!
-//! It only reads: history rows, tool call rows, model calls, signals and messages already
+//! It only reads: history rows, tool call rows, model calls, signals, messages and events already
 //! recorded. It decides nothing and never fails on a row it cannot pair up: such a row is shown
 //! on its own.
 
@@ -82,6 +82,9 @@ pub enum TimelineItem {
         resolved_by: Option<String>,
         feedback: Option<String>,
     },
+    /// A model of the list failed and the next one took over (`model.fallback`): why, in
+    /// `cause` (and `status`, for an HTTP error) and the provider's whole `error`.
+    ModelFallback { at: String, from: String, to: String, cause: String, status: Option<u16>, error: String },
     /// How the activation ended.
     Ended { at: String, status: ActivationStatus, error: Option<String> },
 }
@@ -256,6 +259,9 @@ impl Store {
         for approval in self.activation_approvals(id)? {
             place_approval(&mut items, approval);
         }
+        for fallback in self.activation_fallbacks(id)? {
+            place_in_time(&mut items, fallback);
+        }
         if let Some(ended) = activation.ended_at {
             items.push(TimelineItem::Ended {
                 at: iso(ended),
@@ -349,6 +355,34 @@ impl Store {
             }
         }
         Ok(approvals)
+    }
+
+    /// The model fallbacks of one activation, from their events, oldest first.
+    fn activation_fallbacks(&self, activation_id: &str) -> Result<Vec<TimelineItem>, StoreError> {
+        let rows: Vec<(Value, String)> = self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT data_json, created_at FROM events
+                 WHERE type = 'model.fallback' AND json_extract(data_json, '$.activationId') = ?1
+                 ORDER BY id",
+            )?;
+            let rows = stmt.query_map([activation_id], |r| {
+                let data: String = r.get(0)?;
+                Ok((serde_json::from_str(&data).unwrap_or(Value::Null), r.get(1)?))
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })?;
+        let text = |data: &Value, key: &str| data.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+        Ok(rows
+            .into_iter()
+            .map(|(data, at)| TimelineItem::ModelFallback {
+                at,
+                from: text(&data, "from"),
+                to: text(&data, "to"),
+                cause: text(&data, "cause"),
+                status: data.get("status").and_then(Value::as_u64).and_then(|s| u16::try_from(s).ok()),
+                error: text(&data, "error"),
+            })
+            .collect())
     }
 
     fn activation_tool_call_rows(&self, activation_id: &str) -> Result<Vec<ToolCallRecord>, StoreError> {
@@ -450,6 +484,29 @@ fn place_approval(items: &mut Vec<TimelineItem>, approval: TimelineItem) {
         Some(index) => items.insert(index + 1, approval),
         None => items.push(approval),
     }
+}
+
+/// When a step was recorded (a tool call: when it started).
+fn item_at(item: &TimelineItem) -> &str {
+    match item {
+        TimelineItem::Prompt { at, .. }
+        | TimelineItem::ModelTurn { at, .. }
+        | TimelineItem::Signals { at, .. }
+        | TimelineItem::Compaction { at, .. }
+        | TimelineItem::Approval { at, .. }
+        | TimelineItem::ModelFallback { at, .. }
+        | TimelineItem::Ended { at, .. } => at,
+        TimelineItem::ToolCall(call) => &call.at,
+    }
+}
+
+/// Put a step recorded apart from the history (a fallback) after the last step recorded at or
+/// before it: a failed model call leaves no history row, so the steps around it say where.
+fn place_in_time(items: &mut Vec<TimelineItem>, item: TimelineItem) {
+    let at = item_at(&item).to_string();
+    let after = items.iter().rposition(|i| item_at(i) <= at.as_str() && !matches!(i, TimelineItem::Ended { .. }));
+    let index = after.map_or(0, |i| i + 1);
+    items.insert(index, item);
 }
 
 #[cfg(test)]
@@ -568,6 +625,7 @@ mod tests {
                 TimelineItem::Signals { .. } => "signals",
                 TimelineItem::Compaction { .. } => "compaction",
                 TimelineItem::Approval { .. } => "approval",
+                TimelineItem::ModelFallback { .. } => "fallback",
                 TimelineItem::Ended { .. } => "ended",
             })
             .collect();
@@ -595,6 +653,55 @@ mod tests {
         assert_eq!(signals[0].sender.as_deref(), Some("user"));
         assert_eq!(timeline.activation.status, ActivationStatus::Running);
         assert_eq!(store.activation_timeline("act_missing").expect("read"), None);
+    }
+
+    /// A failed model call leaves no history row: its fallback is placed by when it was
+    /// recorded, between the steps before and after it.
+    #[test]
+    fn a_fallback_is_placed_between_the_steps_around_it() {
+        let (_dir, store, clock) = store();
+        let a = store.start_activation("pm", "the prompt", &[]).expect("started").id;
+        let prompt = HistoryEntry::ActivationPrompt {
+            text: "the prompt".into(),
+            delivery: "activation_start".into(),
+            signal_ids: Vec::new(),
+            priorities: Vec::new(),
+        };
+        store.append_history("pm", Some(&a), &prompt).expect("recorded");
+        clock.advance(Duration::milliseconds(100));
+        store
+            .append_event(Event::ModelFallback {
+                activation_id: a.clone(),
+                agent_id: "pm".into(),
+                from: "fast (m1)".into(),
+                to: "slow (m2)".into(),
+                cause: "http_error".into(),
+                status: Some(503),
+                error: "HTTP 503: busy".into(),
+            })
+            .expect("recorded");
+        clock.advance(Duration::milliseconds(100));
+        let turn = HistoryEntry::AssistantOutput {
+            text: "Done.".into(),
+            tool_calls: Vec::new(),
+            model: "m2".into(),
+            usage: RecordedUsage { input_tokens: 5, output_tokens: 1, cached_input_tokens: 0 },
+        };
+        store.append_history("pm", Some(&a), &turn).expect("recorded");
+        let timeline = store.activation_timeline(&a).expect("read").expect("found");
+        assert!(matches!(timeline.items[0], TimelineItem::Prompt { .. }), "{:?}", timeline.items);
+        assert_eq!(
+            timeline.items[1],
+            TimelineItem::ModelFallback {
+                at: "2026-03-01T12:00:00.100Z".into(),
+                from: "fast (m1)".into(),
+                to: "slow (m2)".into(),
+                cause: "http_error".into(),
+                status: Some(503),
+                error: "HTTP 503: busy".into(),
+            }
+        );
+        assert!(matches!(timeline.items[2], TimelineItem::ModelTurn { .. }), "{:?}", timeline.items);
     }
 
     #[test]

@@ -26,6 +26,11 @@ use crate::toolpack::output::ToolOutput;
 
 /// How long connecting may take (the pack's `timeoutMs` bounds each request).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest answer read from a server: far past the result limit, so that a result over it
+/// is measured and refused by its size (a 50 MB text is 100 MB on the wire when the server adds
+/// it as `structuredContent` too). Past this the SDK drops the answer and the call fails as a
+/// stream that closed early.
+const HTTP_READ_LIMIT: usize = 128 << 20;
 
 /// The controller's sessions with HTTP MCP servers.
 #[derive(Default)]
@@ -98,7 +103,11 @@ async fn connect(host: &ToolHost, pack: &McpPackConfig) -> Result<McpSession, To
             .map_err(|_| ToolError::Failed(format!("{who}: the value of header {name} is not valid")))?;
         custom.insert(name, value);
     }
-    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+    // Read an answer over the result limit whole, so that its call fails saying its size
+    // (`too_large`) instead of the SDK dropping it as a broken transport.
+    config.max_sse_event_size = HTTP_READ_LIMIT;
+    config.max_json_response_size = HTTP_READ_LIMIT;
     let transport = StreamableHttpClientTransport::with_client(client, config);
     let changed = changes(host);
     let id = pack.id.clone();

@@ -136,6 +136,8 @@ pub struct Controller {
     pub child: std::process::Child,
     pub base: String,
     pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    /// What it printed on stdout after its first line (the plain lines of its live view).
+    pub stdout: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Controller {
@@ -178,13 +180,23 @@ impl Controller {
             let _ = child.wait();
             panic!("suzumio run printed nothing; stderr:\n{}", stderr.lock().unwrap())
         });
-        std::thread::spawn(move || for _ in lines {});
+        let printed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        {
+            let sink = printed.clone();
+            std::thread::spawn(move || {
+                for line in lines.map_while(Result::ok) {
+                    let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
+                    s.push_str(&line);
+                    s.push('\n');
+                }
+            });
+        }
         let base = first
             .split_whitespace()
             .find(|w| w.starts_with("http://"))
             .unwrap_or_else(|| panic!("no URL in {first:?}"))
             .to_string();
-        Controller { child, base, stderr }
+        Controller { child, base, stderr, stdout: printed }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -202,6 +214,11 @@ impl Controller {
     pub fn terminate(&mut self) -> Option<i32> {
         let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         wait_with_timeout(&mut self.child, std::time::Duration::from_secs(10))
+    }
+
+    /// What it printed on stdout so far, after its first line.
+    pub fn stdout(&self) -> String {
+        self.stdout.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// What it wrote to stderr so far.

@@ -17,6 +17,7 @@
 //! them out. Everything it knows about the project comes from the hello and `load`.
 
 mod mcp;
+mod mcp_stdio;
 mod pack_context;
 mod packs;
 pub mod paths;

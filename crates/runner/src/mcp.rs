@@ -3,21 +3,21 @@
 //! says, a `PATH` and a `HOME` in `/tmp`; nothing of the runner's), started at `load`, listed
 //! for the controller, and called for `<id>.<tool>`. A server that exits is not hidden: the
 //! call in flight fails saying so (with the end of its stderr), and the next call starts it
-//! again. `notifications/tools/list_changed` makes the runner list the server again and send
+//! again. A result over the size limit fails its call with its size (`mcp_stdio.rs`), and the
+//! server stays up. `notifications/tools/list_changed` makes the runner list the server again and send
 //! the new list to the controller (`mcpToolsChanged`), which uses it from the next activation.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
-use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
 
+use crate::mcp_stdio::ChildTransport;
 use crate::paths::{ARTIFACTS, Roots, WORKSPACE};
 use crate::service::Session;
 use suzumio_core::rpc::{Empty, ToolOutput, method};
@@ -196,7 +196,7 @@ impl McpServers {
             .current_dir(self.cwd(spec.cwd.as_deref()));
         let mut wrapped = CommandWrap::from(command);
         wrapped.wrap(ProcessGroup::leader());
-        let (transport, stderr) = TokioChildProcess::builder(wrapped).stderr(Stdio::piped()).spawn().map_err(|e| {
+        let (transport, stderr) = ChildTransport::spawn(wrapped).map_err(|e| {
             ToolError::Failed(format!("the MCP server {} could not be started (`{}`): {e}", spec.id, spec.command))
         })?;
         server.stderr.lock().unwrap_or_else(|p| p.into_inner()).clear();

@@ -269,6 +269,32 @@ impl ProviderError {
     pub fn is_context_overflow(&self) -> bool {
         matches!(self, ProviderError::ContextOverflow { .. })
     }
+
+    /// What kind of failure this is, as a fallback records it (`model.fallback`'s `cause`).
+    pub fn cause(&self) -> &'static str {
+        match self {
+            ProviderError::Http { .. } => "http_error",
+            ProviderError::RateLimited { .. } => "rate_limited",
+            ProviderError::Timeout { .. } => "timeout",
+            ProviderError::StreamStalled { .. } => "stream_stalled",
+            ProviderError::Stream { .. } => "malformed_stream",
+            ProviderError::BadResponse { .. } => "bad_response",
+            ProviderError::ContextOverflow { .. } => "context_overflow",
+            ProviderError::Network { .. } => "network",
+            ProviderError::MissingKey { .. } => "missing_key",
+            ProviderError::Config(_) => "config",
+            ProviderError::Scripted { .. } => "scripted",
+        }
+    }
+
+    /// The HTTP status the server answered with, when it answered with an error status.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ProviderError::Http { status, .. } => Some(*status),
+            ProviderError::RateLimited { .. } => Some(429),
+            _ => None,
+        }
+    }
 }
 
 /// Error texts that mean "the request does not fit the context window" (reference §6.6).

@@ -497,11 +497,11 @@ fn response_frame(id: Value, result: Result<Value, RpcError>) -> String {
     if frame.len() <= MAX_FRAME_BYTES + 1 {
         return frame;
     }
-    let error = RpcError::internal(format!(
-        "the result is too large to send ({} bytes; the limit is {MAX_FRAME_BYTES})",
-        frame.len() - 1
-    ));
-    encode(&json!({"jsonrpc": "2.0", "id": id, "error": error}))
+    // The caller is told the size, with the kind a tool call reads (`data.kind`), not left to
+    // wait for an answer that cannot come.
+    let error =
+        crate::toolpack::ToolError::TooLarge(crate::toolpack::output::too_large(frame.len() - 1, MAX_FRAME_BYTES));
+    encode(&json!({"jsonrpc": "2.0", "id": id, "error": error.to_rpc()}))
 }
 
 /// One frame: compact JSON (never contains a raw newline) plus `\n`.

@@ -1,7 +1,8 @@
 //! One session with an MCP server through the official Rust SDK (`rmcp`), whatever carries it:
 //! the runner gives it a child process in the agent's container, the controller a Streamable
 //! HTTP connection. Starting, listing and each call run under the pack's deadline; a session
-//! whose server went away says so, so that its owner starts a new one for the next call.
+//! whose server went away says so, so that its owner starts a new one for the next call. A
+//! result over the size limit fails its call as `too_large`, with its size: the server answered.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::toolpack::ToolError;
 use crate::toolpack::mcp::McpListing;
-use crate::toolpack::output::{IMAGE_TYPES, MAX_CONTENT_BLOCKS, ToolOutput, parse_output};
+use crate::toolpack::output::{IMAGE_TYPES, MAX_CONTENT_BLOCKS, MAX_RESULT_BYTES, ToolOutput, parse_output, too_large};
 
 /// Called when the server says its tool list changed (`notifications/tools/list_changed`).
 pub type OnListChanged = Arc<dyn Fn() + Send + Sync>;
@@ -131,6 +132,16 @@ impl McpSession {
         params.arguments = arguments;
         let result = match tokio::time::timeout(self.timeout, self.service.peer().call_tool(params)).await {
             Ok(Ok(result)) => result,
+            // The transport measured the answer and found it over the limit (the runner's
+            // `SizedLines`): a size, not a server that misbehaves.
+            Ok(Err(ServiceError::McpError(e)))
+                if e.data.as_ref().and_then(|d| d.get("kind")).and_then(Value::as_str) == Some("too_large") =>
+            {
+                return Err(CallError::Tool(ToolError::TooLarge(format!(
+                    "MCP server {} tool {tool}: {}",
+                    self.id, e.message
+                ))));
+            }
             Ok(Err(ServiceError::McpError(e))) => {
                 return Err(CallError::Tool(ToolError::Failed(format!(
                     "the MCP server {} refused `{tool}`: {}",
@@ -242,7 +253,18 @@ pub fn output_of(what: &str, result: Value) -> Result<ToolOutput, ToolError> {
     if let Some(s) = result.get("structuredContent").filter(|s| s.is_object()) {
         out.insert("structuredContent".into(), s.clone());
     }
+    let size = rich_size(&out);
+    if size > MAX_RESULT_BYTES {
+        return Err(ToolError::TooLarge(format!("{what}: {}", too_large(size, MAX_RESULT_BYTES))));
+    }
     parse_output(what, Value::Object(out)).map_err(ToolError::Failed)
+}
+
+/// The bytes of a rich result as `parse_output` counts them: its blocks and structured content.
+fn rich_size(out: &Map<String, Value>) -> usize {
+    let blocks =
+        out.get("content").and_then(Value::as_array).map_or(0, |b| b.iter().map(|b| b.to_string().len()).sum());
+    blocks + out.get("structuredContent").map_or(0, |s| s.to_string().len())
 }
 
 fn block_of(block: &Value) -> Value {

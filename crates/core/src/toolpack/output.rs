@@ -20,6 +20,19 @@ pub const MAX_RESULT_BYTES: usize = 7 << 20;
 /// The image types the model providers take.
 pub const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
 
+/// What a result over a size limit is told: "result of 50.0 MB exceeds the limit of 7.3 MB"
+/// (decimal megabytes, one decimal; the bytes too when that does not tell them apart), with
+/// what to do about it.
+pub fn too_large(bytes: usize, limit: usize) -> String {
+    let mb = |n: usize| format!("{:.1} MB", n as f64 / 1e6);
+    let (size, max) = if mb(bytes) == mb(limit) {
+        (format!("{} ({bytes} bytes)", mb(bytes)), format!("{} ({limit} bytes)", mb(limit)))
+    } else {
+        (mb(bytes), mb(limit))
+    };
+    format!("result of {size} exceeds the limit of {max}; ask for less (a part, a page, a summary)")
+}
+
 /// Serialized both ways: a call handed to the serving controller comes back in this shape.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -140,10 +153,7 @@ fn parse_rich(what: &str, mut map: Map<String, Value>) -> Result<ToolOutput, Str
         content.push(block);
     }
     if size > MAX_RESULT_BYTES {
-        return Err(format!(
-            "{what} returned a result of {size} bytes; the limit is {MAX_RESULT_BYTES} bytes ({} MiB) per result",
-            MAX_RESULT_BYTES >> 20
-        ));
+        return Err(format!("{what}: {}", too_large(size, MAX_RESULT_BYTES)));
     }
     Ok(ToolOutput { output: text_of(&content), content, structured_content, is_error, ..ToolOutput::default() })
 }
@@ -321,7 +331,7 @@ mod tests {
         assert!(
             parse_output("p", json!({"content": blocks}))
                 .unwrap_err()
-                .contains("the limit is 7340032 bytes (7 MiB) per result")
+                .starts_with("p: result of 9.2 MB exceeds the limit of 7.3 MB")
         );
     }
 }

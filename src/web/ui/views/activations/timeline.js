@@ -1,7 +1,7 @@
 // An activation's timeline: its prompt and signals, each model turn (text, tokens, cost), each
 // tool call (input, output or error, duration), the signals that arrived at tool boundaries,
-// approvals and how it ended, from `GET activations/<id>/timeline`, with the text the model is writing now
-// at the end. It reloads (debounced) on every stored event of the activation, so it grows while
+// approvals, fallbacks to the next model with their cause and how it ended, from
+// `GET activations/<id>/timeline`, with the text the model is writing now at the end. It reloads (debounced) on every stored event of the activation, so it grows while
 // the activation runs. Arrow keys move between steps; Home and End go to the first and last.
 
 import { clip, debounce, errorBox, h, pill, pretty, priorityBadge, replace, timeAgo } from "../../dom.js";
@@ -89,6 +89,8 @@ function summary(item) {
       return `${item.signals?.length ?? 0} signal(s) arrived`;
     case "approval":
       return `approval for ${item.tool}: ${item.status}`;
+    case "model_fallback":
+      return `model ${item.from} failed (${fallbackCause(item)}), continued with ${item.to}`;
     case "ended":
       return `activation ${item.status}`;
     default:
@@ -96,7 +98,7 @@ function summary(item) {
   }
 }
 
-const ICONS = { prompt: "▶", model_turn: "◆", tool_call: "⚙", signals: "✉", compaction: "≡", approval: "✋", ended: "■" };
+const ICONS = { prompt: "▶", model_turn: "◆", tool_call: "⚙", signals: "✉", compaction: "≡", approval: "✋", model_fallback: "↪", ended: "■" };
 
 function itemView(ctx, item, index, open) {
   const key = item.id ?? `${item.kind}-${index}`;
@@ -166,6 +168,19 @@ function itemView(ctx, item, index, open) {
         item.resolvedBy ? h("p", { class: "muted small" }, `${item.status} by ${item.resolvedBy} `, timeAgo(item.resolvedAt)) : null,
         item.feedback ? h("pre", { class: "viewer small", text: item.feedback }) : null,
       );
+    case "model_fallback":
+      return li(
+        { "data-cause": item.cause, "aria-label": `Model ${item.from} failed: ${fallbackCause(item)}` },
+        head(
+          h("strong", { text: "Fallback" }),
+          " ",
+          h("code", { class: "muted small", text: item.from }),
+          h("span", { class: "badge warn", "data-fallback-cause": "", text: fallbackCause(item) }),
+          h("span", { class: "muted small", text: ` → continued with ${item.to}` }),
+          h("span", { class: "tl-time" }, timeAgo(item.at)),
+        ),
+        h("pre", { class: "error-pre", "data-error": "", text: item.error ?? "" }),
+      );
     case "ended":
       return li(
         {},
@@ -175,6 +190,21 @@ function itemView(ctx, item, index, open) {
     default:
       return li({}, head(h("strong", { text: item.kind ?? "step" })), h("pre", { class: "viewer small", text: pretty(item) }));
   }
+}
+
+/** A fallback's cause in a few words (the same as `suzumio show` prints). */
+function fallbackCause(item) {
+  const words = {
+    rate_limited: "rate limited (HTTP 429)",
+    stream_stalled: "stream stalled past chunkTimeoutMs",
+    malformed_stream: "malformed stream",
+    bad_response: "malformed answer",
+    context_overflow: "context overflow",
+    timeout: "timeout (timeoutMs)",
+    missing_key: "missing API key",
+  };
+  if (item.cause === "http_error" && item.status != null) return `HTTP ${item.status}`;
+  return words[item.cause] ?? String(item.cause ?? "").replace(/_/g, " ");
 }
 
 function signalList(signals) {

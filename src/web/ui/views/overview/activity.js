@@ -80,6 +80,8 @@ export function describe(e, href) {
       return { text: `${d.agentId} resumed: ${clip(d.reason ?? "", 120)}` };
     case "agent.added":
       return { text: `${d.agentId} joined the project` };
+    case "model.fallback":
+      return { text: `${d.agentId}'s model ${d.from} failed (${d.status ? `HTTP ${d.status}` : String(d.cause ?? "").replace(/_/g, " ")}), continued with ${d.to}`, href: act, failed: true };
     case "agent.quota_exceeded":
       return { text: `${d.agentId} is over its disk quota`, failed: true };
     default:
