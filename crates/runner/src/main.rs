@@ -66,6 +66,8 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
+        // Before any command runs: what a command starts stays under the runner.
+        runner::reaper::start();
         let stop = async {
             match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
                 (Ok(mut term), Ok(mut int)) => {

@@ -41,7 +41,10 @@ impl ChildTransport {
     pub(crate) fn spawn(mut command: CommandWrap) -> std::io::Result<(ChildTransport, Option<ChildStderr>)> {
         use std::process::Stdio;
         command.command_mut().stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // Spawned under the reaper's lock: tokio waits for this child, the reaper must not.
+        let spawning = crate::reaper::spawning();
         let mut child = command.spawn()?;
+        spawning.own(child.id());
         let missing = |what: &str| std::io::Error::other(format!("the server's {what} is not a pipe"));
         let stdin = child.inner_mut().stdin().take().ok_or_else(|| missing("stdin"))?;
         let stdout = child.inner_mut().stdout().take().ok_or_else(|| missing("stdout"))?;

@@ -24,15 +24,16 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 use tokio::sync::{Notify, watch};
 
-use super::shell_exec::{DRAIN_GRACE, KILL_GRACE, group_has_live_members, shell, signal_name, working_directory};
+use super::shell_exec::{DRAIN_GRACE, KILL_GRACE, shell, signal_name, working_directory};
 use super::{ToolContext, positive, string_field};
+use crate::reaper::Tree;
 use crate::rpc::{CommandFinishedParams, CommandInfo, CommandStatus, ToolOutput};
 use crate::toolpack::ToolError;
 
@@ -239,7 +240,7 @@ impl Background {
             state.stop_requested = true;
             state.report = Report::Done;
             if state.group_live {
-                let _ = killpg(group, signal);
+                Tree::new(group, &self.id).signal(signal);
             }
         }
         if signal == Signal::SIGKILL {
@@ -250,7 +251,7 @@ impl Background {
             tokio::time::sleep(KILL_GRACE).await;
             let state = lock(&me.state);
             if state.group_live {
-                let _ = killpg(group, Signal::SIGKILL);
+                Tree::new(group, &me.id).kill_all();
             }
         });
     }
@@ -407,22 +408,27 @@ async fn start(
     }
 
     let (program, flag) = shell();
+    let id = format!("cmd_{}", uuid::Uuid::now_v7().simple());
+    let (mark, marked) = Tree::env(&id);
+    let spawning = crate::reaper::spawning();
     let mut child = Command::new(program)
         .arg(flag)
         .arg(&command)
         .current_dir(&cwd)
         .env_remove("SUZUMIO_TOKEN")
         .envs(env)
+        .env(mark, marked)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
         .map_err(|e| ToolError::Failed(format!("Cannot start {program}: {e}")))?;
+    spawning.own(child.id());
     let pid = child.id().ok_or_else(|| ToolError::Failed("the command exited before it could be watched".into()))?;
     let (ended, _) = watch::channel(false);
     let background = Arc::new(Background {
-        id: format!("cmd_{}", uuid::Uuid::now_v7().simple()),
+        id,
         name,
         command,
         cwd: cwd_shown,
@@ -488,13 +494,19 @@ async fn watch_command(
         )
     })
     .await;
-    if group_has_live_members(group) {
+    // Ended only when every process of its tree has: what is left after the drain is killed.
+    let tree = Tree::new(group, &command.id);
+    if tree.has_live_members() {
         tokio::time::sleep(DRAIN_GRACE).await;
-        let _ = killpg(group, Signal::SIGKILL);
+        tree.kill_all();
     }
     lock(&command.state).group_live = false;
     let status = match exited {
-        Ok(Ok(_)) => child.wait().await.map_err(|e| format!("Cannot wait for the command: {e}")),
+        Ok(Ok(_)) => {
+            let status = child.wait().await.map_err(|e| format!("Cannot wait for the command: {e}"));
+            crate::reaper::waited(command.pid);
+            status
+        }
         Ok(Err(e)) => Err(format!("Cannot wait for the command: {e}")),
         Err(e) => Err(format!("Cannot wait for the command: {e}")),
     };

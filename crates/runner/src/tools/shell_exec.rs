@@ -16,8 +16,9 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
+
+use crate::reaper::Tree;
 use nix::unistd::Pid;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -159,18 +160,23 @@ pub(crate) async fn execute(request: ProcessRequest, cancelled: impl Future<Outp
             command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
         }
     }
+    let mark = format!("exec_{}", uuid::Uuid::now_v7().simple());
+    let (key, value) = Tree::env(&mark);
+    command.env(key, value);
+    let spawning = crate::reaper::spawning();
     let mut child = command
         .stdin(if request.input.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()?;
+    spawning.own(child.id());
     // The child leads its own group, so the group id is its pid (known until it is waited for;
     // never 0, which would signal our own group).
-    let group = Pid::from_raw(
-        child.id().ok_or_else(|| std::io::Error::other("the command exited before it could be watched"))? as i32,
-    );
-    let mut guard = KillOnDrop(Some(group));
+    let pid = child.id().ok_or_else(|| std::io::Error::other("the command exited before it could be watched"))?;
+    let group = Pid::from_raw(pid as i32);
+    let tree = Tree::new(group, &mark);
+    let mut guard = KillOnDrop(Some(tree.clone()));
     if let (Some(mut stdin), Some(input)) = (child.stdin.take(), request.input) {
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
@@ -204,16 +210,18 @@ pub(crate) async fn execute(request: ProcessRequest, cancelled: impl Future<Outp
     };
     let mut stopped_background = false;
     let status = if finished {
-        // Members of its group still alive were started in the background: give them the drain
+        // Members of its tree still alive were started in the background: give them the drain
         // grace to finish writing, then kill the group, then reap the leader.
-        if group_has_live_members(group) {
+        if tree.has_live_members() {
             tokio::time::sleep(DRAIN_GRACE).await;
-            stopped_background = killpg(group, Signal::SIGKILL).is_ok();
+            stopped_background = tree.kill_all();
         }
         child.wait().await
     } else {
-        stop_group(group, &mut child).await
-    }?;
+        stop_tree(&tree, &mut child).await
+    };
+    crate::reaper::waited(pid);
+    let status = status?;
     guard.0 = None;
 
     for mut reader in readers {
@@ -233,32 +241,15 @@ pub(crate) async fn execute(request: ProcessRequest, cancelled: impl Future<Outp
     })
 }
 
-/// Kills a process group that is still running when the call that started it goes away.
-struct KillOnDrop(Option<Pid>);
+/// Kills a command's tree that is still running when the call that started it goes away.
+struct KillOnDrop(Option<Tree>);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        if let Some(group) = self.0 {
-            let _ = killpg(group, Signal::SIGKILL);
+        if let Some(tree) = &self.0 {
+            tree.kill_all();
         }
     }
-}
-
-/// Whether a process other than the group's leader, and not a zombie, is in process group
-/// `group` (read from `/proc/<pid>/stat`: the state is field 3, the group field 5).
-pub(super) fn group_has_live_members(group: Pid) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return killpg(group, None).is_ok() };
-    entries.filter_map(Result::ok).any(|entry| {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { return false };
-        if pid == group.as_raw() {
-            return false;
-        }
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
-        // After the command name, which is in parentheses and may contain anything.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, rest)| rest) else { return false };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        fields.first().is_some_and(|state| *state != "Z") && fields.get(2) == Some(&group.as_raw().to_string().as_str())
-    })
 }
 
 /// The working directory as shown and on disk. Relative paths resolve under `/workspace`; any
@@ -284,22 +275,19 @@ pub(super) fn shell() -> (&'static str, &'static str) {
     if has_bash { ("bash", "-lc") } else { ("sh", "-c") }
 }
 
-/// SIGTERM to the group; SIGKILL to whatever is left of it 2 s later. Returns the command's
+/// SIGTERM to the tree; SIGKILL to whatever is left of it 2 s later. Returns the command's
 /// status.
-async fn stop_group(group: Pid, child: &mut Child) -> std::io::Result<ExitStatus> {
-    let gone = || matches!(killpg(group, None), Err(Errno::ESRCH));
-    let _ = killpg(group, Signal::SIGTERM);
+async fn stop_tree(tree: &Tree, child: &mut Child) -> std::io::Result<ExitStatus> {
+    tree.signal(Signal::SIGTERM);
     let deadline = tokio::time::Instant::now() + KILL_GRACE;
     let status = tokio::time::timeout_at(deadline, child.wait()).await.ok();
-    // The command is gone; give the rest of its group the same grace.
+    // The command is gone; give the rest of its tree the same grace.
     if status.is_some() {
-        while !gone() && tokio::time::Instant::now() < deadline {
+        while !tree.is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    if !gone() {
-        let _ = killpg(group, Signal::SIGKILL);
-    }
+    tree.kill_all();
     match status {
         Some(status) => status,
         None => child.wait().await,
