@@ -61,6 +61,43 @@ impl Matches for Rule {
     }
 }
 
+/// The parts of a parsed line that no command rule can see through, each with why: what the
+/// shell matcher found opaque, and unknown programs whose words name a program one of
+/// `cautious` (the `deny`/`ask` command rules that apply) names (`mywrap rm -rf x`).
+pub fn opaque_parts(commands: &[Command], cautious: &[&Rule]) -> Vec<String> {
+    let named: Vec<&str> = cautious
+        .iter()
+        .flat_map(|r| r.commands.iter())
+        .filter_map(|p| p.split_whitespace().next())
+        .map(|p| p.rsplit('/').next().unwrap_or(p))
+        .collect();
+    let mut parts: Vec<String> = Vec::new();
+    for command in commands {
+        let part = command.opaque.clone().or_else(|| {
+            if !command.unknown {
+                return None;
+            }
+            let program = command.argv.first().map(|p| p.rsplit('/').next().unwrap_or(p)).unwrap_or_default();
+            command.argv[1..].iter().flat_map(|w| w.split(|c: char| c.is_whitespace() || ";&|()`$=".contains(c))).find_map(
+                |token| {
+                    let base = token.rsplit('/').next().unwrap_or(token);
+                    named.iter().find(|n| !base.is_empty() && wildcard(n, base)).map(|n| {
+                        format!(
+                            "`{program}` is a program the matcher does not know, and its arguments name `{base}`, which a rule names (`{n}`): it may run it"
+                        )
+                    })
+                },
+            )
+        });
+        if let Some(part) = part
+            && !parts.contains(&part)
+        {
+            parts.push(part);
+        }
+    }
+    parts
+}
+
 /// `allow` needs every item known and matching; `deny`/`ask` any item matching or unknown.
 fn matches_all_or_any(items: &[Option<String>], cautious: bool, f: impl Fn(&str) -> bool) -> bool {
     if cautious {
