@@ -83,7 +83,7 @@ pub fn opaque_parts(commands: &[Command], cautious: &[&Rule]) -> Vec<String> {
                     let base = token.rsplit('/').next().unwrap_or(token);
                     named.iter().find(|n| !base.is_empty() && wildcard(n, base)).map(|n| {
                         format!(
-                            "`{program}` is a program the matcher does not know, and its arguments name `{base}`, which a rule names (`{n}`): it may run it"
+                            "`{program}` is a program the matcher does not know, and its arguments name `{base}`, which a rule names (`{n}`): it may run it, or copy it under another name"
                         )
                     })
                 },
@@ -126,7 +126,19 @@ impl Subject {
         match &def.effects.touches {
             Touches::Command(pointer) => {
                 let line = input.pointer(pointer).and_then(Value::as_str).unwrap_or("");
-                Subject::Shell(shell::commands(line))
+                // The variables the call sets next to its command (`env`, beside `command`)
+                // are part of what the line runs with.
+                let env_pointer = match pointer.rsplit_once('/') {
+                    Some((parent, _)) => format!("{parent}/env"),
+                    None => "/env".to_string(),
+                };
+                let env = input.pointer(&env_pointer).and_then(Value::as_object);
+                let names = env.into_iter().flat_map(|e| e.keys().map(String::as_str));
+                Subject::Shell(shell::commands(line).map(|mut commands| {
+                    let mut set = shell::call_environment(names);
+                    set.append(&mut commands);
+                    set
+                }))
             }
             Touches::Url(pointer) => {
                 let url = input.pointer(pointer).and_then(Value::as_str).unwrap_or("");

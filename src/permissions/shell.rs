@@ -70,6 +70,25 @@ pub struct Unparsed {
     pub seen: Vec<Command>,
 }
 
+/// The variables a call sets for its command (`shell.exec`'s `env`) that make it opaque
+/// (`PATH`, `BASH_ENV`, `LD_PRELOAD`, …), as commands of the line: wrappers (an `allow` rule
+/// needs only the line's own commands) that carry why.
+pub fn call_environment<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<Command> {
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let why = opaque::assignment(&format!("{name}=…"))?;
+            Some(Command {
+                argv: vec![format!("{name}=…")],
+                exact: true,
+                wrapper: true,
+                opaque: Some(format!("{why} (set by the call's `env`)")),
+                unknown: false,
+            })
+        })
+        .collect()
+}
+
 /// Every simple command of `line`, wrappers unwrapped.
 pub fn commands(line: &str) -> Result<Vec<Command>, Unparsed> {
     let mut out = Vec::new();
@@ -471,7 +490,10 @@ pub const WRAPPERS: &[&str] = &[
 
 fn finish(mut words: Vec<Word>, depth: usize, stdin: Stdin, out: &mut Vec<Command>) -> Result<(), Unparsable> {
     while words.first().is_some_and(|w| w.exact && LEADING_KEYWORDS.contains(&w.text.as_str())) {
-        words.remove(0);
+        // `time -p cmd`: the keyword's one option.
+        if words.remove(0).text == "time" && words.first().is_some_and(|w| w.text == "-p") {
+            words.remove(0);
+        }
     }
     if words.len() == 1 && words[0].exact && CLOSING_KEYWORDS.contains(&words[0].text.as_str()) {
         return Ok(());

@@ -254,7 +254,7 @@ pub const CODE_RUNNERS: &[CodeRunner] = &[
     CodeRunner {
         programs: &["less", "more", "most"],
         runs: Runs::Options { options: &["+"], clusters: false },
-        why: "runs pager commands given on its command line (`+!cmd`)",
+        why: "runs pager commands given on its command line, which can run shell commands",
         opaque_example: "'+!rm x' notes.txt",
         visible_example: Some("-R notes.txt"),
     },
@@ -268,7 +268,7 @@ pub const CODE_RUNNERS: &[CodeRunner] = &[
     CodeRunner {
         programs: &["vim", "vi", "nvim", "view", "gvim", "rvim"],
         runs: Runs::Options { options: &["-c", "--cmd", "-S", "-u", "-s", "-e", "-E", "+"], clusters: true },
-        why: "runs editor commands, which can run shell commands (`:!cmd`)",
+        why: "runs editor commands, which can run shell commands",
         opaque_example: "-c '!rm x' notes.txt",
         visible_example: Some("-R notes.txt"),
     },
@@ -380,7 +380,7 @@ pub const CODE_RUNNERS: &[CodeRunner] = &[
         visible_example: Some("-z host 80"),
     },
     CodeRunner {
-        programs: &["socat", "at", "batch", "crontab"],
+        programs: &["socat", "at", "batch", "crontab", "parallel"],
         runs: Runs::Always,
         why: "runs or schedules commands it reads from its arguments, its stdin or a file",
         opaque_example: "now",
@@ -719,6 +719,7 @@ fn runner_opacity(r: &CodeRunner, name: &str, args: &[String], seen: &Seen<'_>, 
             let mut i = 0;
             while i < end {
                 let a = &args[i];
+                let env = a.starts_with("--config-env");
                 let value = if a == "-c" || a == "--config-env" {
                     i += 1;
                     args.get(i).map(String::as_str)
@@ -726,9 +727,10 @@ fn runner_opacity(r: &CodeRunner, name: &str, args: &[String], seen: &Seen<'_>, 
                     a.strip_prefix("-c").or_else(|| a.strip_prefix("--config-env="))
                 };
                 if let Some(v) = value
-                    && (a.starts_with("--config-env") || !git_key_is_inert(v))
+                    && (env || !git_key_is_inert(v))
                 {
-                    return Some(format!("`{name}` {} (`-c {v}`)", r.why));
+                    let option = if env { "--config-env" } else { "-c" };
+                    return Some(format!("`{name}` {} (`{option} {v}`)", r.why));
                 }
                 i += 1;
             }
