@@ -78,16 +78,25 @@ pub fn opaque_parts(commands: &[Command], cautious: &[&Rule]) -> Vec<String> {
                 return None;
             }
             let program = command.argv.first().map(|p| p.rsplit('/').next().unwrap_or(p)).unwrap_or_default();
-            command.argv[1..].iter().flat_map(|w| w.split(|c: char| c.is_whitespace() || ";&|()`$=".contains(c))).find_map(
-                |token| {
-                    let base = token.rsplit('/').next().unwrap_or(token);
-                    named.iter().find(|n| !base.is_empty() && wildcard(n, base)).map(|n| {
-                        format!(
-                            "`{program}` is a program the matcher does not know, and its arguments name `{base}`, which a rule names (`{n}`): it may run it, or copy it under another name"
-                        )
-                    })
-                },
-            )
+            if !command.exact {
+                return Some(format!(
+                    "`{program}` is a program the matcher does not know, and its arguments are only known when the line runs: it may run them"
+                ));
+            }
+            let tokens = command.argv[1..].iter().flat_map(|w| w.split(|c: char| c.is_whitespace() || ";&|()`$=".contains(c)));
+            tokens.map(|t| t.rsplit('/').next().unwrap_or(t)).filter(|t| !t.is_empty()).find_map(|base| {
+                if let Some(n) = named.iter().find(|n| wildcard(n, base)) {
+                    Some(format!(
+                        "`{program}` is a program the matcher does not know, and its arguments name `{base}`, which a rule names (`{n}`): it may run it, or copy it under another name"
+                    ))
+                } else if shell::runs_code_by_name(base) {
+                    Some(format!(
+                        "`{program}` is a program the matcher does not know, and its arguments name `{base}`, which runs code the line does not show: it may run it"
+                    ))
+                } else {
+                    None
+                }
+            })
         });
         if let Some(part) = part
             && !parts.contains(&part)

@@ -55,7 +55,7 @@ impl Command {
 pub struct Unparsable(pub String);
 
 mod opaque;
-pub use opaque::{CODE_RUNNERS, CODE_VARIABLES, CodeRunner, Runs};
+pub use opaque::{CODE_RUNNERS, CODE_VARIABLES, CodeRunner, Runs, runs_code_by_name};
 
 /// Deepest nesting of `sh -c`, `$(…)`, `eval` followed; deeper lines are unparsable.
 const MAX_DEPTH: usize = 8;
@@ -537,6 +537,8 @@ fn finish(mut words: Vec<Word>, depth: usize, stdin: Stdin, out: &mut Vec<Comman
 fn is_assignment(word: &str) -> bool {
     match word.split_once('=') {
         Some((name, _)) => {
+            // `PATH+=:/x` appends.
+            let name = name.strip_suffix('+').unwrap_or(name);
             name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         }
@@ -681,8 +683,27 @@ fn inner_command(name: &str, words: &[Word]) -> Result<Inner, Unparsable> {
                     && t[1..].chars().all(|c| c.is_ascii_alphabetic())
                     && t.contains('c')
             });
+            // The script is the first word after the options (`bash -c -e 'rm x'`,
+            // `bash -c -- 'rm x'` run `rm x`); `su -c` takes it as the option's value.
+            let script_at = |c_at: usize| {
+                if name == "su" {
+                    return Some(c_at + 1);
+                }
+                let mut j = c_at + 1;
+                while let Some(w) = words.get(j) {
+                    let t = w.text.as_str();
+                    if t == "--" {
+                        return Some(j + 1);
+                    }
+                    if !(t.starts_with('-') || t.starts_with('+')) || t == "-" {
+                        return Some(j);
+                    }
+                    j += if matches!(t, "-o" | "+o" | "-O" | "+O" | "--rcfile" | "--init-file") { 2 } else { 1 };
+                }
+                None
+            };
             match at.map(|i| i + 1) {
-                Some(i) => match words.get(i + 1) {
+                Some(i) => match script_at(i).and_then(|j| words.get(j)) {
                     Some(script) => Inner::Scripts(vec![script.clone()]),
                     None => return Err(Unparsable(format!("`{name} -c` without a script"))),
                 },
@@ -989,6 +1010,11 @@ mod tests {
             ("flock /tmp/l -c 'rm x'", "rm x"),
             ("find . -exec true {} \\; -exec rm {} \\;", "rm {}"),
             ("toybox rm x", "rm x"),
+            // The script is the first word after the options, wherever `-c` stands.
+            ("bash -c -e 'rm x'", "rm x"),
+            ("bash -c -- 'rm x'", "rm x"),
+            ("sh -c -o errexit 'rm x' arg0", "rm x"),
+            ("trap -- 'rm x' EXIT", "rm x"),
         ];
         for (line, command) in cases {
             assert!(texts(line).iter().any(|t| t == command), "{line}: {:?}", texts(line));

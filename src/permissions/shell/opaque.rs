@@ -196,6 +196,13 @@ pub const CODE_RUNNERS: &[CodeRunner] = &[
                 "push --exec",
                 "grep -O",
                 "grep --open-files-in-pager",
+                "clone --template",
+                "init --template",
+                "clone -c",
+                "clone --config",
+                "send-email",
+                "instaweb",
+                "web--browse",
             ],
             clusters: false,
         },
@@ -266,7 +273,7 @@ pub const CODE_RUNNERS: &[CodeRunner] = &[
         visible_example: Some("ls"),
     },
     CodeRunner {
-        programs: &["vim", "vi", "nvim", "view", "gvim", "rvim"],
+        programs: &["vim", "vi", "nvim", "view", "gvim", "rvim", "vimdiff"],
         runs: Runs::Options { options: &["-c", "--cmd", "-S", "-u", "-s", "-e", "-E", "+"], clusters: true },
         why: "runs editor commands, which can run shell commands",
         opaque_example: "-c '!rm x' notes.txt",
@@ -280,14 +287,69 @@ pub const CODE_RUNNERS: &[CodeRunner] = &[
         visible_example: None,
     },
     CodeRunner {
-        programs: &["emacs"],
+        programs: &["emacs", "dc", "ed", "sqlite3", "psql", "mysql", "mariadb", "gnuplot", "m4"],
+        runs: Runs::Always,
+        why: "runs commands from its options, its stdin or its own files, which can run shell commands",
+        opaque_example: "-batch -eval '(delete-file \"x\")'",
+        visible_example: None,
+    },
+    CodeRunner {
+        programs: &[
+            "guile",
+            "racket",
+            "sbcl",
+            "clisp",
+            "ocaml",
+            "runghc",
+            "ghci",
+            "swift",
+            "dart",
+            "crystal",
+            "tcc",
+            "octave",
+            "osascript",
+        ],
+        runs: Runs::Interpreter(&["-e", "--eval", "-c", "-run", "--script", "-x"]),
+        why: "runs code of its language",
+        opaque_example: "-e x",
+        visible_example: Some("--version"),
+    },
+    CodeRunner {
+        programs: &["tcpdump"],
+        runs: Runs::Options { options: &["-z"], clusters: true },
+        why: "runs a command on each file it writes",
+        opaque_example: "-w f -C 1 -z ./x",
+        visible_example: Some("-i lo -c 1"),
+    },
+    CodeRunner {
+        programs: &["apt", "apt-get", "aptitude"],
         runs: Runs::Options {
-            options: &["--eval", "-l", "--load", "-f", "--funcall", "--script", "-x", "--batch"],
+            options: &[
+                "install",
+                "reinstall",
+                "remove",
+                "purge",
+                "upgrade",
+                "dist-upgrade",
+                "full-upgrade",
+                "autoremove",
+                "build-dep",
+            ],
             clusters: false,
         },
-        why: "runs Emacs Lisp code",
-        opaque_example: "--batch --eval '(delete-file \"x\")'",
-        visible_example: Some("-nw notes.txt"),
+        why: "runs packages' maintainer scripts",
+        opaque_example: "install -y x",
+        visible_example: Some("list --installed"),
+    },
+    CodeRunner {
+        programs: &["dpkg"],
+        runs: Runs::Options {
+            options: &["-i", "--install", "-r", "--remove", "-P", "--purge", "--configure", "--unpack"],
+            clusters: true,
+        },
+        why: "runs packages' maintainer scripts",
+        opaque_example: "-i x.deb",
+        visible_example: Some("-l"),
     },
     CodeRunner {
         programs: &["make", "gmake", "bmake", "just", "ninja", "rake", "gradle", "gradlew", "mvn", "ant"],
@@ -344,7 +406,7 @@ pub const CODE_RUNNERS: &[CodeRunner] = &[
     CodeRunner {
         programs: &["cargo", "go", "uv", "poetry", "pipenv", "pdm", "hatch"],
         runs: Runs::Options {
-            options: &["run", "r", "test", "t", "bench", "generate", "tool", "shell", "exec"],
+            options: &["run", "r", "test", "t", "bench", "generate", "tool", "shell", "exec", "pip", "sync"],
             clusters: false,
         },
         why: "runs the project's code or commands written in its files",
@@ -366,7 +428,7 @@ pub const CODE_RUNNERS: &[CodeRunner] = &[
         visible_example: Some("-r a.zip src"),
     },
     CodeRunner {
-        programs: &["sudo"],
+        programs: &["sudo", "doas"],
         runs: Runs::Options { options: &["-s", "-i", "--shell", "--login", "-e", "--edit"], clusters: true },
         why: "starts a shell or an editor",
         opaque_example: "-s",
@@ -595,6 +657,7 @@ pub(super) fn is_pattern(unquoted: &str) -> bool {
 /// runs invisible.
 pub(super) fn assignment(word: &str) -> Option<String> {
     let (name, _) = word.split_once('=')?;
+    let name = name.strip_suffix('+').unwrap_or(name);
     CODE_VARIABLES.iter().find_map(|(names, why)| {
         names
             .iter()
@@ -697,6 +760,17 @@ fn runner_opacity(r: &CodeRunner, name: &str, args: &[String], seen: &Seen<'_>, 
         Runs::Awk => awk_opacity(name, args, &exact),
         Runs::Sed => sed_opacity(name, args, &exact),
         Runs::Options { options, clusters } => {
+            // Old-style tar (`tar xIf cmd a.tar`): the first word is a group of letters.
+            let tar_style;
+            let args = match args.first() {
+                Some(a)
+                    if name.contains("tar") && !a.starts_with('-') && a.chars().all(|c| c.is_ascii_alphabetic()) =>
+                {
+                    tar_style = [vec![format!("-{a}")], args[1..].to_vec()].concat();
+                    &tar_style[..]
+                }
+                _ => args,
+            };
             let first = first_operand(args);
             options.iter().find_map(|spec| {
                 let hit = match spec.split_once(' ') {
@@ -704,7 +778,9 @@ fn runner_opacity(r: &CodeRunner, name: &str, args: &[String], seen: &Seen<'_>, 
                         args[i + 1..].iter().find(|a| option_matches(opt, a, *clusters)).map(|a| format!("{sub} {a}"))
                     }),
                     None if *spec == "+" => args.iter().find(|a| a.starts_with('+')).cloned(),
-                    None if !spec.starts_with('-') => first.filter(|&i| args[i] == *spec).map(|i| args[i].clone()),
+                    // A subcommand anywhere among the operands: global options with values
+                    // (`npm -w pkg run x`) cannot push it out of sight.
+                    None if !spec.starts_with('-') => args.iter().find(|a| *a == spec).cloned(),
                     None => args.iter().find(|a| option_matches(spec, a, *clusters)).cloned(),
                 };
                 hit.map(|part| format!("`{name}` {} (`{part}`)", r.why))
@@ -716,6 +792,25 @@ fn runner_opacity(r: &CodeRunner, name: &str, args: &[String], seen: &Seen<'_>, 
         }),
         Runs::GitConfig => {
             let end = first_operand(args).unwrap_or(args.len());
+            // `git config core.pager 'rm x'` (or `git config set …`): a later git runs it.
+            if args.get(end).is_some_and(|a| a == "config")
+                && !args.iter().any(|a| {
+                    matches!(
+                        a.as_str(),
+                        "--get" | "--get-all" | "--get-regexp" | "--list" | "-l" | "--unset" | "get" | "list"
+                    )
+                })
+            {
+                let operands: Vec<&String> =
+                    args[end + 1..].iter().filter(|a| !a.starts_with('-') && *a != "set").collect();
+                if let [key, _value, ..] = operands.as_slice()
+                    && !git_key_is_inert(key)
+                {
+                    return Some(format!(
+                        "`{name}` sets a configuration value that can name a command (`config {key}`)"
+                    ));
+                }
+            }
             let mut i = 0;
             while i < end {
                 let a = &args[i];
@@ -841,11 +936,15 @@ fn awk_opacity(name: &str, args: &[String], exact: &dyn Fn(usize) -> bool) -> Op
         }
         i += 1;
     }
-    let program = args.get(i)?;
+    let Some(program) = args.get(i).or_else(|| args.iter().find(|a| a.starts_with("--source") || *a == "-e")) else {
+        return None;
+    };
     if !exact(i) {
         return Some(format!("`{name}` runs a program only known when the line runs (`{program}`)"));
     }
-    let starts = ["system", "|", ">", "@", "ENVIRON", "PROCINFO"].into_iter().find(|k| program.contains(k));
+    // Every word, not only the program: gawk also takes program text in `-e`/`--source`.
+    let starts =
+        ["system", "|", ">", "@", "ENVIRON", "PROCINFO"].into_iter().find(|k| args.iter().any(|a| a.contains(k)));
     starts.map(|k| format!("`{name}` runs a program that can start commands or write files (`{k}`)"))
 }
 
@@ -985,4 +1084,14 @@ pub(super) fn is_known(name: &str) -> bool {
     let base = unversioned(name);
     DATA_PROGRAMS.contains(&name)
         || CODE_RUNNERS.iter().any(|r| r.programs.contains(&base) || r.programs.contains(&name))
+}
+
+/// Whether `name` is a shell, an interpreter or a program that always runs code: a program
+/// that an unknown wrapper may be handing its code to (`nsenter -t 1 sh < f`).
+pub fn runs_code_by_name(name: &str) -> bool {
+    let base = unversioned(name);
+    CODE_RUNNERS.iter().any(|r| {
+        matches!(r.runs, Runs::Shell | Runs::Interpreter(_) | Runs::Always)
+            && (r.programs.contains(&base) || r.programs.contains(&name))
+    })
 }
