@@ -936,9 +936,7 @@ fn awk_opacity(name: &str, args: &[String], exact: &dyn Fn(usize) -> bool) -> Op
         }
         i += 1;
     }
-    let Some(program) = args.get(i).or_else(|| args.iter().find(|a| a.starts_with("--source") || *a == "-e")) else {
-        return None;
-    };
+    let program = args.get(i).or_else(|| args.iter().find(|a| a.starts_with("--source") || *a == "-e"))?;
     if !exact(i) {
         return Some(format!("`{name}` runs a program only known when the line runs (`{program}`)"));
     }
