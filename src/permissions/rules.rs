@@ -2,6 +2,8 @@
 //! matcher over what the call touches — the normalized paths of a file tool, every command of
 //! a `shell.exec` line, the host of a `web.fetch` URL.
 //!
+//! [`opaque_parts`] says which parts of a parsed line no command rule can see through.
+//!
 //! Matching errs towards caution in both directions: what cannot be known (a path that does not
 //! normalize confidently, a URL without a host, a command with an expansion) matches `deny` and
 //! `ask` rules and never `allow` rules.

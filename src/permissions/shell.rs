@@ -1,9 +1,12 @@
 //! A `shell.exec` command line as permission rules see it: every simple command in it, with
 //! the wrappers around them unwrapped — `a && b`, `a; b`, `a || b`, pipes, `( … )`, `{ …; }`,
-//! `$( … )`, backticks, `<( … )`, `sh -c '…'`, `eval`, `env X=1 cmd`, `exec`, `command`,
-//! `nice`, `nohup`, `timeout`, `sudo`, `xargs`, `busybox`, `find -exec`. A line this does not
-//! understand (heredocs, `case`, function definitions, unbalanced quotes, arithmetic) is
-//! [`Unparsable`], and the engine asks for it: it is never allowed.
+//! `$( … )`, backticks, `<( … )`, `sh -c '…'`, `eval`, `trap '…'`, `alias x='…'`, `env X=1 cmd`,
+//! `exec`, `command`, `nice`, `nohup`, `timeout`, `sudo`, `xargs`, `watch`, `flock`,
+//! `script -c`, `busybox`, every `find -exec`. A line this does not understand (heredocs,
+//! `case`, function keywords, unbalanced quotes, arithmetic) is [`Unparsable`], and the engine
+//! asks for it: it is never allowed. A command whose effect the line does not show (`… | sh`,
+//! `python3 -c`, `tar --to-command=…`) carries why it is *opaque* (`shell/opaque.rs`), and a
+//! program this knows nothing about is marked, so the engine can check its words.
 //!
 //! Written by hand: the one maintained full shell parser (`brush-parser`) brings `insta`,
 //! `cached` and `bon` as normal dependencies; `conch-parser` is unmaintained since 2019;
