@@ -132,14 +132,17 @@ pub fn decide_with(project: &Project, call: &Call<'_>, extra: &[Rule]) -> Decisi
 pub fn opaque_parts(call: &Call<'_>, rules: &[Rule]) -> Vec<String> {
     match Subject::of(call.def, call.input) {
         Subject::Shell(Ok(commands)) => {
-            let cautious: Vec<&Rule> = rules
-                .iter()
-                .filter(|r| r.decision != RuleDecision::Allow && !r.commands.is_empty() && r.tool.matches(call.tool))
-                .collect();
+            let cautious: Vec<&Rule> = rules.iter().filter(|r| guards_commands(r, call.tool)).collect();
             rules::opaque_parts(&commands, &cautious)
         }
         _ => Vec::new(),
     }
+}
+
+/// A `deny` or `ask` rule that looks at the commands of `tool`'s line: what an opaque or
+/// unparsable line could walk around.
+fn guards_commands(rule: &Rule, tool: &str) -> bool {
+    rule.decision != RuleDecision::Allow && !rule.commands.is_empty() && rule.tool.matches(tool)
 }
 
 /// The engine without the project: `rules` in order (the first matching rule of the winning
@@ -166,8 +169,7 @@ pub fn decide_rules<'r>(call: &Call<'_>, rules: impl IntoIterator<Item = &'r Rul
     }
     // Full access skips this ask only when no deny or ask rule looks at commands (so none
     // could have matched the line).
-    let unchecked =
-        |r: &&Rule| r.decision != RuleDecision::Allow && !r.commands.is_empty() && r.tool.matches(call.tool);
+    let unchecked = |r: &&Rule| guards_commands(r, call.tool);
     if let Subject::Shell(Err(why)) = &subject
         && (mode != PermissionMode::FullAccess || rules.iter().any(unchecked))
     {
