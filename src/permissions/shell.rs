@@ -1032,4 +1032,18 @@ mod tests {
         assert_eq!(unknown("timeout 5 stdbuf -o0 chronic rm x"), [false, false, true]);
         assert_eq!(unknown("cp /bin/rm ./del"), [true]);
     }
+
+    proptest::proptest! {
+        /// The classifier reads untrusted lines: whatever the line, it returns, and every
+        /// command it lists has a program.
+        #[test]
+        fn any_line_is_classified_without_panicking(line in "[a-z0-9 ./=+{},*?\\[\\]\\-'\"`$()|&;<>!\\\\\n\u{ff4d}]{0,40}") {
+            if let Ok(cmds) = commands(&line) {
+                proptest::prop_assert!(cmds.iter().all(|c| !c.argv.is_empty()));
+            }
+            for program in ["sed", "awk", "git", "tar", "sh", "xargs", "python3", "ssh", "find"] {
+                let _ = commands(&format!("{program} {line}"));
+            }
+        }
+    }
 }
