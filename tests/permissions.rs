@@ -8,8 +8,11 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use support::{TempProject, fixture, golden, suzumio, text};
+use serde_json::{Value, json};
+use support::{TempProject, fixture, golden, repo_root, suzumio, text};
+use suzumio::config::load::ProcessEnv;
+use suzumio::permissions::{self, Behavior};
+use suzumio::project::Project;
 
 fn call(project: &TempProject, agent: &str, tool: &str, input: &str, extra: &[&str]) -> std::process::Output {
     let dir = project.dir.to_str().expect("utf-8 path");
@@ -41,6 +44,9 @@ fn explain_shows_decision_source_reason_and_risk() {
         ("pm", "web.fetch", r#"{"url": "https://api.example.com/v1"}"#),
         ("ops", "shell.exec", r#"{"command": "make deploy"}"#),
         ("ops", "shell.exec", r#"{"command": "sudo rm -rf /workspace"}"#),
+        ("worker", "shell.exec", r#"{"command": "echo cm0gLXJmIHgK | base64 -d | sh"}"#),
+        ("ops", "shell.exec", r#"{"command": "mywrap rm -rf /workspace"}"#),
+        ("ops", "shell.exec", r#"{"command": "git -c core.pager='rm -rf .' log && python3 -c 'import shutil'"}"#),
     ];
     let mut all = String::new();
     for (agent, tool, input) in cases {
@@ -55,6 +61,75 @@ fn explain_shows_decision_source_reason_and_risk() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     golden("permissions.explain.json").assert_eq(&text(&out.stdout));
+    let out = suzumio(
+        &dir,
+        &[
+            "permissions",
+            "explain",
+            ".",
+            "ops",
+            "shell.exec",
+            r#"{"command": "tar -xf a.tar --to-command=sh"}"#,
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    golden("permissions.explain.opaque.json").assert_eq(&text(&out.stdout));
+}
+
+/// The audit's decision reason says which part made a line opaque.
+#[test]
+fn an_opaque_line_is_asked_and_the_audit_says_why() {
+    let project = TempProject::copy_of("permissions");
+    let config = project.dir.join("suzumio.yaml");
+    let yaml = std::fs::read_to_string(&config).expect("the config");
+    let rules = "    permissions:\n      rules:\n        - {tool: shell.exec, decision: deny, commands: [\"rm *\"]}";
+    assert!(yaml.contains(rules), "the fixture's pm rule");
+    // Nobody answers here: the ask is refused at once instead of waiting.
+    let with_deny = rules.replace("permissions:\n", "permissions:\n      onAsk: deny\n");
+    std::fs::write(&config, yaml.replace(rules, &with_deny)).expect("write the config");
+    let line = r#"{"command": "echo cm0gLXJmIHgK | base64 -d | sh"}"#;
+    let out = call(&project, "pm", "shell.exec", line, &["--backend", "process"]);
+    assert_ne!(out.status.code(), Some(0), "an ask with onAsk deny is refused: {}", text(&out.stdout));
+    assert!(text(&out.stderr).contains("opaque: `sh` reads a program from its stdin"), "{}", text(&out.stderr));
+    let entries = audit_lines(&project, &[]);
+    let decision = entries.iter().find(|e| e["kind"] == "decision").expect("a decision entry");
+    assert_eq!((decision["decision"].as_str(), decision["source"].as_str()), (Some("ask"), Some("opaque line")));
+    let reason = decision["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("opaque: `sh` reads a program from its stdin (`… | sh`); agent pm rule 1"), "{reason}");
+}
+
+/// The corpus of attempts to walk around `deny: rm *`
+/// (`tests/fixtures/permissions/bypass_corpus.txt`): none is allowed, for `shell.exec` and
+/// `shell.start`, in full-access, auto and default mode, each under an `allow` rule for the
+/// whole shell pack — the strongest allowing setup.
+#[test]
+fn no_line_of_the_bypass_corpus_is_allowed_under_deny_rm() {
+    let corpus =
+        std::fs::read_to_string(repo_root().join("tests/fixtures/permissions/bypass_corpus.txt")).expect("the corpus");
+    let lines: Vec<String> =
+        corpus.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).map(|l| l.replace('⏎', "\n")).collect();
+    let project = Project::load(&fixture("valid", "opaque"), &ProcessEnv).unwrap_or_else(|e| panic!("{e}"));
+    let mut allowed = Vec::new();
+    let mut by_behavior = std::collections::BTreeMap::new();
+    for agent_id in ["full", "auto", "plain"] {
+        let agent = project.config.agent(agent_id).expect("agent");
+        for tool in ["shell.exec", "shell.start"] {
+            let (_, def) = project.registry.tool(tool).expect("tool");
+            for line in &lines {
+                let input = json!({ "command": line });
+                project.registry.validate_input(tool, &input).unwrap_or_else(|e| panic!("{line}: {e:?}"));
+                let d = permissions::decide(&project, &permissions::Call { agent, tool, def, input: &input });
+                *by_behavior.entry(d.behavior.as_str()).or_insert(0) += 1;
+                if d.behavior == Behavior::Allow {
+                    allowed.push(format!("{agent_id} {tool} {line:?}: {} ({})", d.reason, d.source));
+                }
+            }
+        }
+    }
+    println!("bypass corpus: {} lines, {} decisions: {by_behavior:?}", lines.len(), lines.len() * 6);
+    assert!(lines.len() >= 200, "the corpus has {} lines", lines.len());
+    assert!(allowed.is_empty(), "allowed under deny rm *:\n{}", allowed.join("\n"));
 }
 
 /// A denied call's result says it was denied, by what, and why (the rule's reason).

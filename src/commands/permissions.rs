@@ -33,7 +33,9 @@ pub fn permissions_explain(
     if let Err(e) = project.registry.validate_input(tool, &input) {
         return Err(CliError::Tool(crate::toolpack::ToolError::invalid_input(tool, &e)));
     }
-    let decision = permissions::decide(&project, &permissions::Call { agent, tool, def, input: &input });
+    let call = permissions::Call { agent, tool, def, input: &input };
+    let decision = permissions::decide(&project, &call);
+    let opaque = permissions::opaque_parts(&call, &permissions::config_rules(&project, agent));
     let subject = match Subject::of(def, &input) {
         Subject::Shell(Ok(commands)) => json!({ "commands": commands.iter().map(|c| c.text()).collect::<Vec<_>>() }),
         Subject::Shell(Err(e)) => json!({ "unparsable": e.to_string() }),
@@ -55,6 +57,9 @@ pub fn permissions_explain(
         });
         if let (Some(v), Some(s)) = (value.as_object_mut(), subject.as_object()) {
             v.extend(s.clone());
+            if !opaque.is_empty() {
+                v.insert("opaque".into(), json!(opaque));
+            }
         }
         return Ok((serde_json::to_string_pretty(&value).unwrap_or_default() + "\n").into());
     }
@@ -67,6 +72,9 @@ pub fn permissions_explain(
     if let Some(commands) = subject.get("commands").and_then(|c| c.as_array()) {
         let texts: Vec<&str> = commands.iter().filter_map(|c| c.as_str()).collect();
         let _ = writeln!(out, "commands: {}", texts.join(" | "));
+    }
+    for part in &opaque {
+        let _ = writeln!(out, "opaque: {part}");
     }
     if let Some(why) = subject.get("unparsable").and_then(|c| c.as_str()) {
         let _ = writeln!(out, "unparsable: {why}");

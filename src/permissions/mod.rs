@@ -6,8 +6,11 @@
 //!
 //! Precedence: every matching rule is collected — the project's, the agent's, and the extra ones
 //! the caller passes (remembered approvals, a hook's verdict) — and `deny` beats `ask` beats
-//! `allow`. A `shell.exec` line that cannot be parsed confidently is at least `ask`. Only when
-//! no rule matched do the mode's defaults apply (`mode.rs`).
+//! `allow`. A `shell.exec` line that cannot be parsed confidently is at least `ask`; so is an
+//! *opaque* one (it runs code the line does not show: `… | sh`, `python3 -c`, `make`,
+//! `shell/opaque.rs`) when a `deny` or `ask` rule looks at the agent's commands — a deny rule
+//! that matches what is visible still denies, and no `allow` rule allows it. Only when no rule
+//! matched do the mode's defaults apply (`mode.rs`).
 
 pub mod approvals;
 pub mod audit;
@@ -124,6 +127,24 @@ pub fn decide_with(project: &Project, call: &Call<'_>, extra: &[Rule]) -> Decisi
     decide_rules(call, rules.iter().chain(extra))
 }
 
+/// Why `call`'s command line is opaque to the command rules among `rules` (empty when it is
+/// not, or is not a command line): what `permissions explain` shows.
+pub fn opaque_parts(call: &Call<'_>, rules: &[Rule]) -> Vec<String> {
+    match Subject::of(call.def, call.input) {
+        Subject::Shell(Ok(commands)) => {
+            let cautious: Vec<&Rule> = rules.iter().filter(|r| guards_commands(r, call.tool)).collect();
+            rules::opaque_parts(&commands, &cautious)
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// A `deny` or `ask` rule that looks at the commands of `tool`'s line: what an opaque or
+/// unparsable line could walk around.
+fn guards_commands(rule: &Rule, tool: &str) -> bool {
+    rule.decision != RuleDecision::Allow && !rule.commands.is_empty() && rule.tool.matches(tool)
+}
+
 /// The engine without the project: `rules` in order (the first matching rule of the winning
 /// decision is the source).
 pub fn decide_rules<'r>(call: &Call<'_>, rules: impl IntoIterator<Item = &'r Rule>) -> Decision {
@@ -158,8 +179,7 @@ pub fn decide_rules<'r>(call: &Call<'_>, rules: impl IntoIterator<Item = &'r Rul
     }
     // Full access skips this ask only when no deny or ask rule looks at commands (so none
     // could have matched the line).
-    let unchecked =
-        |r: &&Rule| r.decision != RuleDecision::Allow && !r.commands.is_empty() && r.tool.matches(call.tool);
+    let unchecked = |r: &&Rule| guards_commands(r, call.tool);
     if let Subject::Shell(Err(why)) = &subject
         && (mode != PermissionMode::FullAccess || rules.iter().any(unchecked))
     {
@@ -169,6 +189,27 @@ pub fn decide_rules<'r>(call: &Call<'_>, rules: impl IntoIterator<Item = &'r Rul
             reason: format!("the command line cannot be matched against the rules with confidence: {why}"),
             risk,
         };
+    }
+    // A line that runs code it does not show walks around every command rule; only when one
+    // could be walked around (a deny or ask rule looks at commands) is it asked for, so
+    // projects without such rules run as before.
+    if let Subject::Shell(Ok(commands)) = &subject {
+        let cautious: Vec<&Rule> = rules.iter().copied().filter(unchecked).collect();
+        let parts = rules::opaque_parts(commands, &cautious);
+        if let Some(first) = cautious.first()
+            && !parts.is_empty()
+        {
+            return Decision {
+                behavior: Behavior::Ask,
+                source: "opaque line".into(),
+                reason: format!(
+                    "opaque: {}; {} cannot see what that runs, so a person decides",
+                    parts.join("; "),
+                    first.source
+                ),
+                risk,
+            };
+        }
     }
     if let Some(rule) = winner {
         return decided(rule);

@@ -2,6 +2,8 @@
 //! matcher over what the call touches — the normalized paths of a file tool, every command of
 //! a `shell.exec` line, the host of a `web.fetch` URL.
 //!
+//! [`opaque_parts`] says which parts of a parsed line no command rule can see through.
+//!
 //! Matching errs towards caution in both directions: what cannot be known (a path that does not
 //! normalize confidently, a URL without a host, a command with an expansion) matches `deny` and
 //! `ask` rules and never `allow` rules.
@@ -62,6 +64,52 @@ impl Matches for Rule {
     }
 }
 
+/// The parts of a parsed line that no command rule can see through, each with why: what the
+/// shell matcher found opaque, and unknown programs whose words name a program one of
+/// `cautious` (the `deny`/`ask` command rules that apply) names (`mywrap rm -rf x`).
+pub fn opaque_parts(commands: &[Command], cautious: &[&Rule]) -> Vec<String> {
+    let named: Vec<&str> = cautious
+        .iter()
+        .flat_map(|r| r.commands.iter())
+        .filter_map(|p| p.split_whitespace().next())
+        .map(|p| p.rsplit('/').next().unwrap_or(p))
+        .collect();
+    let mut parts: Vec<String> = Vec::new();
+    for command in commands {
+        let part = command.opaque.clone().or_else(|| {
+            if !command.unknown {
+                return None;
+            }
+            let program = command.argv.first().map(|p| p.rsplit('/').next().unwrap_or(p)).unwrap_or_default();
+            if !command.exact {
+                return Some(format!(
+                    "`{program}` is a program the matcher does not know, and its arguments are only known when the line runs: it may run them"
+                ));
+            }
+            let tokens = command.argv[1..].iter().flat_map(|w| w.split(|c: char| c.is_whitespace() || ";&|()`$=".contains(c)));
+            tokens.map(|t| t.rsplit('/').next().unwrap_or(t)).filter(|t| !t.is_empty()).find_map(|base| {
+                if let Some(n) = named.iter().find(|n| wildcard(n, base)) {
+                    Some(format!(
+                        "`{program}` is a program the matcher does not know, and its arguments name `{base}`, which a rule names (`{n}`): it may run it, or copy it under another name"
+                    ))
+                } else if shell::runs_code_by_name(base) {
+                    Some(format!(
+                        "`{program}` is a program the matcher does not know, and its arguments name `{base}`, which runs code the line does not show: it may run it"
+                    ))
+                } else {
+                    None
+                }
+            })
+        });
+        if let Some(part) = part
+            && !parts.contains(&part)
+        {
+            parts.push(part);
+        }
+    }
+    parts
+}
+
 /// `allow` needs every item known and matching; `deny`/`ask` any item matching or unknown.
 fn matches_all_or_any(items: &[Option<String>], cautious: bool, f: impl Fn(&str) -> bool) -> bool {
     if cautious {
@@ -90,7 +138,19 @@ impl Subject {
         match &def.effects.touches {
             Touches::Command(pointer) => {
                 let line = input.pointer(pointer).and_then(Value::as_str).unwrap_or("");
-                Subject::Shell(shell::commands(line))
+                // The variables the call sets next to its command (`env`, beside `command`)
+                // are part of what the line runs with.
+                let env_pointer = match pointer.rsplit_once('/') {
+                    Some((parent, _)) => format!("{parent}/env"),
+                    None => "/env".to_string(),
+                };
+                let env = input.pointer(&env_pointer).and_then(Value::as_object);
+                let names = env.into_iter().flat_map(|e| e.keys().map(String::as_str));
+                Subject::Shell(shell::commands(line).map(|mut commands| {
+                    let mut set = shell::call_environment(names);
+                    set.append(&mut commands);
+                    set
+                }))
             }
             Touches::Url(pointer) => {
                 let url = input.pointer(pointer).and_then(Value::as_str).unwrap_or("");

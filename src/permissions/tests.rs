@@ -220,3 +220,116 @@ proptest! {
         }
     }
 }
+
+/// Regression: `deny rm *` was walked around by lines whose commands the matcher cannot see
+/// (`… | sh`, `python3 -c`, `mywrap rm`); with such a rule an opaque line asks in every mode,
+/// even under an `allow *` rule, and a deny that matches what is visible still denies.
+#[test]
+fn opaque_lines_ask_when_a_command_rule_could_be_walked_around() {
+    let shell = tool("shell.exec", false, Some(false), Some(true));
+    let mut deny = rule("shell.*", RuleDecision::Deny);
+    deny.commands = vec!["rm *".into()];
+    let mut allow_all = rule("shell.exec", RuleDecision::Allow);
+    allow_all.commands = vec!["*".into()];
+    let rules = [allow_all.clone(), deny];
+    let modes = [PermissionMode::Default, PermissionMode::Auto, PermissionMode::FullAccess];
+    for line in [
+        "echo cm0gLXJmIHgK | base64 -d | sh",
+        "python3 -c 'import shutil; shutil.rmtree(\"x\")'",
+        "mywrap rm -rf x",
+        "chronic /bin/rm x",
+        "make clean",
+        "{rm,-rf,x}",
+    ] {
+        for mode in modes {
+            let d = decide_one(mode, &shell, &rules, &json!({ "command": line }));
+            assert_eq!((d.behavior, d.source.as_str()), (Behavior::Ask, "opaque line"), "{line} in {mode}: {d:?}");
+            assert!(d.reason.starts_with("opaque: "), "{d:?}");
+        }
+    }
+    let d = decide_one(PermissionMode::FullAccess, &shell, &rules, &json!({ "command": "rm x; python3 -c 1" }));
+    assert_eq!(d.behavior, Behavior::Deny, "{d:?}");
+    // The call's own `env` is part of what the line runs with.
+    let d = decide_one(
+        PermissionMode::FullAccess,
+        &shell,
+        &rules,
+        &json!({ "command": "ls", "env": { "PATH": "/w/bin" } }),
+    );
+    assert_eq!(
+        (d.behavior, d.reason.split(';').next()),
+        (Behavior::Ask, Some("opaque: `PATH=…` decides which program a command name runs (set by the call's `env`)"))
+    );
+    let d = decide_one(PermissionMode::FullAccess, &shell, &rules, &json!({ "command": "ls", "env": { "LANG": "C" } }));
+    assert_eq!(d.behavior, Behavior::Allow, "{d:?}");
+    // Not opaque: an unknown program whose words name no program a rule names.
+    let d = decide_one(PermissionMode::Auto, &shell, &rules, &json!({ "command": "mywrap --fast ls" }));
+    assert_eq!(d.behavior, Behavior::Allow, "{d:?}");
+    // The reason names the rule that could be walked around.
+    let d = decide_one(PermissionMode::Default, &shell, &rules, &json!({ "command": "echo x | sh" }));
+    assert_eq!(
+        d.reason,
+        "opaque: `sh` reads a program from its stdin (`… | sh`); shell.* deny cannot see what that runs, so a person decides"
+    );
+}
+
+/// Without a deny or ask command rule, opaque lines are decided as before (a project
+/// without rules is not flooded with asks).
+#[test]
+fn opaque_lines_without_command_rules_are_decided_as_before() {
+    let shell = tool("shell.exec", false, Some(false), Some(true));
+    let mut allow_python = rule("shell.exec", RuleDecision::Allow);
+    allow_python.commands = vec!["python3 *".into()];
+    let mut deny_web = rule("web.fetch", RuleDecision::Deny);
+    deny_web.hosts = vec!["*".into()];
+    let input = json!({ "command": "python3 -c 'print(1)'" });
+    for (mode, rules, want) in [
+        (PermissionMode::Default, vec![], Behavior::Allow),
+        (PermissionMode::FullAccess, vec![deny_web.clone()], Behavior::Allow),
+        (PermissionMode::Auto, vec![allow_python.clone(), deny_web], Behavior::Allow),
+        (PermissionMode::Auto, vec![], Behavior::Ask),
+    ] {
+        let d = decide_one(mode, &shell, &rules, &input);
+        assert_eq!(d.behavior, want, "{mode} {rules:?}: {d:?}");
+        assert_ne!(d.source, "opaque line");
+    }
+}
+
+/// Deletes by other programs are visible commands, not opaque: `deny rm *` does not name
+/// them, and the rule the README recommends does, each.
+#[test]
+fn deletes_that_are_not_rm_are_seen_and_denied_by_the_rule_that_names_them() {
+    let shell = tool("shell.exec", false, Some(false), Some(true));
+    let mut deny = rule("shell.*", RuleDecision::Deny);
+    deny.commands = [
+        "rm *",
+        "unlink *",
+        "shred *",
+        "truncate *",
+        "find *-delete*",
+        "git clean*",
+        "git rm *",
+        "rsync *--delete*",
+        "mv * /dev/null",
+    ]
+    .map(String::from)
+    .to_vec();
+    for line in [
+        "unlink x",
+        "shred -u x",
+        "truncate -s 0 x",
+        "find . -name '*.o' -delete",
+        "git clean -fdx",
+        "git rm -r src",
+        "rsync -a --delete empty/ src/",
+        "mv x /dev/null",
+        "timeout 5 find /workspace -delete",
+    ] {
+        let subject = Subject::of(&shell, &json!({ "command": line }));
+        let Subject::Shell(Ok(commands)) = &subject else { panic!("{line} parses") };
+        assert!(commands.iter().all(|c| c.opaque.is_none()), "{line}: {commands:?}");
+        let d =
+            decide_one(PermissionMode::FullAccess, &shell, std::slice::from_ref(&deny), &json!({ "command": line }));
+        assert_eq!(d.behavior, Behavior::Deny, "{line}: {d:?}");
+    }
+}
