@@ -21,7 +21,12 @@ use crate::toolpack::{RunsIn, ToolError};
 
 pub enum CliCalls {
     Served(Arc<Delegated>),
-    Own { host: Arc<ToolHost>, kind: BackendKind, command: &'static str, runners: tokio::sync::OnceCell<OwnRunners> },
+    Own {
+        host: Arc<ToolHost>,
+        kind: BackendKind,
+        command: &'static str,
+        runners: Box<tokio::sync::OnceCell<OwnRunners>>,
+    },
 }
 
 /// Runners this process started, and the lock that makes them the project's only ones.
@@ -38,7 +43,7 @@ impl CliCalls {
                 tracing::info!("the project is served by {}: it runs the calls", holder.describe());
                 CliCalls::Served(Delegated::new(holder, socket))
             }
-            None => CliCalls::Own { host: host.clone(), kind, command, runners: tokio::sync::OnceCell::new() },
+            None => CliCalls::Own { host: host.clone(), kind, command, runners: Box::default() },
         })
     }
 

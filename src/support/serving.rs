@@ -195,11 +195,12 @@ impl ServeLock {
         loop {
             match ServeLock::acquire(root, command, now) {
                 Ok(lock) => return Ok(Ok(lock)),
-                Err(LockError::Served(holder)) => match holder.control.clone() {
-                    Some(control) => return Ok(Err((holder, control))),
-                    // A `run` that has not opened its control socket yet: wait for it below.
-                    None => {}
-                },
+                // A `run` that has not opened its control socket yet is waited for below.
+                Err(LockError::Served(holder)) => {
+                    if let Some(control) = holder.control.clone() {
+                        return Ok(Err((holder, control)));
+                    }
+                }
                 Err(LockError::InUse(holder)) if !told => {
                     tracing::warn!("waiting for {} to release the project's runners", holder.describe());
                     told = true;
