@@ -126,6 +126,7 @@ mod valid {
         allowlist_typo,
         deferred_tools,
         permissions,
+        opaque,
         mcp_pinned,
     );
 }
