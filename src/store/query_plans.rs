@@ -17,7 +17,31 @@ const HOT_PATH: &[(&str, &str)] = &[
     ("an activation's end: its open tool calls (close_open_tool_calls)", scheduling::OPEN_TOOL_CALLS),
     ("an activation's end: closing one (close_open_tool_calls)", scheduling::CLOSE_TOOL_CALL),
     ("a runner's start and end: its running background commands (Store::running_commands)", commands::RUNNING_COMMANDS),
+    ("a tool boundary: the activation still runs (Store::deliver_at_tool_boundary)", scheduling::RUNNING_ACTIVATION_OF),
+    ("a tool boundary: delivering a signal (Store::deliver_at_tool_boundary)", scheduling::DELIVER_SIGNAL),
+    ("an activation's start: the agent's latest activation (Store::latest_activation)", scheduling::LATEST_ACTIVATION),
+    ("every tick: when the next delayed signal is ready (Store::next_signal_ready_at)", scheduling::NEXT_SIGNAL_READY),
+    ("every tick: the latest events of a kind (Store::events_of_kind)", scheduling::EVENTS_OF_KIND),
+    ("every tick: agents with ready signals (Store::agents_with_ready_signals)", scheduling::AGENTS_WITH_READY_SIGNALS),
 ];
+
+/// [`HOT_PATH`]'s statements that are built from a column list.
+fn built_hot_path() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "a tool boundary: the P1 signals to deliver (Store::deliver_at_tool_boundary)",
+            scheduling::boundary_signals(),
+        ),
+        (
+            "an activation's prompt: the signals it was given (Store::signals_delivered_to)",
+            scheduling::signals_delivered_to(),
+        ),
+        (
+            "every tick: the latest signal of a kind, nudges (Store::latest_signal_of_kind)",
+            scheduling::latest_signal_of_kind(),
+        ),
+    ]
+}
 
 /// The tables a project's history grows.
 const GROWING: &[&str] = &[
@@ -129,8 +153,11 @@ mod tests {
         let count: i64 =
             store.read(|c| Ok(c.query_row("SELECT COUNT(*) FROM model_calls", [], |r| r.get(0))?)).expect("count");
         assert_eq!(count, i64::from(ROWS));
+        let built = built_hot_path();
         let offending: Vec<String> = HOT_PATH
             .iter()
+            .map(|(what, sql)| (*what, *sql))
+            .chain(built.iter().map(|(what, sql)| (*what, sql.as_str())))
             .filter_map(|(what, sql)| {
                 let steps = growing_steps(&store, sql);
                 (!steps.is_empty()).then(|| format!("{what}: {}", steps.join("; ")))

@@ -17,6 +17,44 @@ pub(super) const OPEN_TOOL_CALLS: &str =
 pub(super) const CLOSE_TOOL_CALL: &str =
     "UPDATE tool_calls SET status = 'failed', error = ?2, error_kind = ?4, finished_at = ?3 WHERE id = ?1";
 
+/// The scheduler's statements, named for the query-plan test (`query_plans.rs`): each runs at
+/// every tick, activation or tool boundary. Those that read whole signal rows take the column
+/// list, so they are built once from it.
+pub(super) const RUNNING_ACTIVATION_OF: &str =
+    "SELECT a.id FROM activations a JOIN agents g ON g.active_activation_id = a.id
+                     WHERE a.id = ?1 AND a.agent_id = ?2 AND a.status = 'running'";
+pub(super) fn boundary_signals() -> String {
+    format!(
+        "SELECT {SIGNAL_COLUMNS} FROM signals
+                 WHERE target_agent = ?1 AND status = 'pending' AND priority = 'P1'
+                   AND (not_before IS NULL OR not_before <= ?2)
+                 ORDER BY created_at, rowid LIMIT ?3"
+    )
+}
+pub(super) const DELIVER_SIGNAL: &str =
+    "UPDATE signals SET status = 'delivered', delivered_at = ?2, delivered_activation_id = ?3,
+                            deliveries = deliveries + 1
+                     WHERE id = ?1";
+pub(super) fn signals_delivered_to() -> String {
+    format!("SELECT {SIGNAL_COLUMNS} FROM signals WHERE delivered_activation_id = ?1 ORDER BY rowid")
+}
+pub(super) const LATEST_ACTIVATION: &str =
+    "SELECT id FROM activations WHERE agent_id = ?1 AND (?2 IS NULL OR status = ?2)
+                     ORDER BY started_at DESC, rowid DESC LIMIT 1";
+pub(super) fn latest_signal_of_kind() -> String {
+    format!(
+        "SELECT {SIGNAL_COLUMNS} FROM signals WHERE kind = ?1 AND (?2 IS NULL OR target_agent = ?2)
+                         ORDER BY created_at DESC, rowid DESC LIMIT 1"
+    )
+}
+pub(super) const NEXT_SIGNAL_READY: &str =
+    "SELECT MIN(not_before) FROM signals WHERE status = 'pending' AND not_before > ?1";
+pub(super) const EVENTS_OF_KIND: &str =
+    "SELECT id, type, data_json, created_at FROM events WHERE type = ?1 ORDER BY id DESC LIMIT ?2";
+pub(super) const AGENTS_WITH_READY_SIGNALS: &str = "SELECT target_agent, MIN(priority) FROM signals
+                 WHERE status = 'pending' AND target_agent IS NOT NULL AND (not_before IS NULL OR not_before <= ?1)
+                 GROUP BY target_agent";
+
 impl Store {
     /// P1 signals ready for `agent_id`, handed to its running activation at a tool boundary
     /// (reference §1.3): marked `delivered` to `activation_id` in one transaction and returned,
@@ -30,33 +68,17 @@ impl Store {
     ) -> Result<Vec<SignalRecord>, StoreError> {
         self.write(|w| {
             let running: Option<String> =
-                w.tx.query_row(
-                    "SELECT a.id FROM activations a JOIN agents g ON g.active_activation_id = a.id
-                     WHERE a.id = ?1 AND a.agent_id = ?2 AND a.status = 'running'",
-                    params![activation_id, agent_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
+                w.tx.query_row(RUNNING_ACTIVATION_OF, params![activation_id, agent_id], |r| r.get(0)).optional()?;
             if running.is_none() {
                 return Ok(Vec::new());
             }
-            let mut stmt = w.tx.prepare_cached(&format!(
-                "SELECT {SIGNAL_COLUMNS} FROM signals
-                 WHERE target_agent = ?1 AND status = 'pending' AND priority = 'P1'
-                   AND (not_before IS NULL OR not_before <= ?2)
-                 ORDER BY created_at, rowid LIMIT ?3"
-            ))?;
+            let mut stmt = w.tx.prepare_cached(&boundary_signals())?;
             let signals: Vec<SignalRecord> = stmt
                 .query_map(params![agent_id, w.now, limit.max(1) as i64], signal_from_row)?
                 .collect::<Result<_, _>>()?;
             drop(stmt);
             for s in &signals {
-                w.tx.execute(
-                    "UPDATE signals SET status = 'delivered', delivered_at = ?2, delivered_activation_id = ?3,
-                            deliveries = deliveries + 1
-                     WHERE id = ?1",
-                    params![s.id, w.now, activation_id],
-                )?;
+                w.tx.execute(DELIVER_SIGNAL, params![s.id, w.now, activation_id])?;
             }
             if !signals.is_empty() {
                 let ids: Vec<&str> = signals.iter().map(|s| s.id.as_str()).collect();
@@ -83,9 +105,7 @@ impl Store {
     /// The signals delivered to one activation (at its start or at tool boundaries).
     pub fn signals_delivered_to(&self, activation_id: &str) -> Result<Vec<SignalRecord>, StoreError> {
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {SIGNAL_COLUMNS} FROM signals WHERE delivered_activation_id = ?1 ORDER BY rowid"
-            ))?;
+            let mut stmt = conn.prepare_cached(&signals_delivered_to())?;
             let rows = stmt.query_map([activation_id], signal_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
@@ -99,12 +119,7 @@ impl Store {
     ) -> Result<Option<ActivationRecord>, StoreError> {
         let id: Option<String> = self.read(|conn| {
             Ok(conn
-                .query_row(
-                    "SELECT id FROM activations WHERE agent_id = ?1 AND (?2 IS NULL OR status = ?2)
-                     ORDER BY started_at DESC, rowid DESC LIMIT 1",
-                    params![agent_id, status.map(ActivationStatus::as_str)],
-                    |r| r.get(0),
-                )
+                .query_row(LATEST_ACTIVATION, params![agent_id, status.map(ActivationStatus::as_str)], |r| r.get(0))
                 .optional()?)
         })?;
         match id {
@@ -120,16 +135,7 @@ impl Store {
         target_agent: Option<&str>,
     ) -> Result<Option<SignalRecord>, StoreError> {
         self.read(|conn| {
-            Ok(conn
-                .query_row(
-                    &format!(
-                        "SELECT {SIGNAL_COLUMNS} FROM signals WHERE kind = ?1 AND (?2 IS NULL OR target_agent = ?2)
-                         ORDER BY created_at DESC, rowid DESC LIMIT 1"
-                    ),
-                    params![kind, target_agent],
-                    signal_from_row,
-                )
-                .optional()?)
+            Ok(conn.query_row(&latest_signal_of_kind(), params![kind, target_agent], signal_from_row).optional()?)
         })
     }
 
@@ -137,22 +143,14 @@ impl Store {
     /// still in the future: the scheduler sleeps until then.
     pub fn next_signal_ready_at(&self) -> Result<Option<String>, StoreError> {
         let now = iso(self.now());
-        self.read(|conn| {
-            Ok(conn.query_row(
-                "SELECT MIN(not_before) FROM signals WHERE status = 'pending' AND not_before > ?1",
-                [now],
-                |r| r.get(0),
-            )?)
-        })
+        self.read(|conn| Ok(conn.query_row(NEXT_SIGNAL_READY, [now], |r| r.get(0))?))
     }
 
     /// Events of one type, newest first, at most `limit` (capped at 1000).
     pub fn events_of_kind(&self, kind: &str, limit: usize) -> Result<Vec<EventRecord>, StoreError> {
         let limit = limit.clamp(1, 1000) as i64;
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT id, type, data_json, created_at FROM events WHERE type = ?1 ORDER BY id DESC LIMIT ?2",
-            )?;
+            let mut stmt = conn.prepare_cached(EVENTS_OF_KIND)?;
             let rows = stmt.query_map(params![kind, limit], event_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
@@ -163,11 +161,7 @@ impl Store {
     pub fn agents_with_ready_signals(&self) -> Result<Vec<(String, String)>, StoreError> {
         let now = iso(self.now());
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT target_agent, MIN(priority) FROM signals
-                 WHERE status = 'pending' AND target_agent IS NOT NULL AND (not_before IS NULL OR not_before <= ?1)
-                 GROUP BY target_agent",
-            )?;
+            let mut stmt = conn.prepare_cached(AGENTS_WITH_READY_SIGNALS)?;
             let rows = stmt.query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })

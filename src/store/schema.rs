@@ -257,6 +257,14 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE approval_requests ADD COLUMN call_key TEXT;
     "#,
+    // 12: what the scheduler reads at every tick and tool boundary, found without going through
+    // the history (`store::query_plans`): the agents with pending signals, grouped in index
+    // order; the newest signal of a kind (nudges); an agent's pending P1 signals in order.
+    r#"
+    CREATE INDEX signals_pending_by_agent ON signals(status, target_agent, priority, not_before);
+    CREATE INDEX signals_by_kind ON signals(kind, created_at);
+    CREATE INDEX signals_boundary ON signals(target_agent, status, priority, created_at);
+    "#,
 ];
 
 /// The schema version this build writes.
