@@ -189,9 +189,7 @@ pub fn normalize_path(value: &Value) -> Option<String> {
 /// A rule's path glob against a normalized path: relative globs are relative to `/workspace`;
 /// `*` stays within one component, `**` crosses them.
 pub fn path_matches(glob: &str, path: &str) -> bool {
-    let absolute = if glob.starts_with('/') { glob.to_string() } else { format!("/workspace/{glob}") };
-    let options = glob::MatchOptions { case_sensitive: true, require_literal_separator: true, ..Default::default() };
-    glob::Pattern::new(&absolute).is_ok_and(|p| p.matches_with(path, options))
+    crate::rpc::path_glob_matches(glob, path)
 }
 
 /// A command pattern against one command: `*` matches anything (spaces too), a trailing ` *`
