@@ -3,7 +3,8 @@
 //! itself with `ln -s` (`slink -> secrets`, `klink -> secrets/k`), walks from a parent
 //! (`file.grep`/`file.list`/`file.glob` on `/workspace`, a directory `file.read`), a link
 //! swapped between two calls, an `ask` rule met only through a link, the words of a command
-//! line, and `check`'s warning for a deny rule the agent's commands walk around. The fixture is
+//! line, `git.status`/`git.diff`, and `check`'s warning for a deny rule the agent's commands walk
+//! around. The fixture is
 //! `tests/fixtures/projects/path-rules`. Needs a Docker engine (scripts/setup.sh) and the
 //! static runner; without them these tests fail, saying so.
 
@@ -140,7 +141,41 @@ async fn shell_path_rules_see_the_paths_a_line_names_and_check_warns_about_file_
     assert_eq!(warning.loc.as_ref().map(|l| l.line), Some(10), "{warning:?}");
     // The ask rule and the shell rule get none.
     assert!(
-        !warnings.iter().any(|w| w.path == "permissions.rules[1]" || w.path.starts_with("agents.a.permissions")),
+        !warnings.iter().any(|w| w.path == "permissions.rules[1]"
+            || w.path == "permissions.rules[2]"
+            || w.path.starts_with("agents.a.permissions")),
         "{warnings:?}"
     );
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "-c", "user.name=Test Author", "-c", "user.email=test@example.com"])
+        .args(["-c", "commit.gpgsign=false"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("the git CLI");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test]
+async fn git_status_and_diff_withhold_the_changes_a_rule_covers() {
+    let s = setup().await;
+    let ws = s.tools.project.snapshot().config.root.join("workspaces").join("a");
+    git(&ws, &["init", "-q", "-b", "main"]);
+    git(&ws, &["add", "src", "secrets"]);
+    git(&ws, &["commit", "-q", "-m", "Initial import"]);
+    let out = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(&ws).output().unwrap();
+    assert!(out.status.success(), "chown: {}", String::from_utf8_lossy(&out.stderr));
+    s.sh("a", "echo 'needle changed' > src/a.txt && echo 'needle TOPSECRET 2' > secrets/k").await;
+
+    let status = s.call("a", "git.status", json!({})).await.unwrap();
+    assert!(status.contains("M src/a.txt") && !status.contains("secrets/k"), "{status}");
+    assert!(status.contains("[1 entry withheld by permission rules]"), "{status}");
+    let diff = s.call("a", "git.diff", json!({})).await.unwrap();
+    assert!(diff.contains("+needle changed") && !diff.contains("TOPSECRET"), "{diff}");
+    assert!(diff.contains("[1 entry withheld by permission rules]"), "{diff}");
 }
