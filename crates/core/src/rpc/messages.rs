@@ -343,3 +343,31 @@ pub struct Empty {}
 fn empty_object() -> Value {
     Value::Object(Map::new())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn invoke_params_without_path_rules_still_parse_and_empty_rules_are_not_sent() {
+        let old: InvokeParams =
+            serde_json::from_value(json!({"activationId": "a", "tool": "file.read", "callId": "c"})).unwrap();
+        assert!(old.path_rules.is_empty());
+        assert_eq!(serde_json::to_value(&old).unwrap().get("pathRules"), None);
+        let rule = PathRule {
+            decision: PathRuleDecision::Ask,
+            paths: vec!["notes/**".into()],
+            source: "project rule 2 (suzumio.yaml:11)".into(),
+            asked: true,
+        };
+        let sent = serde_json::to_value(&rule).unwrap();
+        assert_eq!(
+            sent,
+            json!({"decision": "ask", "paths": ["notes/**"], "source": "project rule 2 (suzumio.yaml:11)", "asked": true})
+        );
+        assert_eq!(serde_json::from_value::<PathRule>(sent).unwrap(), rule);
+        assert!(rule.covers("/workspace/notes/a/b") && !rule.covers("/workspace/notes"));
+    }
+}
