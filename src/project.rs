@@ -2,7 +2,7 @@
 //! entry point every command uses, so `check`, `tools` and (later) `run` see the same thing.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -222,23 +222,36 @@ pub fn check_shell_path_rules(
                 let file_tool = registry.tools().any(|(_, t)| {
                     t.name.starts_with("file.") && rule.tool.matches(&t.name) && registry.may_call(a, &t.name)
                 });
-                file_tool && SHELL.iter().any(|t| registry.may_call(a, t))
+                // Another deny rule that keeps the same paths from the agent's commands covers it.
+                let shell_rule = config.permissions.rules.iter().chain(&a.permissions.rules).any(|r| {
+                    r.decision == RuleDecision::Deny
+                        && SHELL.iter().any(|t| r.tool.matches(t))
+                        && rule.paths.iter().all(|p| r.paths.contains(p))
+                });
+                file_tool && !shell_rule && SHELL.iter().any(|t| registry.may_call(a, t))
             })
             .map(|a| a.id.as_str())
             .collect();
         if exposed.is_empty() {
             continue;
         }
+        // The rule's source is `file:line`; the file is named as the config's own locations name it.
         let loc = rule.source.rsplit_once(':').and_then(|(file, line)| {
-            Some(crate::config::node::Loc { file: dir.join(file).into(), line: line.parse().ok()?, col: 1 })
+            let file: PathBuf = dir.join(file).components().filter(|c| *c != std::path::Component::CurDir).collect();
+            Some(crate::config::node::Loc { file: file.into(), line: line.parse().ok()?, col: 1 })
         });
+        let agents = match exposed.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => String::new(),
+        };
         d.warning(
             loc.as_ref(),
             &path,
             format!(
                 "this deny rule keeps paths [{}] from the file tools but not from shell.exec/shell.start, which {} can also call; add a rule with `tool: shell.*` and the same paths (it sees the paths a command line names), and keep the paths out of the container's mounts, which is the real boundary for commands",
                 rule.paths.join(", "),
-                exposed.join(", ")
+                agents
             ),
         );
     }
