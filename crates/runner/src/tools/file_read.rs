@@ -136,6 +136,7 @@ fn read_line(reader: &mut impl BufRead, keep: usize, out: &mut Vec<u8>) -> std::
 fn read_directory(ctx: &ToolContext, dir: &Opened, offset: u64, limit: u64) -> std::io::Result<Page> {
     let mut entries = Vec::new();
     let mut withheld = Withheld::default();
+    let place = ctx.place_of(&dir.file);
     for entry in rustix::fs::Dir::read_from(&dir.file)? {
         let entry = entry?;
         let bytes = entry.file_name().to_bytes();
@@ -148,7 +149,7 @@ fn read_directory(ctx: &ToolContext, dir: &Opened, offset: u64, limit: u64) -> s
                 .map_or(FileType::Unknown, |s| FileType::from_raw_mode(s.st_mode)),
             kind => kind,
         };
-        if let Some(refusal) = ctx.withheld_entry(&dir.file, &name, kind == FileType::Symlink) {
+        if let Some(refusal) = ctx.withheld_entry(&place, &name, kind == FileType::Symlink) {
             withheld.count(&refusal);
             continue;
         }

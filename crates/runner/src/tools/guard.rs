@@ -32,6 +32,16 @@ pub(super) enum Refusal<'a> {
     NeedsApproval(&'a PathRule),
 }
 
+/// Where a directory whose entries are checked really is.
+pub(super) enum Place {
+    /// No rules: nothing is checked.
+    Unchecked,
+    /// It cannot be told: every entry is withheld.
+    Unknown,
+    /// Its tool path.
+    At(String),
+}
+
 /// What a walk left out because of the rules.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Withheld {

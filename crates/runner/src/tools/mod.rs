@@ -198,14 +198,22 @@ impl ToolContext {
         self.roots.open(input, &[WORKSPACE, ARTIFACTS, MNT]).map_err(|refusal| self.read_refusal(input, refusal))
     }
 
-    /// The path rules' refusal of the entry `name` of the directory `dir` (opened beneath the
-    /// roots), matched on where it really is; a link entry also on where it leads.
-    fn withheld_entry(&self, dir: impl std::os::fd::AsFd, name: &str, is_link: bool) -> Option<guard::Refusal<'_>> {
+    /// Where the directory `dir` (opened beneath the roots) really is, read once for all its
+    /// entries ([`ToolContext::withheld_entry`]).
+    fn place_of(&self, dir: impl std::os::fd::AsFd) -> guard::Place {
         if self.guard.is_empty() {
-            return None;
+            return guard::Place::Unchecked;
         }
-        let Some(real) = PathGuard::real_path(&self.roots, dir) else {
-            return Some(guard::Refusal::Denied(self.guard.any_rule()?));
+        PathGuard::real_path(&self.roots, dir).map_or(guard::Place::Unknown, guard::Place::At)
+    }
+
+    /// The path rules' refusal of the entry `name` of the directory at `place`, matched on
+    /// where it really is; a link entry also on where it leads.
+    fn withheld_entry(&self, place: &guard::Place, name: &str, is_link: bool) -> Option<guard::Refusal<'_>> {
+        let real = match place {
+            guard::Place::Unchecked => return None,
+            guard::Place::Unknown => return Some(guard::Refusal::Denied(self.guard.any_rule()?)),
+            guard::Place::At(real) => real,
         };
         let path = Roots::normalize(&format!("{real}/{name}"));
         if let Some(refusal) = self.guard.refusal(&path) {

@@ -198,6 +198,7 @@ impl Walker<'_, '_> {
         relative: &[u8],
         depth: u64,
     ) -> ControlFlow<()> {
+        let place = self.ctx.place_of(dir);
         for (name, kind) in entries {
             if self.visited >= self.limits.max_visits {
                 return self.stop(Stopped::Visits);
@@ -227,7 +228,7 @@ impl Walker<'_, '_> {
             // Matched on where the entry really is (the directory's fd, its name there), a
             // link also on where it leads; a withheld directory is not entered.
             if let Some(refusal) =
-                self.ctx.withheld_entry(dir, &String::from_utf8_lossy(bytes), kind == FileType::Symlink)
+                self.ctx.withheld_entry(&place, &String::from_utf8_lossy(bytes), kind == FileType::Symlink)
             {
                 self.summary.withheld.count(&refusal);
                 continue;
