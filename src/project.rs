@@ -2,7 +2,7 @@
 //! entry point every command uses, so `check`, `tools` and (later) `run` see the same thing.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -44,6 +44,7 @@ impl Project {
             (Some(config), Some(registry)) if !d.has_errors() => {
                 registry.check_allowlists(&config.agents, &mut d);
                 check_hooks(&config, &registry, &mut d);
+                check_shell_path_rules(dir, &config, &registry, &mut d);
                 if d.has_errors() {
                     return Err(InvalidInput(d));
                 }
@@ -186,6 +187,73 @@ impl LiveProject {
     pub fn replace(&self, project: Project) {
         debug_assert!(Arc::ptr_eq(&project.config, &self.config), "a list change keeps the config");
         self.current.store(Arc::new(project));
+    }
+}
+
+/// A warning for each path `deny` rule that covers an agent's file tools but not its
+/// `shell.exec`/`shell.start`: the same paths stay open to the agent's commands. (For shell
+/// even such a rule only sees the paths a line names; the container's mounts are the boundary.)
+pub fn check_shell_path_rules(
+    dir: &Path,
+    config: &crate::config::ProjectConfig,
+    registry: &crate::toolpack::ToolpackRegistry,
+    d: &mut crate::config::Diagnostics,
+) {
+    use crate::config::RuleDecision;
+    const SHELL: [&str; 2] = ["shell.exec", "shell.start"];
+    let project_rules =
+        config.permissions.rules.iter().enumerate().map(|(i, r)| (format!("permissions.rules[{i}]"), r, None));
+    let agent_rules = config.agents.iter().flat_map(|a| {
+        a.permissions
+            .rules
+            .iter()
+            .enumerate()
+            .map(move |(i, r)| (format!("agents.{}.permissions.rules[{i}]", a.id), r, Some(a.id.as_str())))
+    });
+    for (path, rule, only) in project_rules.chain(agent_rules) {
+        if rule.decision != RuleDecision::Deny || rule.paths.is_empty() || SHELL.iter().any(|t| rule.tool.matches(t)) {
+            continue;
+        }
+        let exposed: Vec<&str> = config
+            .agents
+            .iter()
+            .filter(|a| only.is_none_or(|id| id == a.id))
+            .filter(|a| {
+                let file_tool = registry.tools().any(|(_, t)| {
+                    t.name.starts_with("file.") && rule.tool.matches(&t.name) && registry.may_call(a, &t.name)
+                });
+                // Another deny rule that keeps the same paths from the agent's commands covers it.
+                let shell_rule = config.permissions.rules.iter().chain(&a.permissions.rules).any(|r| {
+                    r.decision == RuleDecision::Deny
+                        && SHELL.iter().any(|t| r.tool.matches(t))
+                        && rule.paths.iter().all(|p| r.paths.contains(p))
+                });
+                file_tool && !shell_rule && SHELL.iter().any(|t| registry.may_call(a, t))
+            })
+            .map(|a| a.id.as_str())
+            .collect();
+        if exposed.is_empty() {
+            continue;
+        }
+        // The rule's source is `file:line`; the file is named as the config's own locations name it.
+        let loc = rule.source.rsplit_once(':').and_then(|(file, line)| {
+            let file: PathBuf = dir.join(file).components().filter(|c| *c != std::path::Component::CurDir).collect();
+            Some(crate::config::node::Loc { file: file.into(), line: line.parse().ok()?, col: 1 })
+        });
+        let agents = match exposed.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        d.warning(
+            loc.as_ref(),
+            &path,
+            format!(
+                "this deny rule keeps paths [{}] from the file tools but not from shell.exec/shell.start, which {} can also call; add a rule with `tool: shell.*` and the same paths (it sees the paths a command line names), and keep the paths out of the container's mounts, which is the real boundary for commands",
+                rule.paths.join(", "),
+                agents
+            ),
+        );
     }
 }
 

@@ -1,6 +1,7 @@
 //! Dispatch: a call decided `allow` (or allowed after its approval) runs where its tool runs —
 //! a controller-side handler (`support::builtin_tools`) or the agent's runner ([`RunnerTools`]).
-//! The tool's `runsIn` decides; nothing here looks at a tool's name.
+//! The tool's `runsIn` decides; nothing here looks at a tool's name. A runner call carries the
+//! agent's `deny`/`ask` path rules for the tool, which the runner applies to what it resolves.
 
 use serde_json::Value;
 
@@ -21,6 +22,13 @@ pub async fn dispatch(
 ) -> Result<ToolOutput, ToolError> {
     match def.runs_in {
         RunsIn::Controller => builtin_tools::call(host, caller, tool, &input).await,
-        RunsIn::Runner => runner.invoke(&caller.agent_id, &caller.activation_id, tool, input).await,
+        RunsIn::Runner => {
+            let project = host.project.snapshot();
+            let rules = match project.config.agent(&caller.agent_id) {
+                Some(agent) => crate::permissions::runner_path_rules(&project, agent, tool, def, &input),
+                None => Vec::new(),
+            };
+            runner.invoke(&caller.agent_id, &caller.activation_id, tool, input, rules).await
+        }
     }
 }

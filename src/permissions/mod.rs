@@ -139,6 +139,33 @@ pub fn opaque_parts(call: &Call<'_>, rules: &[Rule]) -> Vec<String> {
     }
 }
 
+/// The agent's `deny` and `ask` path rules for `tool`, as the runner applies them to the paths
+/// it resolves (links followed): an `ask` rule that the call's own paths met is marked
+/// `asked`, since the call only runs once a person approved it.
+pub fn runner_path_rules(
+    project: &Project,
+    agent: &AgentConfig,
+    tool: &str,
+    def: &ToolDefinition,
+    input: &Value,
+) -> Vec<crate::rpc::PathRule> {
+    use crate::rpc::{PathRule, PathRuleDecision};
+    let subject = Subject::of(def, input);
+    config_rules(project, agent)
+        .iter()
+        .filter(|r| !r.paths.is_empty() && r.tool.matches(tool))
+        .filter_map(|r| {
+            let decision = match r.decision {
+                RuleDecision::Deny => PathRuleDecision::Deny,
+                RuleDecision::Ask => PathRuleDecision::Ask,
+                RuleDecision::Allow => return None,
+            };
+            let asked = decision == PathRuleDecision::Ask && r.matches(tool, &subject);
+            Some(PathRule { decision, paths: r.paths.clone(), source: r.source.clone(), asked })
+        })
+        .collect()
+}
+
 /// A `deny` or `ask` rule that looks at the commands of `tool`'s line: what an opaque or
 /// unparsable line could walk around.
 fn guards_commands(rule: &Rule, tool: &str) -> bool {

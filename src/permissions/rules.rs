@@ -35,8 +35,21 @@ impl Matches for Rule {
         }
         let cautious = self.decision != RuleDecision::Allow;
         if !self.paths.is_empty() {
-            let Subject::Paths(paths) = subject else { return false };
-            return matches_all_or_any(paths, cautious, |p| self.paths.iter().any(|g| path_matches(g, p)));
+            return match subject {
+                Subject::Paths(paths) => {
+                    matches_all_or_any(paths, cautious, |p| self.paths.iter().any(|g| path_matches(g, p)))
+                }
+                // A line's words can name paths but never prove that it touches only those
+                // (globs, `cd`, variables): path rules see a line for `deny` and `ask` only.
+                Subject::Shell(parsed) if cautious => {
+                    let commands = match parsed {
+                        Ok(commands) => commands,
+                        Err(unparsed) => &unparsed.seen,
+                    };
+                    commands.iter().flat_map(path_words).any(|p| self.paths.iter().any(|g| names_covered(g, &p)))
+                }
+                _ => false,
+            };
         }
         if !self.commands.is_empty() {
             let commands = match subject {
@@ -108,6 +121,32 @@ pub fn opaque_parts(commands: &[Command], cautious: &[&Rule]) -> Vec<String> {
         }
     }
     parts
+}
+
+/// The words of a command that may name a path, normalized as a file tool's path is: every
+/// word (the program too: `./secrets/run`), an option's or assignment's value after `=`
+/// (`--file=secrets/k`), and the redirection targets. Words whose value is only known when
+/// the line runs (`$X/k`, `~/k`) are left out: the container's mounts are the boundary there.
+pub fn path_words(command: &Command) -> impl Iterator<Item = String> + '_ {
+    command
+        .argv
+        .iter()
+        .chain(&command.redirects)
+        .flat_map(|w| std::iter::once(w.as_str()).chain(w.split_once('=').map(|(_, v)| v)))
+        .filter(|w| !w.is_empty() && !w.starts_with('-'))
+        .filter_map(|w| normalize_path(&Value::String(w.to_string())))
+}
+
+/// Whether a glob covers what the word `path` names: the path itself, or — since a command
+/// given a directory reads what is in it (`tar c secrets`, `rm -r secrets`) — the directory a
+/// glob's literal part names (`secrets` for `secrets/**`). Parents above it (`.`) do not count.
+fn names_covered(glob: &str, path: &str) -> bool {
+    if path_matches(glob, path) {
+        return true;
+    }
+    let absolute = if glob.starts_with('/') { glob.to_string() } else { format!("/workspace/{glob}") };
+    let literal: Vec<&str> = absolute.split('/').take_while(|c| !c.contains(['*', '?', '['])).collect();
+    literal.len() < absolute.split('/').count() && literal.join("/") == path
 }
 
 /// `allow` needs every item known and matching; `deny`/`ask` any item matching or unknown.
@@ -189,9 +228,7 @@ pub fn normalize_path(value: &Value) -> Option<String> {
 /// A rule's path glob against a normalized path: relative globs are relative to `/workspace`;
 /// `*` stays within one component, `**` crosses them.
 pub fn path_matches(glob: &str, path: &str) -> bool {
-    let absolute = if glob.starts_with('/') { glob.to_string() } else { format!("/workspace/{glob}") };
-    let options = glob::MatchOptions { case_sensitive: true, require_literal_separator: true, ..Default::default() };
-    glob::Pattern::new(&absolute).is_ok_and(|p| p.matches_with(path, options))
+    crate::rpc::path_glob_matches(glob, path)
 }
 
 /// A command pattern against one command: `*` matches anything (spaces too), a trailing ` *`

@@ -33,6 +33,8 @@ pub struct Command {
     /// programs that run code, nor one whose arguments are only data): it may run its
     /// arguments, so the engine checks them for programs a rule names.
     pub unknown: bool,
+    /// The targets of the command's redirections (`> f`, `< f`), which path rules see.
+    pub redirects: Vec<String>,
 }
 
 impl Command {
@@ -87,6 +89,7 @@ pub fn call_environment<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<Com
                 wrapper: true,
                 opaque: Some(format!("{why} (set by the call's `env`)")),
                 unknown: false,
+                redirects: Vec::new(),
             })
         })
         .collect()
@@ -120,15 +123,38 @@ fn parse_line(line: &str, depth: usize, out: &mut Vec<Command>) -> Result<(), Un
 
 fn parse_tokens(lexer: &mut Lexer, depth: usize, out: &mut Vec<Command>) -> Result<(), Unparsable> {
     let mut current: Vec<Word> = Vec::new();
+    let mut redirects: Vec<String> = Vec::new();
     let mut stdin = Stdin::Inherited;
+    // The redirection targets go with the command they belong to (the first one `finish`
+    // lists for it); a line of only redirections (`> f`) is listed as `:` (which is what it
+    // runs), a wrapper, so path rules see what it truncates and `allow` rules need nothing more.
+    let finish_with = |words: Vec<Word>, redirects: Vec<String>, stdin, out: &mut Vec<Command>| {
+        let before = out.len();
+        finish(words, depth, stdin, out)?;
+        if redirects.is_empty() {
+            return Ok(());
+        }
+        match out.get_mut(before) {
+            Some(first) => first.redirects = redirects,
+            None => out.push(Command {
+                argv: vec![":".to_string()],
+                exact: true,
+                wrapper: true,
+                opaque: None,
+                unknown: false,
+                redirects,
+            }),
+        }
+        Ok::<(), Unparsable>(())
+    };
     loop {
         match lexer.next_token()? {
             Token::End => {
-                finish(std::mem::take(&mut current), depth, stdin, out)?;
+                finish_with(std::mem::take(&mut current), std::mem::take(&mut redirects), stdin, out)?;
                 break;
             }
             Token::Separator { pipe } => {
-                finish(std::mem::take(&mut current), depth, stdin, out)?;
+                finish_with(std::mem::take(&mut current), std::mem::take(&mut redirects), stdin, out)?;
                 stdin = if pipe { Stdin::Pipe } else { Stdin::Inherited };
             }
             Token::Word(w) => current.push(w),
@@ -138,7 +164,7 @@ fn parse_tokens(lexer: &mut Lexer, depth: usize, out: &mut Vec<Command>) -> Resu
                 }
                 // The redirection's target is a word; its substitutions were collected.
                 match lexer.next_token()? {
-                    Token::Word(_) => {}
+                    Token::Word(target) => redirects.push(target.text),
                     _ => return Err(Unparsable("a redirection without a target".into())),
                 }
             }
@@ -528,6 +554,7 @@ fn finish(mut words: Vec<Word>, depth: usize, stdin: Stdin, out: &mut Vec<Comman
                 wrapper: true,
                 opaque: Some(why),
                 unknown: false,
+                redirects: Vec::new(),
             });
         }
     }
@@ -584,7 +611,7 @@ fn unwrap(
     {
         opacity = opacity.or_else(|| Some(format!("`{name}` runs code whose text is only known when the line runs")));
     }
-    out.push(Command { argv, exact, wrapper, opaque: opacity, unknown });
+    out.push(Command { argv, exact, wrapper, opaque: opacity, unknown, redirects: Vec::new() });
     match inner {
         Inner::None => Ok(()),
         Inner::Words(groups) => {

@@ -169,6 +169,47 @@ fn allow_needs_every_command_and_every_path() {
     assert_eq!(path("~/src/a.rs"), Behavior::Deny);
 }
 
+#[test]
+fn path_rules_for_shell_see_the_words_that_name_a_path() {
+    let shell = tool("shell.exec", false, None, None);
+    let mut secrets = rule("shell.*", RuleDecision::Deny);
+    secrets.paths = vec!["/workspace/secrets/**".into()];
+    let mut notes = rule("shell.exec", RuleDecision::Ask);
+    notes.paths = vec!["notes/*.md".into()];
+    let mut allow_src = rule("shell.exec", RuleDecision::Allow);
+    allow_src.paths = vec!["src/**".into()];
+    let rules = [secrets, notes, allow_src];
+    let line = |l: &str| decide_one(PermissionMode::Default, &shell, &rules, &json!({ "command": l })).behavior;
+    for denied in [
+        "cat secrets/k",
+        "cat /workspace/secrets/k",
+        "cat ./src/../secrets/k",
+        "grep -r x secrets",
+        "tar c secrets",
+        "cat secrets/*",
+        "wc -l < secrets/k",
+        "echo x > secrets/k",
+        "> secrets/k",
+        "sort --output=secrets/k f",
+        "ls && cat secrets/k",
+        "echo $(cat secrets/k)",
+        "./secrets/run.sh",
+    ] {
+        assert_eq!(line(denied), Behavior::Deny, "{denied}");
+    }
+    assert_eq!(line("cat notes/a.md"), Behavior::Ask);
+    // Parents of a denied path, and what a word cannot show (a variable), are the container's.
+    for not_named in ["ls", "ls .", "cat src/a.rs", "cat secretsx/k", "cat $D/k"] {
+        assert_ne!(line(not_named), Behavior::Deny, "{not_named}");
+    }
+    // A path `allow` rule never allows a line: its words cannot prove what it touches.
+    let allow_only = [rules[2].clone()];
+    assert_eq!(
+        decide_one(PermissionMode::Auto, &shell, &allow_only, &json!({ "command": "cat src/a.rs" })).behavior,
+        Behavior::Ask
+    );
+}
+
 fn any_decision() -> impl Strategy<Value = RuleDecision> {
     prop_oneof![Just(RuleDecision::Allow), Just(RuleDecision::Ask), Just(RuleDecision::Deny)]
 }

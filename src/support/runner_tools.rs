@@ -9,12 +9,22 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
+use crate::rpc::PathRule;
 use crate::toolpack::ToolError;
 use crate::toolpack::output::ToolOutput;
 
 /// Runs runner-side tools in an agent's runner.
 pub trait RunnerTools: Send + Sync + 'static {
-    fn invoke(&self, agent_id: &str, activation_id: &str, tool: &str, input: Value) -> RunnerFuture;
+    /// `path_rules`: the agent's `deny`/`ask` path rules for `tool`, which the runner matches
+    /// against the paths it resolves.
+    fn invoke(
+        &self,
+        agent_id: &str,
+        activation_id: &str,
+        tool: &str,
+        input: Value,
+        path_rules: Vec<PathRule>,
+    ) -> RunnerFuture;
     /// Stop whatever the agent's runner is doing for this activation (P0).
     fn cancel(&self, agent_id: &str, activation_id: &str);
 }
@@ -25,7 +35,14 @@ pub type RunnerFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError
 pub struct NoRunner(pub String);
 
 impl RunnerTools for NoRunner {
-    fn invoke(&self, _agent: &str, _activation: &str, tool: &str, _input: Value) -> RunnerFuture {
+    fn invoke(
+        &self,
+        _agent: &str,
+        _activation: &str,
+        tool: &str,
+        _input: Value,
+        _rules: Vec<PathRule>,
+    ) -> RunnerFuture {
         let why =
             ToolError::RunnerLost(format!("{tool} runs in the agent's runner, which is not available: {}", self.0));
         Box::pin(async move { Err(why) })

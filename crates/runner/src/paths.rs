@@ -198,7 +198,7 @@ impl Roots {
     }
 
     /// The tool path of a place on disk (an absolute link target), if it is under a root.
-    fn tool_path_of(&self, target: &Path) -> Option<String> {
+    pub(crate) fn tool_path_of(&self, target: &Path) -> Option<String> {
         self.table().into_iter().find_map(|(root, dir)| {
             let canonical = std::fs::canonicalize(dir).ok();
             let rest = target.strip_prefix(dir).ok().or_else(|| target.strip_prefix(canonical.as_deref()?).ok())?;

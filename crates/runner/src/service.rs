@@ -5,7 +5,8 @@
 //! [`RunnerService::report_ended_commands`], which sends `commandFinished` for each background
 //! command whose end is unread until the controller (this one or the next) acknowledges it.
 //! A failing `load`, `invoke` or `stopCommand` answers with its [`ToolError`]: the message as
-//! the model sees it, the kind in `data.kind`.
+//! the model sees it, the kind in `data.kind`. A built-in's call carries the agent's path rules
+//! for it, which the tool applies to the paths it resolves (`tools/guard.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -18,7 +19,7 @@ use super::mcp::McpServers;
 use super::pack_context::ContainerAccess;
 use super::packs::{Identity, RunnerPack};
 use super::paths::{ARTIFACTS, Roots};
-use super::tools::{BackgroundCommands, BuiltinTool, BuiltinTools};
+use super::tools::{BackgroundCommands, BuiltinTool, BuiltinTools, PathGuard};
 use crate::rpc::{
     CancelParams, CancelResult, CommandFinishedResult, Connection, HandlerFuture, InvokeParams, ListCommandsParams,
     ListCommandsResult, LoadParams, LoadResult, RequestHandler, RpcError, StopCommandParams, ToolOutput, method,
@@ -292,7 +293,8 @@ impl RunnerService {
             Tool::Builtin(tool) => {
                 let builtins = table.builtins.as_ref().ok_or_else(unknown)?;
                 self.running().insert(params.call_id.clone(), cancel.clone());
-                builtins.run(*tool, input, Some(cancel)).await
+                let guard = PathGuard::new(std::mem::take(&mut params.path_rules));
+                builtins.run_guarded(*tool, input, Some(cancel), guard).await
             }
         };
         self.running().remove(&params.call_id);

@@ -218,6 +218,7 @@ impl Runner {
             tool: tool.into(),
             input: Some(input),
             call_id: call_id.into(),
+            path_rules: Vec::new(),
         };
         within(self.conn.call(method::INVOKE, &params)).await
     }

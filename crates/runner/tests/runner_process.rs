@@ -136,6 +136,7 @@ impl Harness {
             tool: tool.into(),
             input: Some(input),
             call_id: call.into(),
+            path_rules: Vec::new(),
         };
         within("invoke", self.conn.call(method::INVOKE, &params)).await
     }

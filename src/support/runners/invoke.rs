@@ -29,6 +29,19 @@ impl AgentRunners {
         tool: &str,
         input: Value,
     ) -> Result<ToolOutput, ToolError> {
+        self.invoke_guarded(agent, activation_id, tool, input, Vec::new()).await
+    }
+
+    /// [`AgentRunners::invoke`] with the agent's path rules for the tool, which the runner
+    /// applies to the paths it resolves.
+    pub async fn invoke_guarded(
+        &self,
+        agent: &str,
+        activation_id: &str,
+        tool: &str,
+        input: Value,
+        path_rules: Vec<rpc::PathRule>,
+    ) -> Result<ToolOutput, ToolError> {
         if let Some(quotas) = self.quotas.get() {
             quotas.admit(agent, tool, &input)?;
         }
@@ -52,6 +65,7 @@ impl AgentRunners {
                 tool: tool.to_string(),
                 input: Some(input.clone()),
                 call_id: call_id.clone(),
+                path_rules: path_rules.clone(),
             };
             let sent_at = std::time::SystemTime::now();
             let result =

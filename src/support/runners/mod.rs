@@ -54,6 +54,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use crate::rpc::PathRule;
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
@@ -314,12 +315,19 @@ fn clear(slot: &Slot, conn: &Connection) {
 }
 
 impl RunnerTools for AgentRunners {
-    fn invoke(&self, agent_id: &str, activation_id: &str, tool: &str, input: Value) -> RunnerFuture {
+    fn invoke(
+        &self,
+        agent_id: &str,
+        activation_id: &str,
+        tool: &str,
+        input: Value,
+        rules: Vec<PathRule>,
+    ) -> RunnerFuture {
         let Some(me) = self.me.upgrade() else {
             return Box::pin(async { Err(ToolError::RunnerLost("the controller is shutting down".to_string())) });
         };
         let (agent, activation, tool) = (agent_id.to_string(), activation_id.to_string(), tool.to_string());
-        Box::pin(async move { me.invoke(&agent, &activation, &tool, input).await })
+        Box::pin(async move { me.invoke_guarded(&agent, &activation, &tool, input, rules).await })
     }
 
     fn cancel(&self, agent_id: &str, activation_id: &str) {

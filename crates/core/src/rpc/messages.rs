@@ -134,6 +134,48 @@ pub struct InvokeParams {
     pub input: Option<Value>,
     /// Chosen by the controller; names the call in `cancel`.
     pub call_id: String,
+    /// The agent's `deny` and `ask` path rules that apply to this tool, for the runner to match
+    /// against the path it actually opens (links resolved). Absent from older controllers: the
+    /// runner then checks nothing beyond the controller's lexical decision.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path_rules: Vec<PathRule>,
+}
+
+/// A path rule as the runner applies it to what it resolves.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathRule {
+    pub decision: PathRuleDecision,
+    /// The rule's globs, as written (relative ones are relative to `/workspace`).
+    pub paths: Vec<String>,
+    /// Where the rule is written, e.g. `project rule 2 (suzumio.yaml:12)`.
+    pub source: String,
+    /// An `ask` rule the call's own (lexical) paths met: a person approved the call already.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub asked: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PathRuleDecision {
+    Deny,
+    Ask,
+}
+
+impl PathRule {
+    /// Whether one of the rule's globs covers the normalized tool path `path`.
+    pub fn covers(&self, path: &str) -> bool {
+        self.paths.iter().any(|g| path_glob_matches(g, path))
+    }
+}
+
+/// A rule's path glob against a normalized tool path: relative globs are relative to
+/// `/workspace`; `*` stays within one component, `**` crosses them. The controller's lexical
+/// check and the runner's check of the resolved path use this one function.
+pub fn path_glob_matches(glob: &str, path: &str) -> bool {
+    let absolute = if glob.starts_with('/') { glob.to_string() } else { format!("/workspace/{glob}") };
+    let options = glob::MatchOptions { case_sensitive: true, require_literal_separator: true, ..Default::default() };
+    glob::Pattern::new(&absolute).is_ok_and(|p| p.matches_with(path, options))
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -300,4 +342,32 @@ pub struct Empty {}
 
 fn empty_object() -> Value {
     Value::Object(Map::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn invoke_params_without_path_rules_still_parse_and_empty_rules_are_not_sent() {
+        let old: InvokeParams =
+            serde_json::from_value(json!({"activationId": "a", "tool": "file.read", "callId": "c"})).unwrap();
+        assert!(old.path_rules.is_empty());
+        assert_eq!(serde_json::to_value(&old).unwrap().get("pathRules"), None);
+        let rule = PathRule {
+            decision: PathRuleDecision::Ask,
+            paths: vec!["notes/**".into()],
+            source: "project rule 2 (suzumio.yaml:11)".into(),
+            asked: true,
+        };
+        let sent = serde_json::to_value(&rule).unwrap();
+        assert_eq!(
+            sent,
+            json!({"decision": "ask", "paths": ["notes/**"], "source": "project rule 2 (suzumio.yaml:11)", "asked": true})
+        );
+        assert_eq!(serde_json::from_value::<PathRule>(sent).unwrap(), rule);
+        assert!(rule.covers("/workspace/notes/a/b") && !rule.covers("/workspace/notes"));
+    }
 }

@@ -74,6 +74,9 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
     if summary.unreadable > 0 {
         output.push_str(&format!("\n[{} directories could not be read]", summary.unreadable));
     }
+    if let Some(note) = summary.withheld.note() {
+        output.push_str(&format!("\n{note}"));
+    }
     let metadata = json!({
         "path": dir.shown,
         "entries": shown,

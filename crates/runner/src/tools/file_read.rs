@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 
 use rustix::fs::{AtFlags, FileType};
 
+use super::guard::Withheld;
 use super::{Opened, ToolContext, cut_to_bytes, io_error, positive, string_field};
 use crate::rpc::ToolOutput;
 use crate::toolpack::ToolError;
@@ -134,6 +135,8 @@ fn read_line(reader: &mut impl BufRead, keep: usize, out: &mut Vec<u8>) -> std::
 
 fn read_directory(ctx: &ToolContext, dir: &Opened, offset: u64, limit: u64) -> std::io::Result<Page> {
     let mut entries = Vec::new();
+    let mut withheld = Withheld::default();
+    let place = ctx.place_of(&dir.file);
     for entry in rustix::fs::Dir::read_from(&dir.file)? {
         let entry = entry?;
         let bytes = entry.file_name().to_bytes();
@@ -146,6 +149,10 @@ fn read_directory(ctx: &ToolContext, dir: &Opened, offset: u64, limit: u64) -> s
                 .map_or(FileType::Unknown, |s| FileType::from_raw_mode(s.st_mode)),
             kind => kind,
         };
+        if let Some(refusal) = ctx.withheld_entry(&place, &name, kind == FileType::Symlink) {
+            withheld.count(&refusal);
+            continue;
+        }
         // A link to a directory is shown as one, when it leads to one inside the read roots
         // (resolved as `file.read` of it would be).
         let is_dir = match kind {
@@ -163,12 +170,15 @@ fn read_directory(ctx: &ToolContext, dir: &Opened, offset: u64, limit: u64) -> s
     let start = (offset - 1).min(total) as usize;
     let end = (offset - 1).saturating_add(limit).min(total) as usize;
     let page = &entries[start..end];
-    let text = if total == 0 {
+    let mut text = if total == 0 {
         "(empty directory)".to_string()
     } else if page.is_empty() {
         format!("(no entries at offset {offset}; the directory has {total} entries)")
     } else {
         page.join("\n")
     };
+    if let Some(note) = withheld.note() {
+        text.push_str(&format!("\n{note}"));
+    }
     Ok(Page { text, directory: true, shown: page.len() as u64, total, more: (end as u64) < total })
 }

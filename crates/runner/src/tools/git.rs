@@ -9,7 +9,8 @@
 //! opened, must lie beneath the roots on disk (a `.git` file or link pointing elsewhere is
 //! refused), and gix is opened isolated (no system or user configuration, no environment).
 //! Worktree content for a diff is read through [`crate::paths`] again. Nothing is written:
-//! status does not refresh the index.
+//! status does not refresh the index. Changes to paths the call's path rules cover are
+//! withheld and counted (`guard.rs`).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ use gix::status::index_worktree::Item as WorktreeItem;
 use gix::status::plumbing::index_as_worktree_with_renames::Summary;
 use serde_json::{Map, Value, json};
 
+use super::guard::Withheld;
 use super::{ToolContext, bool_field, cut_to_bytes, optional_string, positive};
 use crate::paths::{ARTIFACTS, MNT, PathRefusal, Roots, WORKSPACE};
 use crate::rpc::ToolOutput;
@@ -118,7 +120,7 @@ impl Repo {
     }
 
     /// The changes between `HEAD` and the index (staged) and between the index and the worktree.
-    fn changes(&self) -> Result<Changes, ToolError> {
+    fn changes(&self, ctx: &ToolContext) -> Result<Changes, ToolError> {
         let failed = |e: gix::Error| {
             ToolError::Failed(format!("git status failed in {}: {}", self.top, one_line(&e.to_string())))
         };
@@ -178,7 +180,37 @@ impl Repo {
         changes.staged.sort_by(|a, b| a.path.cmp(&b.path));
         changes.unstaged.sort_by(|a, b| a.path.cmp(&b.path));
         changes.untracked.sort();
+        self.withhold(ctx, &mut changes);
         Ok(changes)
+    }
+
+    /// Leave out the changes whose paths the call's path rules cover, matched on where the
+    /// worktree really is (its directory resolved, the entry's path in it).
+    fn withhold(&self, ctx: &ToolContext, changes: &mut Changes) {
+        if ctx.guard.is_empty() {
+            return;
+        }
+        let top = self
+            .repo
+            .workdir()
+            .and_then(|w| std::fs::canonicalize(w).ok())
+            .and_then(|w| ctx.roots.tool_path_of(&w))
+            .unwrap_or_else(|| self.top.clone());
+        let mut withheld = Withheld::default();
+        let mut keep = |path: &[u8]| {
+            let shown = Roots::normalize(&format!("{top}/{}", String::from_utf8_lossy(path)));
+            match ctx.guard.refusal(&shown) {
+                Some(refusal) => {
+                    withheld.count(&refusal);
+                    false
+                }
+                None => true,
+            }
+        };
+        changes.staged.retain(|c| keep(&c.path));
+        changes.unstaged.retain(|c| keep(&c.path));
+        changes.untracked.retain(|p| keep(p));
+        changes.withheld = withheld;
     }
 
     /// A blob's content, unless it is too large to diff.
@@ -215,6 +247,8 @@ struct Changes {
     staged: Vec<Change>,
     unstaged: Vec<Change>,
     untracked: Vec<Vec<u8>>,
+    /// Entries the path rules withheld.
+    withheld: Withheld,
 }
 
 struct Change {
@@ -249,7 +283,7 @@ impl Content {
 
 pub(super) fn status(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
     let repo = Repo::open(ctx, input)?;
-    let changes = repo.changes()?;
+    let changes = repo.changes(ctx)?;
     let mut lines = vec![repo.head_line()];
     let mut listed = 0;
     let mut section = |title: &str, entries: Vec<String>, lines: &mut Vec<String>| {
@@ -277,6 +311,7 @@ pub(super) fn status(ctx: &ToolContext, input: &Map<String, Value>) -> Result<To
     } else if listed > MAX_STATUS_ENTRIES {
         lines.push(format!("[{} more entries not shown; give a narrower path]", listed - MAX_STATUS_ENTRIES));
     }
+    lines.extend(changes.withheld.note());
     let metadata = json!({
         "repository": repo.top,
         "path": repo.shown_filter(),
@@ -296,7 +331,7 @@ pub(super) fn diff(ctx: &ToolContext, input: &Map<String, Value>) -> Result<Tool
     let staged = bool_field(input, "staged", false)?;
     let max_bytes = positive(input, "maxBytes", DEFAULT_DIFF_BYTES, MAX_DIFF_BYTES)? as usize;
     let repo = Repo::open(ctx, input)?;
-    let changes = repo.changes()?;
+    let changes = repo.changes(ctx)?;
     let list = if staged { &changes.staged } else { &changes.unstaged };
     let mut output = String::new();
     for change in list {
@@ -345,6 +380,9 @@ pub(super) fn diff(ctx: &ToolContext, input: &Map<String, Value>) -> Result<Tool
     }
     if cut > 0 {
         output.push_str(&format!("\n[diff truncated at {max_bytes} bytes; give a narrower path or raise maxBytes]"));
+    }
+    if let Some(note) = changes.withheld.note() {
+        output.push_str(&format!("\n{note}"));
     }
     let metadata = json!({
         "repository": repo.top,

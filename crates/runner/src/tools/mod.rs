@@ -25,6 +25,7 @@ mod file_patch;
 mod file_read;
 mod file_write;
 mod git;
+pub mod guard;
 pub mod shell_background;
 mod shell_exec;
 mod walk;
@@ -38,6 +39,7 @@ use tokio::sync::Notify;
 use super::paths::{ARTIFACTS, Location, MNT, Opened, PathRefusal, Roots, WORKSPACE};
 use crate::rpc::ToolOutput;
 use crate::toolpack::ToolError;
+pub use guard::PathGuard;
 pub use shell_background::BackgroundCommands;
 /// How `shell.exec` runs a process, shared with packs' `context.exec`.
 pub(crate) use shell_exec::{ProcessRequest, execute};
@@ -104,8 +106,11 @@ pub struct BuiltinTools {
     ctx: Arc<ToolContext>,
 }
 
+#[derive(Clone)]
 pub struct ToolContext {
     roots: Roots,
+    /// The call's path rules, applied to what its paths resolve to.
+    guard: PathGuard,
     /// The writable artifacts directory as tools see it, `/artifacts/<agent>`.
     own_artifacts: String,
     /// The agent's background commands (they outlive a `load`).
@@ -126,7 +131,7 @@ impl BuiltinTools {
     /// [`BuiltinTools::with_artifacts_dir`] whose background commands go to `commands`.
     pub fn with_commands(roots: Roots, artifacts_dir: String, commands: Arc<BackgroundCommands>) -> BuiltinTools {
         let own_artifacts = Roots::normalize(&artifacts_dir);
-        BuiltinTools { ctx: Arc::new(ToolContext { roots, own_artifacts, commands }) }
+        BuiltinTools { ctx: Arc::new(ToolContext { roots, guard: PathGuard::default(), own_artifacts, commands }) }
     }
 
     /// The writable artifacts directory as tools see it.
@@ -147,16 +152,29 @@ impl BuiltinTools {
         input: Value,
         cancel: Option<Arc<Notify>>,
     ) -> Result<ToolOutput, ToolError> {
+        self.run_guarded(tool, input, cancel, PathGuard::default()).await
+    }
+
+    /// [`BuiltinTools::run`] under the call's path rules (`guard`), which the file and search
+    /// tools apply to the paths they resolve.
+    pub async fn run_guarded(
+        &self,
+        tool: BuiltinTool,
+        input: Value,
+        cancel: Option<Arc<Notify>>,
+        guard: PathGuard,
+    ) -> Result<ToolOutput, ToolError> {
         let Value::Object(input) = input else {
             return Err(ToolError::Rejected("Tool input must be an object".into()));
         };
+        let ctx =
+            if guard.is_empty() { self.ctx.clone() } else { Arc::new(ToolContext { guard, ..(*self.ctx).clone() }) };
         let run = match tool.implementation {
-            Implementation::Shell => return shell_exec::run(&self.ctx, &input, cancel).await,
-            Implementation::Background(op) => return shell_background::run(op, &self.ctx, &input).await,
+            Implementation::Shell => return shell_exec::run(&ctx, &input, cancel).await,
+            Implementation::Background(op) => return shell_background::run(op, &ctx, &input).await,
             Implementation::Blocking(run) => run,
         };
         // Filesystem calls block; keep them off the threads that serve the socket.
-        let ctx = self.ctx.clone();
         tokio::task::spawn_blocking(move || run(&ctx, &input))
             .await
             .unwrap_or_else(|e| Err(ToolError::Failed(format!("{} failed unexpectedly: {e}", tool.name()))))
@@ -166,17 +184,69 @@ impl BuiltinTools {
 impl ToolContext {
     /// Open an existing file or directory under the read roots.
     fn open_read(&self, input: &str) -> Result<Opened, ToolError> {
+        let opened = self
+            .roots
+            .open(input, &[WORKSPACE, ARTIFACTS, MNT])
+            .map_err(|refusal| self.read_refusal(input, refusal))?;
+        self.guard.check_fd(&self.roots, input, &opened.file)?;
+        Ok(opened)
+    }
+
+    /// [`ToolContext::open_read`] without the path rules: for what a tool reads for itself
+    /// (a `.gitignore` above a walk) and never shows.
+    fn open_read_unguarded(&self, input: &str) -> Result<Opened, ToolError> {
         self.roots.open(input, &[WORKSPACE, ARTIFACTS, MNT]).map_err(|refusal| self.read_refusal(input, refusal))
+    }
+
+    /// Where the directory `dir` (opened beneath the roots) really is, read once for all its
+    /// entries ([`ToolContext::withheld_entry`]).
+    fn place_of(&self, dir: impl std::os::fd::AsFd) -> guard::Place {
+        if self.guard.is_empty() {
+            return guard::Place::Unchecked;
+        }
+        PathGuard::real_path(&self.roots, dir).map_or(guard::Place::Unknown, guard::Place::At)
+    }
+
+    /// The path rules' refusal of the entry `name` of the directory at `place`, matched on
+    /// where it really is; a link entry also on where it leads.
+    fn withheld_entry(&self, place: &guard::Place, name: &str, is_link: bool) -> Option<guard::Refusal<'_>> {
+        let real = match place {
+            guard::Place::Unchecked => return None,
+            guard::Place::Unknown => return Some(guard::Refusal::Denied(self.guard.any_rule()?)),
+            guard::Place::At(real) => real,
+        };
+        let path = Roots::normalize(&format!("{real}/{name}"));
+        if let Some(refusal) = self.guard.refusal(&path) {
+            return Some(refusal);
+        }
+        if is_link
+            && let Ok(target) = self.roots.open(&path, &[WORKSPACE, ARTIFACTS, MNT])
+            && let Some(resolved) = PathGuard::real_path(&self.roots, &target.file)
+        {
+            return self.guard.refusal(&resolved);
+        }
+        None
     }
 
     /// Open an existing file under the write roots (the current content of a file to patch).
     fn open_write(&self, input: &str) -> Result<Opened, ToolError> {
-        self.roots.open(input, &self.write_roots()).map_err(|refusal| self.write_refusal(input, "read", refusal))
+        let opened = self
+            .roots
+            .open(input, &self.write_roots())
+            .map_err(|refusal| self.write_refusal(input, "read", refusal))?;
+        self.guard.check_fd(&self.roots, input, &opened.file)?;
+        Ok(opened)
     }
 
-    /// Locate a path to create, replace or delete under the write roots.
+    /// Locate a path to create, replace or delete under the write roots; the path rules are
+    /// matched on the located directory (where its fd really is) and the names below it.
     fn locate_write(&self, input: &str) -> Result<Location, ToolError> {
-        self.roots.locate(input, &self.write_roots()).map_err(|refusal| self.write_refusal(input, "write", refusal))
+        let location = self
+            .roots
+            .locate(input, &self.write_roots())
+            .map_err(|refusal| self.write_refusal(input, "write", refusal))?;
+        self.guard.check_fd_child(&self.roots, input, &location.dir, Some(&location.rest.join("/")))?;
+        Ok(location)
     }
 
     /// The entry `input` names under the write roots, for deleting or renaming it: its parent
@@ -195,6 +265,7 @@ impl ToolContext {
         }
         let location = self.locate_write(if parent.is_empty() { "/" } else { parent })?;
         let dir = location.open_dir().map_err(|e| io_error(action, &shown, &e))?;
+        self.guard.check_fd_child(&self.roots, input, &dir, Some(name))?;
         let name = name.to_string();
         Ok(NamedEntry { shown, dir, name })
     }

@@ -3,7 +3,8 @@
 //! `O_NOFOLLOW` (so the walk never leaves the directory it started from, however the tree is
 //! renamed or relinked meanwhile), links reported and never followed, `.gitignore` rules
 //! (`ignore`'s matcher, with git's precedence) and include/exclude globs (`globset`) applied,
-//! and bounded in entries visited and in time.
+//! and bounded in entries visited and in time. Entries the call's path rules cover
+//! (`guard.rs`, matched on where each entry really is) are withheld and counted.
 //!
 //! Why not `ignore::WalkBuilder`: it opens every directory by its path string, which a
 //! concurrent rename can redirect outside the roots; here no path string is ever opened.
@@ -23,6 +24,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rustix::fs::{AtFlags, FileType};
 
 use super::ToolContext;
+use super::guard::Withheld;
 use crate::paths::{open_child_dir, open_child_file};
 use crate::toolpack::ToolError;
 
@@ -117,6 +119,8 @@ pub(super) enum Stopped {
 pub(super) struct Summary {
     pub unreadable: u64,
     pub stopped: Option<Stopped>,
+    /// Entries the path rules withheld (never shown, never entered).
+    pub withheld: Withheld,
 }
 
 impl Summary {
@@ -133,6 +137,7 @@ impl Summary {
         if self.unreadable > 0 {
             notes.push(format!("[{} directories could not be read]", self.unreadable));
         }
+        notes.extend(self.withheld.note());
         (!notes.is_empty()).then(|| notes.join("\n"))
     }
 }
@@ -148,13 +153,14 @@ pub(super) fn walk(
     visit: &mut dyn FnMut(&Entry<'_>) -> ControlFlow<()>,
 ) -> std::io::Result<Summary> {
     let ignores = if filters.gitignore { ancestor_ignores(ctx, shown) } else { Vec::new() };
-    let mut walker = Walker { filters, limits, ignores, visited: 0, summary: Summary::default(), visit };
+    let mut walker = Walker { ctx, filters, limits, ignores, visited: 0, summary: Summary::default(), visit };
     let entries = read_sorted(start)?;
     let _ = walker.visit_dir(start, entries, Path::new(shown), b"", 0);
     Ok(walker.summary)
 }
 
 struct Walker<'a, 'v> {
+    ctx: &'a ToolContext,
     filters: &'a Filters,
     limits: &'a Limits,
     /// The `.gitignore`s that apply here, outermost first.
@@ -192,6 +198,7 @@ impl Walker<'_, '_> {
         relative: &[u8],
         depth: u64,
     ) -> ControlFlow<()> {
+        let place = self.ctx.place_of(dir);
         for (name, kind) in entries {
             if self.visited >= self.limits.max_visits {
                 return self.stop(Stopped::Visits);
@@ -216,6 +223,14 @@ impl Walker<'_, '_> {
                 && let Some(include) = &self.filters.include
                 && !Filters::matches(include, &child_relative, bytes)
             {
+                continue;
+            }
+            // Matched on where the entry really is (the directory's fd, its name there), a
+            // link also on where it leads; a withheld directory is not entered.
+            if let Some(refusal) =
+                self.ctx.withheld_entry(&place, &String::from_utf8_lossy(bytes), kind == FileType::Symlink)
+            {
+                self.summary.withheld.count(&refusal);
                 continue;
             }
             let entry = Entry {
@@ -313,13 +328,13 @@ fn ancestor_ignores(ctx: &ToolContext, shown: &str) -> Vec<Gitignore> {
             break;
         }
         dir = parent.to_string();
-        if let Ok(opened) = ctx.open_read(&format!("{dir}/.gitignore"))
+        if let Ok(opened) = ctx.open_read_unguarded(&format!("{dir}/.gitignore"))
             && opened.meta.is_file()
             && let Some(gitignore) = parse_gitignore(opened.file, Path::new(&dir))
         {
             found.push(gitignore);
         }
-        if ctx.open_read(&format!("{dir}/.git")).is_ok() || is_top_root(&dir) {
+        if ctx.open_read_unguarded(&format!("{dir}/.git")).is_ok() || is_top_root(&dir) {
             break;
         }
     }

@@ -23,6 +23,10 @@ const HOOK_KEYS: &[&str] = &["tools", "pack"];
 pub const MATCHER_TOOLS: &[(&str, &[&str])] =
     &[("paths", &["file.", "git."]), ("commands", &["shell.exec", "shell.start"]), ("hosts", &["web.fetch"])];
 
+/// Tools whose path rules see the words of a command line that name a path (not a declared
+/// `touches`: a line can reach paths it never names, see the README's Permissions section).
+pub const PATH_WORD_TOOLS: &[&str] = &["shell.exec", "shell.start"];
+
 /// The project's `permissions` (`agent` false) or an agent's (`agent` true; no `hooks`).
 pub(super) fn read(node: Option<&Node>, path: &str, agent: bool, d: &mut Diagnostics) -> PermissionsConfig {
     let mut config = PermissionsConfig::default();
@@ -86,10 +90,11 @@ fn rule(node: &Node, path: &str, d: &mut Diagnostics) -> Option<PermissionRule> 
             d.error(Some(&r.key_loc(key)), r.path_of(key), "is empty; leave the key out to match every call");
             ok = false;
         }
+        let also: &[&str] = if *key == "paths" { PATH_WORD_TOOLS } else { &[] };
         if let Some(t) = &tool
-            && !applies_to.iter().any(|a| pattern_can_match(t, a))
+            && !applies_to.iter().chain(also).any(|a| pattern_can_match(t, a))
         {
-            let names: Vec<String> = applies_to.iter().map(|a| matcher_tools(a)).collect();
+            let names: Vec<String> = applies_to.iter().chain(also).map(|a| matcher_tools(a)).collect();
             d.error(
                 Some(&r.key_loc(key)),
                 r.path_of(key),
