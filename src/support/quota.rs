@@ -30,8 +30,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::disk::size;
 use serde_json::Value;
-use suzumio_core::disk::size;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::spec::{artifacts_dir, workspace_dir};
@@ -240,7 +240,7 @@ impl AgentDisk {
 
 /// Allocated bytes under `dir`, as the module header says.
 fn measure(dir: &Path) -> u64 {
-    let measured = suzumio_core::disk::allocated(dir, MAX_ENTRIES);
+    let measured = crate::disk::allocated(dir, MAX_ENTRIES);
     if !measured.complete {
         tracing::warn!("{}: more than {MAX_ENTRIES} entries; the disk quota counts the first ones", dir.display());
     }

@@ -81,15 +81,13 @@ fn quota() -> MutexGuard<'static, Option<Quota>> {
 /// At `load`: limit what the agent's processes write to `limit` bytes in `dirs` (none: no
 /// limit for processes started from now on), measuring from now on.
 pub(crate) fn enforce(limit: Option<u64>, dirs: [PathBuf; 2], commands: Arc<BackgroundCommands>) {
-    {
-        let mut current = quota();
-        let Some(limit) = limit else {
-            *current = None;
-            return;
-        };
-        let used = allocated_in(&dirs);
-        *current = Some(Quota { limit, dirs, used, commands });
-    }
+    let Some(limit) = limit else {
+        *quota() = None;
+        return;
+    };
+    // Before any process starts under it: the first limits are from a real measurement.
+    let used = tokio::task::block_in_place(|| allocated_in(&dirs));
+    *quota() = Some(Quota { limit, dirs, used, commands });
     if WATCHING.set(()).is_ok() {
         tokio::spawn(watch());
     }
