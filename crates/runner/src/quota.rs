@@ -80,13 +80,14 @@ fn quota() -> MutexGuard<'static, Option<Quota>> {
 
 /// At `load`: limit what the agent's processes write to `limit` bytes in `dirs` (none: no
 /// limit for processes started from now on), measuring from now on.
-pub(crate) fn enforce(limit: Option<u64>, dirs: [PathBuf; 2], commands: Arc<BackgroundCommands>) {
+pub(crate) async fn enforce(limit: Option<u64>, dirs: [PathBuf; 2], commands: Arc<BackgroundCommands>) {
     let Some(limit) = limit else {
         *quota() = None;
         return;
     };
     // Before any process starts under it: the first limits are from a real measurement.
-    let used = tokio::task::block_in_place(|| allocated_in(&dirs));
+    let walked = dirs.clone();
+    let used = tokio::task::spawn_blocking(move || allocated_in(&walked)).await.unwrap_or(0);
     *quota() = Some(Quota { limit, dirs, used, commands });
     if WATCHING.set(()).is_ok() {
         tokio::spawn(watch());
@@ -254,4 +255,34 @@ fn written_by(pid: u32) -> Vec<Written> {
         .filter(|m| m.is_file())
         .map(|m| Written { file: (m.dev(), m.ino()), size: m.len() })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_limit_is_read_as_the_kernel_has_it() {
+        let me = Pid::from_raw(std::process::id() as i32).unwrap();
+        assert_eq!(file_size_limit(me), Some(rustix::process::getrlimit(Resource::Fsize)));
+    }
+
+    #[test]
+    fn only_files_open_for_writing_count_and_each_file_once() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let (written, read) = (tmp.path().join("w"), tmp.path().join("r"));
+        std::fs::write(&read, b"read only").unwrap();
+        let _reading = std::fs::File::open(&read).unwrap();
+        let mut writing = std::fs::File::create(&written).unwrap();
+        std::io::Write::write_all(&mut writing, &[0; 1000]).unwrap();
+        let _again = std::fs::OpenOptions::new().append(true).open(&written).unwrap();
+        let ours: Vec<Written> = written_by(std::process::id());
+        let inode = std::fs::metadata(&written).unwrap().ino();
+        let seen: Vec<&Written> = ours.iter().filter(|w| w.file.1 == inode).collect();
+        assert_eq!(seen.len(), 2, "both descriptors of the written file");
+        assert!(seen.iter().all(|w| w.size == 1000));
+        let read_inode = std::fs::metadata(&read).unwrap().ino();
+        assert!(ours.iter().all(|w| w.file.1 != read_inode), "a file open for reading is no writer's");
+    }
 }

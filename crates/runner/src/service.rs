@@ -249,7 +249,7 @@ impl RunnerService {
         }
         if let Some(artifacts) = self.roots.to_disk(&normalized) {
             let dirs = [self.roots.workspace.clone(), artifacts];
-            crate::quota::enforce(params.disk_quota_bytes, dirs, self.commands.clone());
+            crate::quota::enforce(params.disk_quota_bytes, dirs, self.commands.clone()).await;
         }
         let identity = Identity { project: params.project.clone(), agent_id: params.agent_id.clone() };
         let access = Arc::new(ContainerAccess::new(self.roots.clone(), &normalized));
