@@ -87,6 +87,11 @@ impl DiskQuotas {
         DiskQuotas { limit: config.backend.docker.disk_quota_bytes, agents, effects }
     }
 
+    /// Every agent's quota in bytes.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
     /// Whether `agent` may run the runner-side `tool` with `input` now.
     pub fn admit(&self, agent: &str, tool: &str, input: &Value) -> Result<(), ToolError> {
         let Some(disk) = self.agents.get(agent) else { return Ok(()) };

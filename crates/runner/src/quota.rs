@@ -10,7 +10,8 @@
 //! - The runner measures the agent's `/workspace` and `/artifacts/<agent>` itself
 //!   ([`suzumio_core::disk::allocated`]), every 20 ms to 1 s (ten times what a walk costs),
 //!   (every 5 ms for 2 s after it starts a process), and after each measurement lowers the
-//!   limit of every process in the container to its share of what is left: a process that
+//!   limit of every process it started (its descendants, never another process) to its share
+//!   of what is left: a process that
 //!   has regular files open for writing may grow its largest one by `left / files` (the
 //!   number of distinct files open for writing in the container); over the
 //!   quota, every other process gets 0 (what it starts cannot grow any file).
@@ -102,6 +103,9 @@ pub fn left() -> Option<u64> {
 /// Start `command`'s process with `RLIMIT_FSIZE` at what is left of the quota.
 pub(crate) fn limit_command(command: &mut tokio::process::Command) {
     let Some(left) = left() else { return };
+    // Never above the runner's own hard limit: raising it is not allowed (and would fail the spawn).
+    let own = rustix::process::getrlimit(Resource::Fsize).maximum;
+    let left = own.map_or(left, |own| own.min(left));
     *STARTED.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
     STARTING.notify_one();
     let limit = Rlimit { current: Some(left), maximum: Some(left) };
@@ -212,16 +216,33 @@ fn lower_limits(writing: BTreeMap<u32, Vec<Written>>, used: u64, limit: u64) {
     }
 }
 
-/// Every process but the runner and the container's init, with the files it writes.
+/// The runner's descendants (as the subreaper, everything its commands start stays one), with
+/// the files each writes. Never any other process: a runner started on a host by hand must
+/// not touch the host's processes.
 fn writers() -> BTreeMap<u32, Vec<Written>> {
     let me = std::process::id();
     let Ok(entries) = std::fs::read_dir("/proc") else { return BTreeMap::new() };
-    entries
+    let parents: BTreeMap<u32, u32> = entries
         .filter_map(Result::ok)
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| pid != me && pid != 1)
-        .map(|pid| (pid, written_by(pid)))
-        .collect()
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // After the command name, which is in parentheses and may contain anything.
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    let descends = |mut pid: u32| {
+        for _ in 0..parents.len() {
+            match parents.get(&pid) {
+                Some(&parent) if parent == me => return true,
+                Some(&parent) if parent > 0 => pid = parent,
+                _ => return false,
+            }
+        }
+        false
+    };
+    parents.keys().copied().filter(|&pid| pid != me && descends(pid)).map(|pid| (pid, written_by(pid))).collect()
 }
 
 /// `pid`'s `RLIMIT_FSIZE`, from `/proc/<pid>/limits` (`None` for unlimited).

@@ -220,9 +220,9 @@ impl AgentRunners {
             builtin_tools,
             artifacts_dir: None,
             mcp: p.mcp_packs_for(agent).into_iter().filter_map(McpServerSpec::of).collect(),
-            // `diskQuota` is the Docker section's (as in `support::start`).
-            disk_quota_bytes: (p.config.backend.kind == crate::config::BackendKind::Docker)
-                .then_some(p.config.backend.docker.disk_quota_bytes),
+            // Only where the controller enforces it, which is in containers (`support::start`):
+            // a runner on the host must never limit the host's processes.
+            disk_quota_bytes: self.quotas.get().map(|q| q.limit()),
         })
     }
 }
