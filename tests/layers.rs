@@ -2,7 +2,7 @@
 //! (`use` lines, grouped `use crate::{a, b}` lists and paths written inline) must name a module
 //! on a lower line of the order written in ARCHITECTURE.md (the ```layers block). Modules on
 //! the same line must not import each other. The core's modules (`config`, `toolpack`, `js`,
-//! `rpc`, `text`, `fsat`, `hosts`) are another crate, below all of them.
+//! `rpc`, `text`, `fsat`, `hosts`, `disk`) are another crate, below all of them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,7 @@ fn layer_order(root: &Path) -> Vec<Vec<String>> {
         .collect()
 }
 
-const CORE: &[&str] = &["config", "toolpack", "js", "rpc", "text", "fsat", "hosts", "VERSION"];
+const CORE: &[&str] = &["config", "toolpack", "js", "rpc", "text", "fsat", "hosts", "disk", "VERSION"];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read src") {

@@ -1,20 +1,31 @@
-//! The disk quota (`backend.docker.diskQuota`) against a real container: the attack was
-//! `shell.exec "fallocate -l 3G /workspace/fill.bin"`, which put 3 GB on the host's disk. Here,
-//! with a quota of 8m: a `file.write`, `file.patch` or `file.edit` beyond it fails before it
-//! runs; a shell command that writes 20 MB is not stopped, but within seconds the agent's next
-//! calls that may add data fail with "disk quota exceeded (…)" and `agent.quota_exceeded` is
-//! recorded; reads and every call that frees space (`file.delete`, `file.move`, a deleting
-//! `file.patch`, a shrinking `file.edit`, `shell.exec rm …`, `shell.stop`) still run, so the
-//! agent can clean up, and then the calls work again (`agent.quota_ok`). `/tmp` is a tmpfs
-//! with a size.
-//! Needs a Docker engine and the static runner, like tests/containers.rs.
+//! The disk quota (`backend.docker.diskQuota`) against a real container. The attacks were
+//! `fallocate -l 3G`, a 2 GB `dd` that finished under `diskQuota: 200m`, and a background
+//! writer that grew to 1.8 GB after the quota was reported. Now:
+//! - a `file.write`, `file.patch` or `file.edit` beyond the quota fails before it runs;
+//! - every process the runner starts has `RLIMIT_FSIZE` at what is left of the quota, and the
+//!   runner lowers it to each writer's share as the usage grows: a `dd` stops at the quota, and
+//!   the result says the disk quota stopped it;
+//! - what still takes the agent over (here: directories, which no file size limit counts) is
+//!   found within a measurement: its background commands are stopped, each with one
+//!   `shell.command_finished` signal saying the quota stopped it, and its next calls that may
+//!   add data fail with "disk quota exceeded (…)" (`agent.quota_exceeded` is recorded); reads
+//!   and every call that frees space (`file.delete`, `file.move`, a deleting `file.patch`, a
+//!   shrinking `file.edit`, `shell.exec rm …`, `shell.stop`) still run, so the agent can clean
+//!   up, and then the calls work again (`agent.quota_ok`);
+//! - the testers' three cases against `diskQuota: 200m` (one 2 GB `dd`, a background writer, 8
+//!   parallel `dd`s) print how far over the quota each got.
+//!
+//! `/tmp` is a tmpfs with a size. Needs a Docker engine and the static runner, like
+//! tests/containers.rs.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use suzumio::backend::spec::{artifacts_dir, workspace_dir};
 use suzumio::config::BackendKind;
+use suzumio::store::{COMMAND_FINISHED_KIND, SignalQuery, SignalRecord};
 
 type Setup = support::containers::ContainerProject;
 
@@ -43,6 +54,72 @@ impl Setup {
     fn events(&self, kind: &str) -> Vec<Value> {
         self.tools.store.events_of_kind(kind, 10).unwrap().into_iter().map(|r| r.data()).collect()
     }
+
+    /// What agent `a` holds now, measured as the quota measures it.
+    fn used(&self) -> u64 {
+        let root = &self.tools.project.config.root;
+        [workspace_dir(root, "a"), artifacts_dir(root, "a")]
+            .iter()
+            .map(|d| suzumio::disk::allocated(d, 1_000_000).bytes)
+            .sum()
+    }
+
+    fn finish_signals(&self) -> Vec<SignalRecord> {
+        let query = SignalQuery {
+            target_agent: Some("a".into()),
+            kind: Some(COMMAND_FINISHED_KIND.into()),
+            ..Default::default()
+        };
+        self.tools.store.list_signals(&query).unwrap()
+    }
+
+    /// The finish signal of the background command named `name`, once it is recorded.
+    async fn finish_signal_of(&self, name: &str) -> SignalRecord {
+        support::wait_for_async(&format!("the finish signal of {name}"), async || {
+            self.finish_signals().into_iter().find(|s| s.payload["name"] == name)
+        })
+        .await
+    }
+
+    /// Fills the workspace with `count` directories (4 KiB each): data no file size limit
+    /// counts, so only the measurement finds it.
+    async fn fill_with_directories(&self, count: u32) {
+        let fill = format!("mkdir -p /workspace/dirs && cd /workspace/dirs && seq {count} | xargs mkdir");
+        self.sh("a", &fill).await;
+    }
+
+    /// Runs `free` (a command line that only deletes, which runs even over the quota), then
+    /// waits until a new command starts with at least `at_least` bytes of file size limit:
+    /// the controller and the runner have both measured the freed space.
+    async fn free(&self, free: &str, at_least: u64) {
+        self.sh("a", free).await;
+        // `ulimit -f` counts 512-byte blocks.
+        let enough = |out: &str| {
+            out.lines().last().and_then(|l| l.trim().parse::<u64>().ok()).is_some_and(|b| b * 512 >= at_least)
+        };
+        let limit = self.read_until_output("ulimit -f", Duration::from_secs(60), enough).await;
+        assert!(
+            limit.as_deref().is_ok_and(enough),
+            "the file size limit of new commands comes back after {free}: {limit:?}"
+        );
+    }
+
+    /// Calls `shell.exec command` until it succeeds with an output `done` accepts.
+    async fn read_until_output(
+        &self,
+        command: &str,
+        within: Duration,
+        done: impl Fn(&str) -> bool,
+    ) -> Result<String, String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let result = self.call("a", "shell.exec", json!({ "command": command })).await;
+            if result.as_deref().is_ok_and(&done) || Instant::now() > deadline {
+                return result;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
 
 fn exceeded(result: &Result<String, String>) -> bool {
@@ -50,7 +127,7 @@ fn exceeded(result: &Result<String, String>) -> bool {
 }
 
 #[tokio::test]
-async fn shell_growth_past_the_quota_stops_the_agents_calls_until_space_is_freed() {
+async fn a_shell_write_stops_at_the_quota_and_growth_past_it_stops_the_agents_calls_until_space_is_freed() {
     let s = setup("8m").await;
     s.call("a", "file.write", json!({"path": "note.txt", "content": "small"})).await.unwrap();
 
@@ -60,11 +137,18 @@ async fn shell_growth_past_the_quota_stops_the_agents_calls_until_space_is_freed
     let patch = json!({"operations": [{"op": "add", "path": "big.txt", "content": "x".repeat(9 << 20)}]});
     assert!(exceeded(&s.call("a", "file.patch", patch).await));
 
-    // The shell is not stopped mid-write: detection follows within seconds.
+    // A shell write stops at the quota: the file cannot grow past what was left.
     let dd = s.call("a", "shell.exec", json!({"command": "dd if=/dev/zero of=/workspace/big bs=1M count=20"})).await;
-    assert!(dd.is_ok(), "{dd:?}");
+    let dd = dd.unwrap();
+    assert!(dd.contains("the agent's disk quota (8.0 MiB) is used up"), "{dd}");
     let big = s.tools.project.config.root.join("workspaces/a/big");
-    assert_eq!(std::fs::metadata(&big).map(|m| m.len()).ok(), Some(20 << 20), "{dd:?}");
+    let written = std::fs::metadata(&big).map(|m| m.len()).unwrap();
+    assert!(written <= 8 << 20 && written > 6 << 20, "dd stopped at what was left: {written}");
+    assert!(s.used() <= (8 << 20) + (64 << 10), "{}", s.used());
+    s.sh("a", "rm -f /workspace/big").await;
+
+    // What no file size limit counts is found by the measurement.
+    s.fill_with_directories(3000).await;
     let blocked = s.read_until(Duration::from_secs(60), exceeded).await;
     assert!(exceeded(&blocked), "the next calls fail within seconds: {blocked:?}");
     assert!(
@@ -76,10 +160,10 @@ async fn shell_growth_past_the_quota_stops_the_agents_calls_until_space_is_freed
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0]["agentId"], "a");
     assert_eq!(events[0]["limitBytes"], 8 << 20);
-    assert!(events[0]["usedBytes"].as_u64().unwrap() >= 20 << 20, "{events:?}");
+    assert!(events[0]["usedBytes"].as_u64().unwrap() > 8 << 20, "{events:?}");
 
     // Deleting frees space, and is allowed while over.
-    s.call("a", "file.patch", json!({"operations": [{"op": "delete", "path": "/workspace/big"}]})).await.unwrap();
+    s.sh("a", "rm -rf /workspace/dirs").await;
     let back = s.read_until(Duration::from_secs(60), |r| r.is_ok()).await;
     assert!(back.as_deref().is_ok_and(|out| out.contains("small")), "{back:?}");
     assert_eq!(s.events("agent.quota_ok").len(), 1);
@@ -98,11 +182,19 @@ async fn over_the_quota_the_agent_can_still_look_around_and_clean_up() {
     assert!(refused.unwrap_err().contains("more would go over"));
     assert_eq!(std::fs::read_to_string(s.tools.project.config.root.join("workspaces/a/note.txt")).unwrap(), "small");
 
-    let fill = "dd if=/dev/zero of=/workspace/big bs=1M count=20 && cp /workspace/big /workspace/big2 && mkdir -p /workspace/d";
+    let fill =
+        "dd if=/dev/zero of=/workspace/big bs=1M count=3 && cp /workspace/big /workspace/big2 && mkdir -p /workspace/d";
     s.call("a", "shell.exec", json!({ "command": fill })).await.unwrap();
     s.call("a", "shell.start", json!({"command": "sleep 300", "name": "idle"})).await.unwrap();
+    s.fill_with_directories(1500).await;
     let blocked = s.read_until(Duration::from_secs(60), exceeded).await;
     assert!(exceeded(&blocked), "{blocked:?}");
+    // Over the quota, the runner stopped the background command, and said so once.
+    let idle = s.finish_signal_of("idle").await;
+    assert_eq!(idle.payload["status"], "stopped", "{:?}", idle.payload);
+    let reason = idle.payload["stoppedBy"].as_str().unwrap_or_default();
+    assert!(reason.contains("disk quota (8.0 MiB) is used up"), "{:?}", idle.payload);
+    assert_eq!(s.finish_signals().len(), 1);
 
     // What may add data is refused…
     for (tool, input) in [
@@ -137,11 +229,93 @@ async fn over_the_quota_the_agent_can_still_look_around_and_clean_up() {
 async fn tmp_is_a_tmpfs_with_a_size() {
     let s = setup("8m").await;
     let out = s
-        .call("a", "shell.exec", json!({"command": "df -k /tmp | tail -1; dd if=/dev/zero of=/tmp/fill bs=1M count=100 2>&1; rm -f /tmp/fill"}))
+        .call("a", "shell.exec", json!({"command": "df -k /tmp | tail -1; for i in 1 2 3 4 5 6 7 8 9 10; do dd if=/dev/zero of=/tmp/fill$i bs=1M count=7 2>&1; done; rm -f /tmp/fill*"}))
         .await
         .unwrap();
     assert!(out.contains("tmpfs"), "{out}");
+    // Files of 7 MB each, under the file size limit that the 8m quota leaves.
     assert!(out.contains("No space left on device"), "a write beyond /tmp's 64m fails: {out}");
     // /tmp is not the workspace: it does not count against the disk quota.
     assert!(s.call("a", "file.read", json!({"path": "/workspace"})).await.is_ok());
+}
+
+/// The quota that all the figures are against.
+const QUOTA: u64 = 200 << 20;
+/// What one writer of one file may pass the quota by: nothing, as its `RLIMIT_FSIZE` is what
+/// was left; a MiB for the directory and the measurement's rounding.
+const SLACK: u64 = 1 << 20;
+
+fn over(used: u64) -> String {
+    let percent = (used as f64 / QUOTA as f64 - 1.0) * 100.0;
+    format!("{:.1} MiB of {} MiB ({percent:+.1} %)", used as f64 / (1 << 20) as f64, QUOTA >> 20)
+}
+
+/// The testers' cases against `diskQuota: 200m`, each from an empty workspace: one 2 GB `dd`,
+/// a background writer appending 1 MB at a time, and 8 parallel 2 GB `dd`s. Prints what the
+/// agent held after each (run with `--no-capture` to see it).
+#[tokio::test]
+async fn the_testers_writers_stay_within_the_quota() {
+    let s = setup("200m").await;
+    let mut figures = Vec::new();
+
+    let one = s.sh("a", "cd /workspace && dd if=/dev/zero of=big bs=1M count=2000").await;
+    assert!(one.contains("the agent's disk quota (200.0 MiB) is used up"), "{one}");
+    let used = s.used();
+    figures.push(format!("one 2 GB dd: {}", over(used)));
+    assert!(used <= QUOTA + SLACK, "a single writer stops at the quota: {}", over(used));
+    s.free("rm -f /workspace/big", QUOTA - (1 << 20)).await;
+
+    // It ends when a write is refused (or when the runner stops it over the quota).
+    let writer = "cd /workspace && while head -c 1048576 /dev/zero >> log; do :; done";
+    s.call("a", "shell.start", json!({"command": writer, "name": "writer"})).await.unwrap();
+    let ended = s.finish_signal_of("writer").await;
+    let used = s.used();
+    figures.push(format!(
+        "a background writer: {} ({}, exit {})",
+        over(used),
+        ended.payload["status"],
+        ended.payload["exitCode"]
+    ));
+    assert!(used <= QUOTA + SLACK, "one writer of one file stops at the quota: {}", over(used));
+    s.free("rm -f /workspace/log", QUOTA - (1 << 20)).await;
+
+    let parallel = "cd /workspace && for i in 1 2 3 4 5 6 7 8; do dd if=/dev/zero of=p$i bs=1M count=2000 & done; wait";
+    s.call("a", "shell.exec", json!({ "command": parallel })).await.unwrap();
+    let used = s.used();
+    figures.push(format!("8 parallel 2 GB dd: {}", over(used)));
+    println!("diskQuota 200m, what the agent held after each case:\n  {}", figures.join("\n  "));
+    // Each started with what was left as its limit: no file is larger. How far they got
+    // together depends on how soon the first measurement shared the rest out (see
+    // `writers_share_what_is_left` for the shares themselves); the goal is the 10 % printed.
+    let root = workspace_dir(&s.tools.project.config.root, "a");
+    for i in 1..=8 {
+        let len = std::fs::metadata(root.join(format!("p{i}"))).map_or(0, |m| m.len());
+        assert!(len <= QUOTA, "p{i} is {len} bytes: {}", figures.join("\n  "));
+    }
+}
+
+/// The shares themselves: four processes that each hold a file open for writing get file size
+/// limits that together leave no more than what is left of the quota, each a quarter of it.
+#[tokio::test]
+async fn writers_share_what_is_left() {
+    let s = setup("200m").await;
+    s.sh("a", "dd if=/dev/zero of=/workspace/base bs=1M count=40").await;
+    let hold = "cd /workspace && for i in 1 2 3 4; do (exec 3>>held$i; exec sleep 300) & done; wait";
+    s.call("a", "shell.start", json!({"command": hold, "name": "holders"})).await.unwrap();
+    let limits = "for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = sleep ] && grep 'Max file size' $p/limits; done; true";
+    let left = QUOTA - s.used();
+    let parse = |out: &str| -> Vec<u64> {
+        out.lines().filter_map(|l| l.strip_prefix("Max file size")?.split_whitespace().next()?.parse().ok()).collect()
+    };
+    // Waits for the runner's measurement to share out what is left (each started with all of it).
+    let shared = s.read_until_output(limits, Duration::from_secs(60), |out| {
+        let limits = parse(out);
+        limits.len() == 4 && limits.iter().all(|&l| l < left)
+    });
+    let out = shared.await.unwrap();
+    let limits = parse(&out);
+    let total: u64 = limits.iter().sum();
+    println!("4 writers with {left} bytes left: limits {limits:?}");
+    assert!(total <= left, "the shares add up to no more than is left ({left}): {limits:?}");
+    assert!(limits.iter().all(|&l| l >= left / 4 - (1 << 20)), "each gets a quarter of {left}: {limits:?}");
 }

@@ -21,18 +21,16 @@
 //!   before it runs, with the same message; what it adds is counted at once, until the next
 //!   measurement replaces the estimate with the truth.
 //!
-//! This is detection, not a hard limit: a shell command can write as fast as the disk allows
-//! between two measurements, and it is not stopped mid-write. A hard limit needs the kernel: a
-//! loop-mounted filesystem image per agent, or XFS project quotas on the host directory.
+//! The runner limits what the agent's processes can write in the meantime (`RLIMIT_FSIZE`, and
+//! stopping its background commands once over: `suzumio_runner::quota`); this watcher decides
+//! which calls the controller still lets through.
 
-use std::collections::{HashMap, HashSet};
-use std::ffi::CString;
-use std::os::fd::OwnedFd;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags};
+use crate::disk::size;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -44,7 +42,7 @@ use crate::toolpack::effects::text_bytes;
 use crate::toolpack::{DiskEffect, ToolEffects, ToolError};
 
 /// How often the watcher measures.
-pub const MEASURE_EVERY: Duration = Duration::from_secs(2);
+pub const MEASURE_EVERY: Duration = Duration::from_secs(1);
 /// Entries one measurement of one agent visits at most.
 pub const MAX_ENTRIES: u64 = 200_000;
 
@@ -87,6 +85,11 @@ impl DiskQuotas {
             .collect();
         let effects = project.registry.tools().map(|(_, t)| (t.name.clone(), t.effects.clone())).collect();
         DiskQuotas { limit: config.backend.docker.disk_quota_bytes, agents, effects }
+    }
+
+    /// Every agent's quota in bytes.
+    pub fn limit(&self) -> u64 {
+        self.limit
     }
 
     /// Whether `agent` may run the runner-side `tool` with `input` now.
@@ -242,79 +245,17 @@ impl AgentDisk {
 
 /// Allocated bytes under `dir`, as the module header says.
 fn measure(dir: &Path) -> u64 {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let Ok(root) = rustix::fs::openat(CWD, dir, flags, Mode::empty()) else { return 0 };
-    let allocated = |st: &rustix::fs::Stat| (st.st_blocks as u64).saturating_mul(512);
-    let mut total = rustix::fs::fstat(&root).map_or(0, |st| allocated(&st));
-    let mut linked = HashSet::new();
-    let mut budget = MAX_ENTRIES;
-    // Directories still to list, by their names from `root`: at most two fds are open at a time.
-    let mut pending: Vec<Vec<CString>> = vec![Vec::new()];
-    while let Some(path) = pending.pop() {
-        let Some(fd) = open_below(&root, &path) else { continue };
-        let Ok(entries) = rustix::fs::Dir::read_from(&fd) else { continue };
-        for entry in entries.filter_map(Result::ok) {
-            let name = entry.file_name();
-            if name.to_bytes() == b"." || name.to_bytes() == b".." {
-                continue;
-            }
-            if budget == 0 {
-                tracing::warn!(
-                    "{}: more than {MAX_ENTRIES} entries; the disk quota counts the first ones",
-                    dir.display()
-                );
-                return total;
-            }
-            budget -= 1;
-            let Ok(st) = rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW) else { continue };
-            let kind = FileType::from_raw_mode(st.st_mode);
-            if kind != FileType::Directory && st.st_nlink > 1 && !linked.insert((st.st_dev, st.st_ino)) {
-                continue;
-            }
-            total = total.saturating_add(allocated(&st));
-            if kind == FileType::Directory {
-                let mut child = path.clone();
-                child.push(name.to_owned());
-                pending.push(child);
-            }
-        }
+    let measured = crate::disk::allocated(dir, MAX_ENTRIES);
+    if !measured.complete {
+        tracing::warn!("{}: more than {MAX_ENTRIES} entries; the disk quota counts the first ones", dir.display());
     }
-    total
-}
-
-/// The directory at `path` below `root`, each step opened without following a link.
-fn open_below(root: &OwnedFd, path: &[CString]) -> Option<OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut fd = rustix::fs::openat(root, c".", flags, Mode::empty()).ok()?;
-    for name in path {
-        fd = rustix::fs::openat(&fd, name.as_c_str(), flags, Mode::empty()).ok()?;
-    }
-    Some(fd)
-}
-
-/// `12.3 MiB`.
-fn size(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
+    measured.bytes
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn sizes_read_in_binary_units() {
-        assert_eq!(size(512), "512 B");
-        assert_eq!(size(8 << 20), "8.0 MiB");
-        assert_eq!(size(5 << 30), "5.0 GiB");
-    }
 
     fn effects(tool: &str) -> ToolEffects {
         use crate::config::BuiltinPack;
@@ -354,17 +295,5 @@ mod tests {
         for adds in ["rm big; dd if=/dev/zero of=x", "rm $(echo x)", "timeout 5 rm x", "echo hi", "sh -c 'rm x'"] {
             assert_eq!(change("shell.exec", json!({ "command": adds })), Change::MayAdd, "{adds}");
         }
-    }
-
-    #[test]
-    fn measuring_counts_blocks_once_and_follows_no_link() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
-        std::fs::create_dir_all(dir.join("a/b")).unwrap();
-        std::fs::write(dir.join("a/b/data"), vec![1u8; 1 << 20]).unwrap();
-        std::fs::hard_link(dir.join("a/b/data"), dir.join("a/again")).unwrap();
-        std::os::unix::fs::symlink("/usr", dir.join("usr")).unwrap();
-        let used = measure(dir);
-        assert!((1 << 20..(1 << 20) + (64 << 10)).contains(&used), "{used}");
     }
 }

@@ -4,6 +4,7 @@
 //! - [`toolpack`]: manifests, built-in packs, the registry, allowlists, JSON Schemas, the tool
 //!   output and error types.
 //! - [`rpc`]: the wire protocol between controller and runner.
+//! - [`disk`]: what a directory tree holds on disk (the disk quota's measurement).
 //! - [`js`]: the embedded JavaScript host (rquickjs) both sides run packs with.
 //!
 //! Architecture invariant: this crate links no web server, no database and no HTTP client.
@@ -11,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod disk;
 pub mod fsat;
 pub mod hosts;
 pub mod js;

@@ -21,6 +21,7 @@ mod mcp_stdio;
 mod pack_context;
 mod packs;
 pub mod paths;
+pub mod quota;
 pub mod reaper;
 mod service;
 pub mod tools;

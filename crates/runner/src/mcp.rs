@@ -194,6 +194,7 @@ impl McpServers {
             .env("LANG", "C.UTF-8")
             .envs(&spec.env)
             .current_dir(self.cwd(spec.cwd.as_deref()));
+        crate::quota::limit_command(&mut command);
         let mut wrapped = CommandWrap::from(command);
         wrapped.wrap(ProcessGroup::leader());
         let (transport, stderr) = ChildTransport::spawn(wrapped).map_err(|e| {

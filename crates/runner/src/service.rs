@@ -248,6 +248,10 @@ impl RunnerService {
             table.builtins =
                 Some(BuiltinTools::with_commands(self.roots.clone(), normalized.clone(), self.commands.clone()));
         }
+        if let Some(artifacts) = self.roots.to_disk(&normalized) {
+            let dirs = [self.roots.workspace.clone(), artifacts];
+            crate::quota::enforce(params.disk_quota_bytes, dirs, self.commands.clone()).await;
+        }
         let identity = Identity { project: params.project.clone(), agent_id: params.agent_id.clone() };
         let access = Arc::new(ContainerAccess::new(self.roots.clone(), &normalized));
         for spec in &params.packs {

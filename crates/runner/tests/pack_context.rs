@@ -207,6 +207,7 @@ impl Runner {
             builtin_tools: vec![],
             artifacts_dir: None,
             mcp: Vec::new(),
+            disk_quota_bytes: None,
         };
         within(runner.conn.call::<_, Value>(method::LOAD, &params)).await?;
         Ok(runner)

@@ -117,6 +117,7 @@ impl Harness {
             builtin_tools: builtins.iter().map(|t| t.to_string()).collect(),
             artifacts_dir: None,
             mcp: Vec::new(),
+            disk_quota_bytes: None,
         };
         within("load", self.conn.call(method::LOAD, &params)).await
     }

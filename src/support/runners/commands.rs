@@ -269,6 +269,7 @@ pub(super) fn command_finished(
         "truncated": p.truncated || p.output_tail.chars().count() > COMMAND_TAIL_CHARS,
         "startedAt": p.started_at,
         "endedAt": p.ended_at,
+        "stoppedBy": p.stopped_by,
     });
     let (signal, recorded) = tools.store.record_command_finished(agent, &p.command_id, payload)?;
     if recorded {

@@ -220,6 +220,9 @@ impl AgentRunners {
             builtin_tools,
             artifacts_dir: None,
             mcp: p.mcp_packs_for(agent).into_iter().filter_map(McpServerSpec::of).collect(),
+            // Only where the controller enforces it, which is in containers (`support::start`):
+            // a runner on the host must never limit the host's processes.
+            disk_quota_bytes: self.quotas.get().map(|q| q.limit()),
         })
     }
 }

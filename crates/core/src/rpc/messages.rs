@@ -113,6 +113,10 @@ pub struct LoadParams {
     /// The stdio MCP servers to run for the agent (its MCP toolpacks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp: Vec<crate::toolpack::mcp::McpServerSpec>,
+    /// The agent's disk quota (`backend.docker.diskQuota`) in bytes, when one applies: the
+    /// runner limits what its processes may write to it (see the runner's `quota` module).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_quota_bytes: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -277,6 +281,9 @@ pub struct CommandFinishedParams {
     pub truncated: bool,
     pub started_at: String,
     pub ended_at: String,
+    /// Why the runner stopped it by itself (`stopped` status), e.g. the disk quota.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -108,6 +108,8 @@ struct State {
     /// and the group may be signalled.
     group_live: bool,
     stop_requested: bool,
+    /// Why the runner stopped it by itself (the disk quota): its end is reported all the same.
+    stopped_by: Option<String>,
     /// `shell.check` calls waiting for the end right now: the end goes to them.
     waiting_checks: usize,
     report: Report,
@@ -127,6 +129,7 @@ impl State {
             ended_at: None,
             group_live: true,
             stop_requested: false,
+            stopped_by: None,
             waiting_checks: 0,
             report: Report::NotYet,
         }
@@ -226,6 +229,7 @@ impl Background {
             truncated,
             started_at: self.started_at.clone(),
             ended_at: state.ended_at.clone().unwrap_or_default(),
+            stopped_by: state.stopped_by.clone(),
         }
     }
 
@@ -330,6 +334,25 @@ impl BackgroundCommands {
         }
     }
 
+    /// Kill every running command because the agent is over its disk quota: each end is
+    /// reported, with `reason`. How many were running.
+    pub fn stop_for_quota(&self, reason: &str) -> usize {
+        let all: Vec<Arc<Background>> = self.all().values().cloned().collect();
+        let mut stopped = 0;
+        for command in all {
+            {
+                let mut state = lock(&command.state);
+                if !state.running() || state.stopped_by.is_some() {
+                    continue;
+                }
+                state.stopped_by = Some(reason.to_string());
+            }
+            command.request_stop(Signal::SIGKILL);
+            stopped += 1;
+        }
+        stopped
+    }
+
     /// Kill every running command (the runner stops); their ends are not reported.
     pub fn kill_all(&self) {
         let all: Vec<Arc<Background>> = self.all().values().cloned().collect();
@@ -410,8 +433,10 @@ async fn start(
     let (program, flag) = shell();
     let id = format!("cmd_{}", uuid::Uuid::now_v7().simple());
     let (mark, marked) = Tree::env(&id);
+    let mut command_to_run = Command::new(program);
+    crate::quota::limit_command(&mut command_to_run);
     let spawning = crate::reaper::spawning();
-    let mut child = Command::new(program)
+    let mut child = command_to_run
         .arg(flag)
         .arg(&command)
         .current_dir(&cwd)
@@ -531,7 +556,12 @@ async fn watch_command(
             }
         }
         // A check waiting for the end gets it: nothing is left to tell.
-        state.report = if state.stop_requested || state.waiting_checks > 0 { Report::Done } else { Report::Pending };
+        state.report = match () {
+            // The agent did not ask for this stop: it hears of it by the signal.
+            _ if state.stopped_by.is_some() => Report::Pending,
+            _ if state.stop_requested || state.waiting_checks > 0 => Report::Done,
+            _ => Report::Pending,
+        };
         state.report == Report::Pending
     };
     command.ended.send_replace(true);

@@ -94,6 +94,10 @@ pub(super) async fn run(
     if done.truncated {
         output.push_str("\n[truncated]");
     }
+    if let Some(note) = crate::quota::stopped_note(done.status.signal(), exit_code, &output) {
+        output.push('\n');
+        output.push_str(&note);
+    }
     if done.stopped_background {
         output.push_str("\n[processes it left running in the background were stopped: shell.exec returns only when nothing it started runs]");
     }
@@ -163,6 +167,7 @@ pub(crate) async fn execute(request: ProcessRequest, cancelled: impl Future<Outp
     let mark = format!("exec_{}", uuid::Uuid::now_v7().simple());
     let (key, value) = Tree::env(&mark);
     command.env(key, value);
+    crate::quota::limit_command(&mut command);
     let spawning = crate::reaper::spawning();
     let mut child = command
         .stdin(if request.input.is_some() { Stdio::piped() } else { Stdio::null() })
