@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 
 use crate::clock::{iso, parse_iso};
 use crate::config::Priority;
-use crate::store::signals::plan_signals;
-use crate::store::{Event, SignalRecord, Store, StoreError, opt_time_column, time_column};
+use crate::store::signals::{PlannedSignal, plan_signals};
+use crate::store::{Event, SignalRecord, Store, StoreError, WriteTx, opt_time_column, time_column};
 
 /// The kind of the signal a finished background command sends its agent.
 pub const COMMAND_FINISHED_KIND: &str = "shell.command_finished";
@@ -198,9 +198,8 @@ impl Store {
         self.write(|w| {
             let mut recorded = Vec::new();
             for command_id in command_ids {
-                let row = w
-                    .tx
-                    .query_row(
+                let row =
+                    w.tx.query_row(
                         &format!(
                             "SELECT {COMMAND_COLUMNS} FROM background_commands
                              WHERE command_id = ?1 AND agent_id = ?2 AND status = 'running'"
@@ -215,10 +214,8 @@ impl Store {
                      WHERE command_id = ?1",
                     params![command_id, cause.as_str(), reason, w.now],
                 )?;
-                let signalled: bool = w
-                    .tx
-                    .prepare_cached("SELECT 1 FROM command_signals WHERE command_id = ?1")?
-                    .exists([command_id])?;
+                let signalled: bool =
+                    w.tx.prepare_cached("SELECT 1 FROM command_signals WHERE command_id = ?1")?.exists([command_id])?;
                 if signalled {
                     continue;
                 }
@@ -236,17 +233,7 @@ impl Store {
                     "startedAt": iso(row.started_at),
                     "endedAt": w.now,
                 });
-                let mut signal = None;
-                for plan in &plans {
-                    signal =
-                        Some(w.insert_signal(plan, COMMAND_FINISHED_KIND, None, None, Priority::P2, &payload, None)?);
-                }
-                let signal = signal.ok_or_else(|| StoreError::UnknownAgent(agent_id.to_string()))?;
-                w.tx.execute(
-                    "INSERT INTO command_signals (command_id, agent_id, signal_id, recorded_at) VALUES (?1, ?2, ?3, ?4)",
-                    params![command_id, agent_id, signal.id, w.now],
-                )?;
-                recorded.push(signal);
+                recorded.push(w.command_finished_signal(&plans, agent_id, command_id, &payload)?);
             }
             Ok(recorded)
         })
@@ -298,17 +285,7 @@ impl Store {
             if let Some(signal_id) = earlier {
                 return Ok(Err(signal_id));
             }
-            let mut signal = None;
-            for plan in &plans {
-                signal =
-                    Some(w.insert_signal(plan, COMMAND_FINISHED_KIND, None, None, Priority::P2, &payload, None)?);
-            }
-            let signal = signal.ok_or_else(|| StoreError::UnknownAgent(agent_id.to_string()))?;
-            w.tx.execute(
-                "INSERT INTO command_signals (command_id, agent_id, signal_id, recorded_at) VALUES (?1, ?2, ?3, ?4)",
-                params![command_id, agent_id, signal.id, w.now],
-            )?;
-            Ok(Ok(signal))
+            Ok(Ok(w.command_finished_signal(&plans, agent_id, command_id, &payload)?))
         })?;
         match recorded {
             Ok(signal) => Ok((signal, true)),
@@ -341,5 +318,28 @@ impl Store {
             })?;
             Ok(Some(signal_id))
         })
+    }
+}
+
+impl WriteTx<'_> {
+    /// The one `shell.command_finished` signal of a command (an end reported, or found lost),
+    /// keyed by the command id in `command_signals` so that it is never recorded twice.
+    fn command_finished_signal(
+        &mut self,
+        plans: &[PlannedSignal],
+        agent_id: &str,
+        command_id: &str,
+        payload: &Value,
+    ) -> Result<SignalRecord, StoreError> {
+        let mut signal = None;
+        for plan in plans {
+            signal = Some(self.insert_signal(plan, COMMAND_FINISHED_KIND, None, None, Priority::P2, payload, None)?);
+        }
+        let signal = signal.ok_or_else(|| StoreError::UnknownAgent(agent_id.to_string()))?;
+        self.tx.execute(
+            "INSERT INTO command_signals (command_id, agent_id, signal_id, recorded_at) VALUES (?1, ?2, ?3, ?4)",
+            params![command_id, agent_id, signal.id, self.now],
+        )?;
+        Ok(signal)
     }
 }
