@@ -20,7 +20,10 @@ use crate::toolpack::output::ToolOutput;
 use crate::toolpack::{RunsIn, ToolError};
 
 pub enum CliCalls {
-    Served(Arc<Delegated>),
+    Served {
+        delegated: Arc<Delegated>,
+        host: Arc<ToolHost>,
+    },
     Own {
         host: Arc<ToolHost>,
         kind: BackendKind,
@@ -41,14 +44,14 @@ impl CliCalls {
         Ok(match serving::serving(&host.project.config.root)? {
             Some((holder, socket)) => {
                 tracing::info!("the project is served by {}: it runs the calls", holder.describe());
-                CliCalls::Served(Delegated::new(holder, socket))
+                CliCalls::Served { delegated: Delegated::new(holder, socket), host: host.clone() }
             }
             None => CliCalls::Own { host: host.clone(), kind, command, runners: Box::default() },
         })
     }
 
     pub fn is_served(&self) -> bool {
-        matches!(self, CliCalls::Served(_))
+        matches!(self, CliCalls::Served { .. })
     }
 
     /// One tool call in `activation_id` (started and ended by the caller).
@@ -60,7 +63,17 @@ impl CliCalls {
         input: Value,
     ) -> Result<ToolOutput, ToolError> {
         match self {
-            CliCalls::Served(delegated) => delegated.execute(agent_id, activation_id, tool, input).await,
+            CliCalls::Served { delegated, host } => {
+                let result = delegated.execute(agent_id, activation_id, tool, input).await;
+                // The serving controller went away with the call: what it asked for can no
+                // longer run, whoever decides it (the caller then ends the activation).
+                if matches!(result, Err(ToolError::RunnerLost(_)))
+                    && let Err(e) = host.store.expire_approvals_of(activation_id)
+                {
+                    tracing::warn!("expiring the requests of {activation_id}: {e}");
+                }
+                result
+            }
             CliCalls::Own { host, .. } => {
                 let runs_in = host.project.snapshot().registry.tool(tool).map(|(_, def)| def.runs_in);
                 let no_runner = NoRunner("not needed".into());

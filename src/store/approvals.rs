@@ -384,6 +384,13 @@ impl Store {
         })
     }
 
+    /// The pending requests of `activation_id` can no longer run: the controller that held
+    /// its call stopped (a `tool call` or MCP call handed to a serving controller that died).
+    /// They are `expired` as a restart would expire them, before the caller ends the activation.
+    pub fn expire_approvals_of(&self, activation_id: &str) -> Result<(), StoreError> {
+        self.write(|w| w.expire_pending_approvals(activation_id))
+    }
+
     /// A pending request whose deadline passed is denied with `reason`; `None` when it was
     /// decided in the meantime.
     pub fn expire_approval(&self, id: &str, reason: &str) -> Result<Option<ApprovalRecord>, StoreError> {

@@ -174,7 +174,8 @@ impl Store {
     /// are delivered again: work is at least once), its tool calls still `running` are closed
     /// as failed with the same reason, its pending approval requests (announced with the turn
     /// it was in) are `expired` with the time of this restart, and its agent is quiet again.
-    /// Returns their ids.
+    /// Pending requests of activations that already ended are expired too. Returns the ids of
+    /// the interrupted activations.
     pub fn recover_interrupted(&self, reason: &str) -> Result<Vec<String>, StoreError> {
         self.write(|w| {
             let ids: Vec<(String, String)> = {
@@ -185,6 +186,20 @@ impl Store {
             for (id, agent) in &ids {
                 w.expire_pending_approvals(id)?;
                 w.end_interrupted(id, agent, ActivationStatus::Failed, reason)?;
+            }
+            // A request whose activation already ended while it waited — a `tool call` framed
+            // by the CLI, whose serving controller died under it and which then recorded its
+            // end — has no call left to run either.
+            let ended: Vec<String> = {
+                let mut stmt = w.tx.prepare(
+                    "SELECT DISTINCT r.activation_id FROM approval_requests r JOIN activations a ON a.id = r.activation_id
+                     WHERE r.status = 'pending' AND a.status NOT IN ('running', 'waiting_approval')",
+                )?;
+                let rows = stmt.query_map([], |r| r.get(0))?;
+                rows.collect::<Result<_, _>>()?
+            };
+            for id in &ended {
+                w.expire_pending_approvals(id)?;
             }
             Ok(ids.into_iter().map(|(id, _)| id).collect())
         })
