@@ -140,13 +140,20 @@ impl Delegated {
         ToolError::RunnerLost(format!("{} stopped during {tool}", self.holder.describe()))
     }
 
-    async fn call(&self, method: &str, params: Value, what: &str) -> Result<Value, ToolError> {
-        let conn = self.connection().await?;
+    /// One request. `Err(Ok(..))`: the serving controller could not be reached or went away
+    /// during `what`; `Err(Err(..))`: it answered with an error.
+    async fn request(&self, method: &str, params: Value, what: &str) -> Result<Value, Result<ToolError, RpcError>> {
+        let conn = self.connection().await.map_err(Ok)?;
         match conn.request(method, params).await {
             Ok(value) => Ok(value),
-            Err(e) if e.is_connection_closed() => Err(self.lost(what)),
-            Err(e) => Err(ToolError::from_rpc(e)),
+            Err(e) if e.is_connection_closed() => Err(Ok(self.lost(what))),
+            Err(e) => Err(Err(e)),
         }
+    }
+
+    /// [`Delegated::request`] for tool calls: an error answer keeps its kind.
+    async fn call(&self, method: &str, params: Value, what: &str) -> Result<Value, ToolError> {
+        self.request(method, params, what).await.map_err(|e| e.unwrap_or_else(ToolError::from_rpc))
     }
 
     /// Have the serving controller list what it can of the project's MCP servers.
@@ -181,14 +188,11 @@ impl Delegated {
     /// A WebUI entry run by the serving controller (whose packs hold the pack's state).
     pub async fn invoke_webui(&self, pack: &str, entry: &str, input: Value) -> Result<ToolOutput, InvokeError> {
         let params = json!({ "pack": pack, "entry": entry, "input": input });
-        let conn = self.connection().await.map_err(|e| InvokeError::Handler(e.message().to_string()))?;
-        match conn.request(method::INVOKE_WEBUI, params).await {
+        match self.request(method::INVOKE_WEBUI, params, &format!("{pack}/{entry}")).await {
             Ok(value) => serde_json::from_value(value)
                 .map_err(|e| InvokeError::Internal(format!("the serving controller's answer to {pack}/{entry}: {e}"))),
-            Err(e) if e.is_connection_closed() => {
-                Err(InvokeError::Handler(self.lost(&format!("{pack}/{entry}")).message().to_string()))
-            }
-            Err(e) => {
+            Err(Ok(unreachable)) => Err(InvokeError::Handler(unreachable.message().to_string())),
+            Err(Err(e)) => {
                 let kind = e.data.as_ref().and_then(|d| d.get("kind")).and_then(Value::as_str);
                 Err(if kind == Some(WEBUI_REFUSED) {
                     InvokeError::Rejected(e.message)

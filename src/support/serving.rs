@@ -191,27 +191,20 @@ impl ServeLock {
         command: &str,
         now: &str,
     ) -> Result<Result<ServeLock, (Holder, PathBuf)>, LockError> {
-        let mut told = false;
-        loop {
-            match ServeLock::acquire(root, command, now) {
-                Ok(lock) => return Ok(Ok(lock)),
-                // A `run` that has not opened its control socket yet is waited for below.
-                Err(LockError::Served(holder)) => {
-                    if let Some(control) = holder.control.clone() {
-                        return Ok(Err((holder, control)));
-                    }
-                }
-                Err(LockError::InUse(holder)) if !told => {
-                    tracing::warn!("waiting for {} to release the project's runners", holder.describe());
-                    told = true;
-                }
-                Err(LockError::InUse(_)) => {}
-                Err(e) => return Err(e),
+        // A `run` that has not opened its control socket yet is waited for, like a holder that
+        // is not serving.
+        let waited = |e: &LockError| match e {
+            LockError::Served(holder) => holder.control.is_none(),
+            LockError::InUse(_) => true,
+            LockError::Io { .. } => false,
+        };
+        match ServeLock::acquire_waiting(root, command, now, waited).await {
+            Ok(lock) => Ok(Ok(lock)),
+            Err(LockError::Served(holder)) => {
+                let control = holder.control.clone().unwrap_or_default();
+                Ok(Err((holder, control)))
             }
-            // The holder ends (its lock goes with it) or writes its control socket: either is
-            // seen at the next look. flock has no wait with a wake-up on "file changed", so look
-            // again shortly.
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            Err(e) => Err(e),
         }
     }
 
@@ -219,12 +212,26 @@ impl ServeLock {
     /// end by themselves), and refuses to wait for an `mcp` session (which ends when its client
     /// does) or another `run`.
     pub async fn acquire_for_run(root: &Path, now: &str) -> Result<ServeLock, LockError> {
+        let waited = |e: &LockError| matches!(e, LockError::InUse(holder) if holder.command != MCP);
+        ServeLock::acquire_waiting(root, RUN, now, waited).await
+    }
+
+    /// [`ServeLock::acquire`], again while `wait` says the holder is worth waiting for (said
+    /// once on stderr). The holder ends (its lock goes with it) or writes its control socket:
+    /// either is seen at the next look; flock has no wake-up on "file changed", so it looks
+    /// again shortly.
+    async fn acquire_waiting(
+        root: &Path,
+        command: &str,
+        now: &str,
+        wait: impl Fn(&LockError) -> bool,
+    ) -> Result<ServeLock, LockError> {
         let mut told = false;
         loop {
-            match ServeLock::acquire(root, RUN, now) {
-                Err(LockError::InUse(holder)) if holder.command != MCP => {
-                    if !told {
-                        tracing::warn!("waiting for {} to finish with the project's runners", holder.describe());
+            match ServeLock::acquire(root, command, now) {
+                Err(e) if wait(&e) => {
+                    if !told && let LockError::InUse(holder) | LockError::Served(holder) = &e {
+                        tracing::warn!("waiting for {} to release the project's runners", holder.describe());
                         told = true;
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
