@@ -8,6 +8,10 @@ cd "$(dirname "$0")/.."
 # are only ever compared.
 unset UPDATE_EXPECT
 
+# One build, not an edited one: incremental compilation only pays on rebuilds, and its caches
+# would double the target directory's size on a machine whose disk is shared.
+export CARGO_INCREMENTAL=0
+
 # What the tracked files hold before the tests (a developer's uncommitted edits included), to
 # tell afterwards whether the tests changed any. Untracked files (build outputs) do not count.
 tracked_state() { git diff HEAD --binary | sha256sum; }
