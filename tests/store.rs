@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use suzumio::clock::{ManualClock, iso};
 use suzumio::config::ProjectConfig;
 use suzumio::store::{
-    ActivationOutcome, ActivationStatus, AgentStatus, LossCause, MessageQuery, ProjectStatus, ReadEnd, SendMessage,
-    SignalQuery, SignalRecord, SignalRequest, SignalStatus, StartedCommand, StateError, StateFiles, Store, StoreError,
-    TokenUsage, ToolCallOutcome, ToolCallStatus,
+    ActivationOutcome, ActivationStart, ActivationStatus, AgentStatus, LossCause, MessageQuery, ProjectStatus, ReadEnd,
+    SendMessage, SignalQuery, SignalRecord, SignalRequest, SignalStatus, StartedCommand, StateError, StateFiles, Store,
+    StoreError, TokenUsage, ToolCallOutcome, ToolCallStatus,
 };
 use tempfile::TempDir;
 
@@ -640,6 +640,52 @@ fn starting_with_a_signal_that_is_not_pending_changes_nothing() {
     assert_eq!(fx.store.agent("worker-1").expect("read").map(|a| a.status), Some(AgentStatus::Quiet));
     assert_eq!(fx.store.project_stats().expect("stats").activations.total, 0);
     assert_eq!(err_text(fx.store.start_activation("ghost", "p", &[])), "Unknown agent: ghost");
+}
+
+#[test]
+fn a_batch_of_starts_is_one_transaction_in_which_a_start_that_cannot_happen_is_rolled_back_alone() {
+    let fx = Fixture::team();
+    let pm = fx.work("pm", "P2", "pm's");
+    let one = fx.work("worker-1", "P2", "one's");
+    let two = fx.work("worker-2", "P2", "two's");
+    let busy = fx.store.start_activation("worker-2", "busy", &[]).expect("worker-2 busy");
+    let events_before = fx.store.events_after(0, 10_000).expect("events").len();
+    let pm_ids = [pm.clone()];
+    // worker-1's batch also names pm's signal: not pending for worker-1, so its start fails.
+    let one_ids = [one.clone(), pm.clone()];
+    let two_ids = [two.clone()];
+    let starts = [
+        ActivationStart { agent_id: "pm", prompt: "p", signal_ids: &pm_ids },
+        ActivationStart { agent_id: "worker-1", prompt: "p", signal_ids: &one_ids },
+        ActivationStart { agent_id: "worker-2", prompt: "p", signal_ids: &two_ids },
+    ];
+    let outcomes = fx.store.start_activations(&starts).expect("the batch commits");
+    let texts: Vec<String> =
+        outcomes.iter().map(|o| o.as_ref().map(|a| a.agent_id.clone()).unwrap_or_else(|e| e.to_string())).collect();
+    assert_eq!(
+        texts,
+        [
+            "pm".to_string(),
+            format!("Signal {pm} is not pending for agent worker-1; it cannot be delivered to a new activation"),
+            format!("Agent worker-2 already has a running activation {}; finish or cancel it first", busy.id),
+        ]
+    );
+    // pm started with its signal; worker-1's part left nothing behind (its own signal still
+    // pending, the agent quiet); worker-2's running activation is untouched.
+    let started = outcomes[0].as_ref().expect("pm started");
+    assert_eq!(fx.store.signal(&pm).expect("read").and_then(|s| s.delivered_activation_id), Some(started.id.clone()));
+    assert_eq!(fx.store.signal(&one).expect("read").map(|s| s.status), Some(SignalStatus::Pending));
+    assert_eq!(
+        fx.store.agent("worker-1").expect("read").map(|a| (a.status, a.active_activation_id)),
+        Some((AgentStatus::Quiet, None))
+    );
+    assert_eq!(fx.store.agent("worker-2").expect("read").and_then(|a| a.active_activation_id), Some(busy.id.clone()));
+    assert_eq!(fx.store.signal(&two).expect("read").map(|s| s.status), Some(SignalStatus::Pending));
+    // Only pm's start is in the event log: the rolled-back parts announced nothing.
+    let events = fx.store.events_after(0, 10_000).expect("events");
+    let kinds: Vec<String> = events[events_before..].iter().map(|e| e.kind()).collect();
+    assert_eq!(kinds, ["agent.status", "activation.started"]);
+    assert_eq!(fx.store.project_stats().expect("stats").activations.total, 2);
 }
 
 #[test]

@@ -10,7 +10,14 @@ use crate::store::{
     ActivationEnded, ActivationOutcome, ActivationRecord, ActivationStatus, AgentStatus, Event, Store, StoreError,
     ToolCallOutcome, ToolCallRecord, ToolCallStatus, agent_row, json_column, new_id, opt_json_column,
 };
-use crate::store::{opt_time_column, time_column};
+use crate::store::{WriteTx, opt_time_column, time_column};
+
+/// One activation to start, for [`Store::start_activations`].
+pub struct ActivationStart<'a> {
+    pub agent_id: &'a str,
+    pub prompt: &'a str,
+    pub signal_ids: &'a [String],
+}
 
 impl Store {
     /// Start an activation of `agent_id` carrying `signal_ids`: the activation row, the agent
@@ -21,39 +28,36 @@ impl Store {
         prompt: &str,
         signal_ids: &[String],
     ) -> Result<ActivationRecord, StoreError> {
+        self.write(|w| start_in(w, agent_id, prompt, signal_ids))
+    }
+
+    /// Start several activations in one transaction (one fsync for a tick that wakes many
+    /// agents), each all or nothing as [`Store::start_activation`]: one that cannot start
+    /// (its agent busy, a signal no longer pending) is rolled back alone and answered with its
+    /// error, in the order given.
+    pub fn start_activations(
+        &self,
+        starts: &[ActivationStart<'_>],
+    ) -> Result<Vec<Result<ActivationRecord, StoreError>>, StoreError> {
         self.write(|w| {
-            let agent = agent_row(w.tx, agent_id)?.ok_or_else(|| StoreError::UnknownAgent(agent_id.to_string()))?;
-            if let Some(active) = agent.active_activation_id {
-                return Err(StoreError::AgentBusy { agent: agent_id.to_string(), activation: active });
-            }
-            let id = new_id("act");
-            w.tx.execute(
-                "INSERT INTO activations (id, agent_id, status, prompt, signal_ids_json, started_at)
-                 VALUES (?1, ?2, 'running', ?3, ?4, ?5)",
-                params![id, agent_id, prompt, json!(signal_ids).to_string(), w.now],
-            )?;
-            for signal in signal_ids {
-                let changed = w.tx.execute(
-                    "UPDATE signals SET status = 'delivered', delivered_at = ?3, delivered_activation_id = ?4,
-                            deliveries = deliveries + 1
-                     WHERE id = ?1 AND target_agent = ?2 AND status = 'pending'",
-                    params![signal, agent_id, w.now, id],
-                )?;
-                if changed == 0 {
-                    return Err(StoreError::SignalNotPending { signal: signal.clone(), agent: agent_id.to_string() });
+            let mut out = Vec::with_capacity(starts.len());
+            for start in starts {
+                w.tx.execute_batch("SAVEPOINT start_activation")?;
+                let events = w.events.len();
+                match start_in(w, start.agent_id, start.prompt, start.signal_ids) {
+                    Ok(activation) => {
+                        w.tx.execute_batch("RELEASE start_activation")?;
+                        out.push(Ok(activation));
+                    }
+                    Err(e @ (StoreError::AgentBusy { .. } | StoreError::SignalNotPending { .. })) => {
+                        w.tx.execute_batch("ROLLBACK TO start_activation; RELEASE start_activation")?;
+                        w.events.truncate(events);
+                        out.push(Err(e));
+                    }
+                    Err(e) => return Err(e),
                 }
             }
-            w.tx.execute(
-                "UPDATE agents SET active_activation_id = ?2, updated_at = ?3 WHERE id = ?1",
-                params![agent_id, id, w.now],
-            )?;
-            w.set_agent_status(agent_id, AgentStatus::Running)?;
-            w.event(Event::ActivationStarted {
-                activation_id: id.clone(),
-                agent_id: agent_id.to_string(),
-                signal_ids: signal_ids.iter().map(|s| s.to_string()).collect(),
-            })?;
-            activation_row(w.tx, &id)?.ok_or(StoreError::UnknownActivation(id))
+            Ok(out)
         })
     }
 
@@ -286,4 +290,45 @@ impl Store {
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
     }
+}
+
+/// One activation's start inside a write (see [`Store::start_activation`]).
+fn start_in(
+    w: &mut WriteTx<'_>,
+    agent_id: &str,
+    prompt: &str,
+    signal_ids: &[String],
+) -> Result<ActivationRecord, StoreError> {
+    let agent = agent_row(w.tx, agent_id)?.ok_or_else(|| StoreError::UnknownAgent(agent_id.to_string()))?;
+    if let Some(active) = agent.active_activation_id {
+        return Err(StoreError::AgentBusy { agent: agent_id.to_string(), activation: active });
+    }
+    let id = new_id("act");
+    w.tx.execute(
+        "INSERT INTO activations (id, agent_id, status, prompt, signal_ids_json, started_at)
+         VALUES (?1, ?2, 'running', ?3, ?4, ?5)",
+        params![id, agent_id, prompt, json!(signal_ids).to_string(), w.now],
+    )?;
+    for signal in signal_ids {
+        let changed = w.tx.execute(
+            "UPDATE signals SET status = 'delivered', delivered_at = ?3, delivered_activation_id = ?4,
+                    deliveries = deliveries + 1
+             WHERE id = ?1 AND target_agent = ?2 AND status = 'pending'",
+            params![signal, agent_id, w.now, id],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::SignalNotPending { signal: signal.clone(), agent: agent_id.to_string() });
+        }
+    }
+    w.tx.execute(
+        "UPDATE agents SET active_activation_id = ?2, updated_at = ?3 WHERE id = ?1",
+        params![agent_id, id, w.now],
+    )?;
+    w.set_agent_status(agent_id, AgentStatus::Running)?;
+    w.event(Event::ActivationStarted {
+        activation_id: id.clone(),
+        agent_id: agent_id.to_string(),
+        signal_ids: signal_ids.iter().map(|s| s.to_string()).collect(),
+    })?;
+    activation_row(w.tx, &id)?.ok_or(StoreError::UnknownActivation(id))
 }

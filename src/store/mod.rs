@@ -18,6 +18,7 @@
 
 mod activation_list;
 mod activations;
+pub use activations::ActivationStart;
 mod approvals;
 mod commands;
 mod error;
