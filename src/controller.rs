@@ -209,6 +209,8 @@ pub async fn run(
     }
     let kind = options.backend.unwrap_or(tools.project.config.backend.kind);
     let runners = runners(&tools, kind).await?;
+    // In the background, beside the MCP servers' discovery: the first activations' runners.
+    runners.prewarm_at_start();
     let _ = runners.discover_mcp().await;
     crate::support::mcp_http::discover(&tools).await;
     // Once the runners exist: a command that needs one hands its call over from now on.

@@ -103,6 +103,7 @@ mod invalid {
         coordinator_unknown,
         disk_quota_not_a_size,
         disk_quota_too_small,
+        prewarm_unknown,
         budget_limits,
         tool_loading_unknown,
         permissions_rules,

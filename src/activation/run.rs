@@ -500,6 +500,7 @@ impl ActivationLauncher for Activations {
                 }
                 return;
             }
+            self.runner.prewarm(&activation.agent_id);
             self.tasks.spawn(me.run(activation, signals));
         }
     }

@@ -27,6 +27,9 @@ pub trait RunnerTools: Send + Sync + 'static {
     ) -> RunnerFuture;
     /// Stop whatever the agent's runner is doing for this activation (P0).
     fn cancel(&self, agent_id: &str, activation_id: &str);
+    /// An activation of the agent starts: get its runner ready in the background, so that the
+    /// first tool call does not wait for a container (`backend.docker.prewarm`).
+    fn prewarm(&self, _agent_id: &str) {}
 }
 
 pub type RunnerFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;

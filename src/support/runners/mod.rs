@@ -64,6 +64,7 @@ use super::ToolHost;
 use super::quota::DiskQuotas;
 use super::runner_tools::{RunnerFuture, RunnerTools};
 use crate::backend::{ContainerSpec, RunnerBackend};
+use crate::config::Prewarm;
 use crate::rpc::{self, Connection};
 use crate::store::LossCause;
 use crate::toolpack::ToolError;
@@ -258,6 +259,50 @@ impl AgentRunners {
         errors
     }
 
+    /// At `run`'s start (`backend.docker.prewarm`): start the runners that will be needed
+    /// first — of the agents with pending signals, or of all agents — in the background.
+    pub fn prewarm_at_start(&self) {
+        let agents: Vec<String> = match self.tools.project.config.backend.docker.prewarm {
+            Prewarm::Off => return,
+            Prewarm::All => self.slots.keys().cloned().collect(),
+            Prewarm::Pending => match self.tools.store.agents_with_ready_signals() {
+                Ok(ready) => ready.into_iter().map(|(agent, _)| agent).collect(),
+                Err(e) => {
+                    tracing::warn!("prewarm: reading the agents with pending signals: {e}");
+                    return;
+                }
+            },
+        };
+        for agent in agents {
+            self.prewarm_agent(&agent);
+        }
+    }
+
+    /// Start `agent`'s runner in the background unless it is live, being started, or not
+    /// needed (no runner-side tool in its allowlist). A start that fails is only logged: the
+    /// first tool call tries again and reports why.
+    fn prewarm_agent(&self, agent: &str) {
+        let (Some(me), Ok(slot)) = (self.me.upgrade(), self.slot(agent)) else { return };
+        if live(slot).is_some() || slot.starting.try_lock().is_err() || self.stopping.is_cancelled() {
+            return;
+        }
+        let project = self.tools.project.snapshot();
+        if !project.config.agent(agent).is_some_and(|a| project.registry.uses_runner(a)) {
+            return;
+        }
+        let agent = agent.to_string();
+        let stopping = self.stopping.clone();
+        self.tasks.spawn(async move {
+            tokio::select! {
+                started = me.session(&agent) => match started {
+                    Ok(_) => tracing::debug!(agent = %agent, "prewarm: runner ready"),
+                    Err(e) => tracing::warn!(agent = %agent, "prewarm: the runner did not start: {e}"),
+                },
+                () = stopping.cancelled() => {}
+            }
+        });
+    }
+
     /// Stop accepting, tell every runner to stop, then stop them all.
     pub async fn shutdown(&self) {
         self.stopping.cancel();
@@ -334,6 +379,11 @@ impl RunnerTools for AgentRunners {
         if let Some(me) = self.me.upgrade() {
             let (agent, activation) = (agent_id.to_string(), activation_id.to_string());
             tokio::spawn(async move { me.cancel_calls(&agent, &activation).await });
+        }
+    }
+    fn prewarm(&self, agent_id: &str) {
+        if self.tools.project.config.backend.docker.prewarm != Prewarm::Off {
+            self.prewarm_agent(agent_id);
         }
     }
 }

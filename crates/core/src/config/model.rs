@@ -385,6 +385,38 @@ pub struct DockerConfig {
     /// `diskQuota`: what an agent's `/workspace` and own `/artifacts` may hold together
     /// (enforced by the controller, see `support::quota`).
     pub disk_quota_bytes: u64,
+    /// Which runners start before their first tool call needs them.
+    pub prewarm: Prewarm,
+}
+
+/// `backend.docker.prewarm`: which agents' runners are started ahead of their first tool call.
+/// Only agents with a runner-side tool in their allowlist have a runner to start.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
+)]
+#[strum(serialize_all = "lowercase")]
+pub enum Prewarm {
+    /// At `run`, the agents with pending signals; and every agent as its activation starts
+    /// (the runner starts while the model thinks).
+    #[default]
+    Pending,
+    /// At `run`, every agent; and as activations start.
+    All,
+    /// Each runner at its agent's first runner-side tool call.
+    Off,
+}
+
+impl Prewarm {
+    pub const NAMES: &'static [&'static str] = <Prewarm as strum::VariantNames>::VARIANTS;
 }
 
 pub const DEFAULT_IMAGE: &str = "suzumio-runner:minimal";

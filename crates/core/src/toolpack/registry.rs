@@ -242,6 +242,11 @@ impl ToolpackRegistry {
         AgentToolset { agent: agent.id.clone(), tools, deferred, mounted_packs }
     }
 
+    /// Whether some tool in `agent`'s allowlist runs in its runner (else it never needs one).
+    pub fn uses_runner(&self, agent: &AgentConfig) -> bool {
+        self.tools().any(|(_, t)| t.runs_in == super::RunsIn::Runner && agent.tools.allows(&t.name))
+    }
+
     /// Whether `agent` may call `tool`: its allowlist, and `tool_search` exactly when some of
     /// its tools are deferred.
     pub fn may_call(&self, agent: &AgentConfig, tool: &str) -> bool {

@@ -11,7 +11,7 @@ use crate::config::read::{Obj, Retired};
 const BACKEND_KEYS: &[&str] = &["kind", "image", "docker", "runner"];
 const BACKEND_RETIRED: Retired =
     &[("controllerUrl", "runners reach the controller over a Unix socket; no URL is needed")];
-const DOCKER_KEYS: &[&str] = &["network", "mounts", "memory", "cpus", "pidsLimit", "diskQuota"];
+const DOCKER_KEYS: &[&str] = &["network", "mounts", "memory", "cpus", "pidsLimit", "diskQuota", "prewarm"];
 const DOCKER_RETIRED: Retired =
     &[("proxy", "containers have no network by default; set backend.docker.network to give them one")];
 const RUNNER_KEYS: &[&str] = &["model", "maxIterations", "maxToolCalls", "models"];
@@ -76,6 +76,7 @@ fn read_docker(b: &Obj, node: &Node, d: &mut Diagnostics) -> DockerConfig {
             cpus: DEFAULT_CPUS,
             pids_limit: DEFAULT_PIDS_LIMIT,
             disk_quota_bytes: DEFAULT_DISK_QUOTA,
+            prewarm: Prewarm::default(),
         };
     };
     DockerConfig {
@@ -93,6 +94,16 @@ fn read_docker(b: &Obj, node: &Node, d: &mut Diagnostics) -> DockerConfig {
         },
         pids_limit: k.int_at_least("pidsLimit", 1, d).map_or(DEFAULT_PIDS_LIMIT, |v| v as u64),
         disk_quota_bytes: read_size(&k, "diskQuota", DEFAULT_DISK_QUOTA, 1 << 20, "1m", d),
+        prewarm: read_prewarm(&k, d),
+    }
+}
+
+/// `prewarm`: `pending`, `all` or `off`; `true` and `false` read as `pending` and `off`.
+fn read_prewarm(k: &Obj, d: &mut Diagnostics) -> Prewarm {
+    match k.get("prewarm").map(|n| &n.value) {
+        Some(Value::Bool(true)) => Prewarm::Pending,
+        Some(Value::Bool(false)) => Prewarm::Off,
+        _ => k.one_of("prewarm", Prewarm::NAMES, d).and_then(|p| p.parse().ok()).unwrap_or_default(),
     }
 }
 
