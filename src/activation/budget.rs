@@ -241,10 +241,16 @@ fn breach(
     let periods = Periods::of(store.now());
     let next_hour = periods.hour + Duration::hours(1);
     let next_day = periods.day + Duration::days(1);
-    let mine = spent(store, Some(&agent.id), resumed_at)?;
-    let project = spent(store, None, resumed_at)?;
+    // A period's totals are read only for a scope that limits one: they are a sum over the
+    // period's rows (`store::query_plans`), which no activation of an unlimited project pays.
+    let periodic = |l: &BudgetLimits| {
+        l.max_activations_per_hour.is_some() || l.max_tokens_per_day.is_some() || l.max_cost_per_day.is_some()
+    };
+    let project_limits = &host.project.config.budgets.project;
+    let mine = if periodic(&agent.budget) { spent(store, Some(&agent.id), resumed_at)? } else { Spent::default() };
+    let project = if periodic(project_limits) { spent(store, None, resumed_at)? } else { Spent::default() };
     let scopes: [(&str, &BudgetLimits, &Spent); 2] =
-        [("agent", &agent.budget, &mine), ("project", &host.project.config.budgets.project, &project)];
+        [("agent", &agent.budget, &mine), ("project", project_limits, &project)];
     for (scope, limits, spent) in scopes {
         let who = if scope == "agent" { agent.id.clone() } else { "the project".to_string() };
         let checks = [

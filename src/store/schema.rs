@@ -265,6 +265,21 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX signals_by_kind ON signals(kind, created_at);
     CREATE INDEX signals_boundary ON signals(target_agent, status, priority, created_at);
     "#,
+    // 13 (branch s-plans): what the model loop and the tool path read at every activation and
+    // call, found without going through the history (`store::query_plans`): replay's last
+    // compaction and its rows in order, an agent's deferred tools in order, an activation's
+    // pending approval requests in order, the remembered rules of a call's tool (project and
+    // agent scope) and of its activation, and an agent's newest activation of a status (the
+    // failure nudges look for at every tick).
+    r#"
+    CREATE INDEX history_compactions ON history(agent_id, kind);
+    CREATE INDEX history_in_order ON history(agent_id);
+    CREATE INDEX activated_tools_in_order ON activated_tools(agent_id);
+    CREATE INDEX approval_requests_pending ON approval_requests(activation_id, status, created_at, id);
+    CREATE INDEX permission_rules_by_tool ON permission_rules(tool, scope, agent_id);
+    CREATE INDEX permission_rules_by_activation ON permission_rules(activation_id, tool);
+    CREATE INDEX activations_by_agent_status ON activations(agent_id, status, started_at);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -28,6 +28,17 @@ pub(super) const ACTIVATION_USAGE: &str = "SELECT COUNT(*), COALESCE(SUM(input_t
 pub(super) const AGENT_ACTIVATIONS_SINCE: &str =
     "SELECT COUNT(*) FROM activations WHERE agent_id = ?1 AND started_at >= ?2";
 pub(super) const ACTIVATIONS_SINCE: &str = "SELECT COUNT(*) FROM activations WHERE started_at >= ?1";
+/// A model call's record reads and rewrites its activation's usage.
+pub(super) const ACTIVATION_USAGE_JSON: &str = "SELECT usage_json FROM activations WHERE id = ?1";
+pub(super) const SET_ACTIVATION_USAGE_JSON: &str = "UPDATE activations SET usage_json = ?2 WHERE id = ?1";
+/// Whether the agent only waits (`coordination.*` tools, at each of their calls): its latest
+/// activation by index, and that activation's signals.
+pub(super) const IS_WAITING: &str = "SELECT EXISTS (SELECT 1 FROM agents g
+                    JOIN activations a ON a.id = (SELECT id FROM activations WHERE agent_id = g.id
+                                                  ORDER BY started_at DESC, rowid DESC LIMIT 1)
+                    WHERE g.id = ?1 AND g.active_activation_id IS NULL
+                      AND EXISTS (SELECT 1 FROM signals s WHERE s.source_activation = a.id
+                                    AND s.kind = 'coordination.wait_for_signal'))";
 /// Who woke the agent: one row per signal delivered to its activations in the window (few; made
 /// distinct in Rust, where no temporary B-tree is needed).
 pub(super) const WAKE_SOURCES: &str = "SELECT s.source_agent FROM activations a
@@ -54,8 +65,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.write(|w| {
             let existing: Option<Option<String>> =
-                w.tx.query_row("SELECT usage_json FROM activations WHERE id = ?1", [activation_id], |r| r.get(0))
-                    .optional()?;
+                w.tx.query_row(ACTIVATION_USAGE_JSON, [activation_id], |r| r.get(0)).optional()?;
             let Some(existing) = existing else {
                 return Err(StoreError::UnknownActivation(activation_id.to_string()));
             };
@@ -75,10 +85,7 @@ impl Store {
                 models.push(json!(model));
             }
             usage["models"] = Value::Array(models);
-            w.tx.execute(
-                "UPDATE activations SET usage_json = ?2 WHERE id = ?1",
-                params![activation_id, usage.to_string()],
-            )?;
+            w.tx.execute(SET_ACTIVATION_USAGE_JSON, params![activation_id, usage.to_string()])?;
             w.tx.execute(
                 "INSERT INTO model_calls (activation_id, agent_id, model, input_tokens, cached_input_tokens,
                                           output_tokens, cost, at)
@@ -158,18 +165,7 @@ impl Store {
     /// Whether the agent is only waiting: no activation running, and its latest activation
     /// called `coordination.wait_for_signal`.
     pub fn is_waiting(&self, agent_id: &str) -> Result<bool, StoreError> {
-        self.read(|conn| {
-            Ok(conn.query_row(
-                "SELECT EXISTS (SELECT 1 FROM agents g
-                    JOIN activations a ON a.id = (SELECT id FROM activations WHERE agent_id = g.id
-                                                  ORDER BY started_at DESC, rowid DESC LIMIT 1)
-                    WHERE g.id = ?1 AND g.active_activation_id IS NULL
-                      AND EXISTS (SELECT 1 FROM signals s WHERE s.source_activation = a.id
-                                    AND s.kind = 'coordination.wait_for_signal'))",
-                [agent_id],
-                |r| r.get(0),
-            )?)
-        })
+        self.read(|conn| Ok(conn.prepare_cached(IS_WAITING)?.query_row([agent_id], |r| r.get(0))?))
     }
 
     /// Pending signals ready now for an agent that is not paused (what would start work).
