@@ -1218,3 +1218,35 @@ fn typed_times_and_usage_serialize_as_the_text_the_store_wrote() {
     assert_eq!(serde_json::to_string(&read.usage).unwrap(), usage);
     assert_eq!(read.usage.map(|u| u.models), Some(vec!["main (m)".to_string(), "other (n)".to_string()]));
 }
+
+/// Budgets read running counters instead of summing the period's rows (flat cost however busy
+/// the day): per agent and for the project they must agree with the rows they count, a new hour
+/// counts activations from zero, and a reopened store keeps them.
+#[test]
+fn budget_counters_agree_with_the_rows_they_count() {
+    let fx = Fixture::team();
+    let call = |n| TokenUsage { model_calls: 1, input_tokens: n, cached_input_tokens: 1, output_tokens: 2, cost: 0.5 };
+    let (day, hour) = (start_time() - Duration::hours(12), start_time());
+    for (agent, minutes, tokens) in [("worker-1", 0, 10), ("worker-2", 10, 20), ("worker-1", 70, 30)] {
+        fx.clock.set(start_time() + Duration::minutes(minutes));
+        let act = fx.store.start_activation(agent, "p", &[]).expect("starts");
+        fx.store.record_model_usage(&act.id, agent, "m", &call(tokens), true).expect("usage");
+        fx.store.record_model_usage(&act.id, agent, "m", &call(tokens), true).expect("usage");
+        fx.store.finish_activation(&act.id, ActivationOutcome::Completed, None, None).expect("finishes");
+    }
+    let next_hour = hour + Duration::hours(1);
+    for store in [&fx.store, &fx.reopen()] {
+        for agent in [Some("worker-1"), Some("worker-2"), None] {
+            let counted = store.usage_of_day(agent, day).expect("counter");
+            assert_eq!(counted, store.usage_since(agent, &iso(day)).expect("sum"), "{agent:?}");
+            let this_hour = store.activations_of_hour(agent, hour).expect("counter");
+            let later = store.activations_of_hour(agent, next_hour).expect("counter");
+            assert_eq!(later, store.count_activations_since(agent, &iso(next_hour)).expect("count"), "{agent:?}");
+            assert_eq!(this_hour + later, store.count_activations_since(agent, &iso(hour)).expect("count"));
+        }
+        let project = store.usage_of_day(None, day).expect("counter");
+        assert_eq!((project.model_calls, project.input_tokens, project.cost), (6, 120, 3.0));
+        assert_eq!(store.activations_of_hour(None, hour).expect("counter"), 2);
+        assert_eq!(store.usage_of_day(None, day + Duration::days(1)).expect("counter"), TokenUsage::default());
+    }
+}

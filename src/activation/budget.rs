@@ -216,8 +216,16 @@ pub struct Spent {
 /// What an agent (`Some`) or the project (`None`) spent in the current periods.
 pub fn spent(store: &Store, agent: Option<&str>, resumed_at: Option<DateTime<Utc>>) -> Result<Spent, StoreError> {
     let periods = Periods::of(store.now());
-    let today = store.usage_since(agent, &later(periods.day, resumed_at))?;
-    let activations_this_hour = store.count_activations_since(agent, &later(periods.hour, resumed_at))?;
+    // The period's running counters, unless the agent was resumed within it: then the rows since
+    // the resume.
+    let today = match resumed_at {
+        Some(r) if r > periods.day => store.usage_since(agent, &iso(r))?,
+        _ => store.usage_of_day(agent, periods.day)?,
+    };
+    let activations_this_hour = match resumed_at {
+        Some(r) if r > periods.hour => store.count_activations_since(agent, &iso(r))?,
+        _ => store.activations_of_hour(agent, periods.hour)?,
+    };
     Ok(Spent { today, activations_this_hour })
 }
 
@@ -241,8 +249,7 @@ fn breach(
     let periods = Periods::of(store.now());
     let next_hour = periods.hour + Duration::hours(1);
     let next_day = periods.day + Duration::days(1);
-    // A period's totals are read only for a scope that limits one: they are a sum over the
-    // period's rows (`store::query_plans`), which no activation of an unlimited project pays.
+    // A period's totals are read only for a scope that limits one.
     let periodic = |l: &BudgetLimits| {
         l.max_activations_per_hour.is_some() || l.max_tokens_per_day.is_some() || l.max_cost_per_day.is_some()
     };

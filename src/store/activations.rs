@@ -57,6 +57,7 @@ impl Store {
                     return Err(StoreError::SignalNotPending { signal: signal.clone(), agent: agent_id.to_string() });
                 }
             }
+            w.tx.execute(super::usage::COUNT_ACTIVATION, params![agent_id, w.now])?;
             w.tx.execute(
                 "UPDATE agents SET active_activation_id = ?2, updated_at = ?3 WHERE id = ?1",
                 params![agent_id, id, w.now],

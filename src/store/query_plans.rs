@@ -19,25 +19,34 @@
 //!   pages (CLI, API, WebUI, `events_after`), timelines and statistics;
 //! - the permission audit, which is a JSONL file (`permissions::audit`), not the store.
 //!
-//! Two reads stay proportional to something other than the history's length, by design.
-//! Replay reads the agent's rows since its last compaction (what the model is given; compaction
-//! bounds it). Budgets sum the day's model calls and count the hour's activations of an agent or
-//! of the project through an index on time, so their cost is the rows of the period: it does not
-//! grow with the project's age, but it does grow with a busy day (at hundreds of activations a
-//! second, an hour is a million rows). `activation::budget` reads them only for a scope that
-//! sets a per-day or per-hour limit, so a project without such limits never pays them; one with
-//! them needs running counters (per scope and period, updated in the same transaction as the
-//! model call or activation they count) to stay flat within a day.
+//! Replay's cost stays proportional to something other than the history's length, by design:
+//! it reads the agent's rows since its last compaction (what the model is given; compaction
+//! bounds it). Budgets read running counters (`usage_counters`, one row per scope and UTC day
+//! or hour, updated in the transaction that records the model call or starts the activation):
+//! a sum over the period's rows through an index on time would not grow with the project's age
+//! but would with a busy day (at hundreds of activations a second an hour is a million rows).
+//! Only after an agent was resumed within the period do they sum the rows since the resume.
 
 use super::{activations, approvals, commands, history, scheduling, signals, tool_loading, usage};
 
 /// Where each statement runs, and the statement.
 const HOT_PATH: &[(&str, &str)] = &[
-    ("budgets: an agent's usage today (Store::usage_since)", usage::AGENT_USAGE_SINCE),
-    ("budgets: the project's usage today (Store::usage_since)", usage::USAGE_SINCE),
+    ("budgets: an agent's or the project's usage today (Store::usage_of_day)", usage::PERIOD_USAGE),
+    (
+        "budgets: an agent's or the project's activations this hour (Store::activations_of_hour)",
+        usage::PERIOD_ACTIVATIONS,
+    ),
+    ("budgets after a resume today: an agent's usage since (Store::usage_since)", usage::AGENT_USAGE_SINCE),
+    ("budgets after a resume today: the project's usage since (Store::usage_since)", usage::USAGE_SINCE),
     ("budgets: an activation's usage (Store::activation_usage)", usage::ACTIVATION_USAGE),
-    ("budgets: an agent's activations this hour (Store::count_activations_since)", usage::AGENT_ACTIVATIONS_SINCE),
-    ("budgets: the project's activations this hour (Store::count_activations_since)", usage::ACTIVATIONS_SINCE),
+    (
+        "budgets after a resume this hour: an agent's activations since (Store::count_activations_since)",
+        usage::AGENT_ACTIVATIONS_SINCE,
+    ),
+    (
+        "budgets after a resume this hour: the project's activations since (Store::count_activations_since)",
+        usage::ACTIVATIONS_SINCE,
+    ),
     ("wake-loop guard: who woke the agent (Store::wake_window)", usage::WAKE_SOURCES),
     ("wake-loop guard: activations that did work (Store::wake_window)", usage::WAKE_PROGRESS),
     ("an activation's end: its open tool calls (close_open_tool_calls)", scheduling::OPEN_TOOL_CALLS),
@@ -138,6 +147,7 @@ const GROWING: &[&str] = &[
     "command_signals",
     "background_commands",
     "permission_rules",
+    "usage_counters",
 ];
 
 const ROWS: u32 = 100_000;
@@ -223,6 +233,10 @@ mod tests {
                SELECT 'msg_' || i, {of_i}, {of_next}, 'P3', 'hi', {of_i}, 'act_' || i, {at_i} FROM n;
              {n} INSERT INTO command_signals (command_id, agent_id, signal_id, recorded_at)
                SELECT 'cmd_' || i, {of_i}, 'sig_' || i, {at_i} FROM n;
+             {n} INSERT INTO usage_counters (scope, period, model_calls, input_tokens, cached_input_tokens,
+                                         output_tokens, cost, activations)
+               SELECT CASE i % 5 WHEN 0 THEN '' ELSE {of_i} END,
+                      strftime('%Y-%m-%dT%H', '2026-01-01', '+' || i || ' hours'), 20, 200, 0, 100, 0.2, 10 FROM n;
              INSERT INTO activated_tools (agent_id, tool, activation_id, created_at)
                VALUES ('pm', 'web.fetch', 'act_4', '2026-01-01T00:04:00Z'),
                       ('worker', 'browser.open', 'act_1', '2026-01-01T00:01:00Z');"
