@@ -1,6 +1,8 @@
 //! The statements run at every activation, tick or call, held to plans whose cost does not grow
 //! with the project's history: each is explained against a store with 100 000 rows in every
-//! table that grows, and a full scan of one of those tables or a temporary B-tree fails the test.
+//! table that grows, and a full scan of one of those tables or a temporary B-tree fails the test;
+//! each is also run with keys that match nothing, and one that steps through rows anyway (an
+//! index keyed by a constant most rows share, which `EXPLAIN` shows as a search) fails it too.
 //! A statement added to those paths is added to [`HOT_PATH`] (or [`built_hot_path`]).
 //!
 //! Covered: the scheduler (ticks, tool boundaries), an activation's start and end (the signals it
@@ -10,13 +12,14 @@
 //!
 //! Deliberately not listed:
 //! - plain `INSERT … VALUES` (activations, tool calls, model calls, history, events, signals,
-//!   messages, requests): there is no plan to choose, and their cost is the indexes' upkeep,
-//!   logarithmic in the table;
+//!   messages, requests) and the budget counters' upserts (by primary key): there is no plan to
+//!   choose, and their cost is the indexes' upkeep, logarithmic in the table;
 //! - statements on `project` and `agents`, whose rows are the configuration (one per agent), not
 //!   the history;
 //! - what runs once per `run` or per person's command, not per activation, tick or call:
 //!   recovery after a crash, parked activations at a start, resolving a request, listings and
-//!   pages (CLI, API, WebUI, `events_after`), timelines and statistics;
+//!   pages (CLI, API, WebUI, `events_after`), timelines, and statistics (`store.projectStats`,
+//!   the WebUI's tool and signal counts, `/metrics`), which count the whole history by definition;
 //! - the permission audit, which is a JSONL file (`permissions::audit`), not the store.
 //!
 //! Replay's cost stays proportional to something other than the history's length, by design:

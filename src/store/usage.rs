@@ -1,7 +1,9 @@
 //! The store side of budgets: what each model call used (totals per activation, and per agent
-//! since a time), how many activations started since a time, the wake-loop guard's window, and
-//! pausing and resuming agents. It records and counts; which limit applies and when to pause is
-//! `activation::budget`'s decision.
+//! since a time), how many activations started since a time, the running counters of each UTC
+//! day's usage and each UTC hour's activations (per agent and for the project, kept in the
+//! transaction of the row they count, so a budget check reads one row), the wake-loop guard's
+//! window, and pausing and resuming agents. It records and counts; which limit applies and when
+//! to pause is `activation::budget`'s decision.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, params};
