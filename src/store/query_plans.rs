@@ -173,7 +173,8 @@ mod tests {
     /// A store of four agents whose history has `ROWS` rows in each growing table, spread as a
     /// project's is: each activation has a few tool calls, model calls, history rows and signals,
     /// a compaction every forty history rows, an approval request per activation, and remembered
-    /// rules mostly for one activation, some for an agent and a few for the project.
+    /// rules: one per activation after the first few, which are for an agent or the project (a
+    /// rule for those scopes ends the asks it would be remembered from, so they stay few).
     fn aged_store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::Builder::new().prefix("suzumio-plans-").tempdir().expect("temp dir");
         std::fs::write(
@@ -225,9 +226,9 @@ mod tests {
              {n} INSERT INTO permission_rules (id, tool, decision, scope, agent_id, activation_id, created_by,
                                            created_at, request_id)
                SELECT 'perm_' || i, CASE i % 3 WHEN 0 THEN 'file.write' ELSE 'shell.exec' END, 'allow',
-                      CASE WHEN i % 1000 = 0 THEN 'project' WHEN i % 20 = 0 THEN 'agent' ELSE 'activation' END,
-                      CASE WHEN i % 1000 = 0 THEN NULL ELSE {of_i} END,
-                      CASE WHEN i % 20 = 0 THEN NULL ELSE 'act_' || i END, 'cli (t)', {at_i}, 'apr_' || i FROM n;
+                      CASE WHEN i <= 4 THEN 'project' WHEN i <= 40 THEN 'agent' ELSE 'activation' END,
+                      CASE WHEN i <= 4 THEN NULL ELSE {of_i} END,
+                      CASE WHEN i <= 40 THEN NULL ELSE 'act_' || i END, 'cli (t)', {at_i}, 'apr_' || i FROM n;
              {n} INSERT INTO background_commands (command_id, agent_id, command, cwd, status, exit_code, started_at,
                                               ended_at)
                SELECT 'cmd_' || i, {of_i}, 'make', '/work', 'exited', 0, {at_i}, {at_i} FROM n;
