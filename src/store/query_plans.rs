@@ -115,7 +115,7 @@ fn built_hot_path() -> Vec<(&'static str, String)> {
         ),
         ("an activation's start: the signals it takes (Store::pending_signals)", signals::ready_signals_sql()),
         (
-            "an activation's start and end, a model call, a tool call's start: the activation (activation_row)",
+            "an activation's start and end, a model call, a tool call's start, a callSupport: the activation (activation_row)",
             activations::activation_by_id(),
         ),
         (
