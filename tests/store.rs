@@ -1264,3 +1264,65 @@ fn typed_times_and_usage_serialize_as_the_text_the_store_wrote() {
     assert_eq!(serde_json::to_string(&read.usage).unwrap(), usage);
     assert_eq!(read.usage.map(|u| u.models), Some(vec!["main (m)".to_string(), "other (n)".to_string()]));
 }
+
+/// What budgets count, recorded through the store: three activations of two agents across two
+/// hours, two model calls each. Returns the day and the first hour.
+fn budget_rows(fx: &Fixture) -> (DateTime<Utc>, DateTime<Utc>) {
+    let call = |n| TokenUsage { model_calls: 1, input_tokens: n, cached_input_tokens: 1, output_tokens: 2, cost: 0.5 };
+    for (agent, minutes, tokens) in [("worker-1", 0, 10), ("worker-2", 10, 20), ("worker-1", 70, 30)] {
+        fx.clock.set(start_time() + Duration::minutes(minutes));
+        let act = fx.store.start_activation(agent, "p", &[]).expect("starts");
+        fx.store.record_model_usage(&act.id, agent, "m", &call(tokens), true).expect("usage");
+        fx.store.record_model_usage(&act.id, agent, "m", &call(tokens), true).expect("usage");
+        fx.store.finish_activation(&act.id, ActivationOutcome::Completed, None, None).expect("finishes");
+    }
+    (start_time() - Duration::hours(12), start_time())
+}
+
+/// The counters agree with the rows they count, per agent and for the project, in each period.
+fn assert_counters_agree(store: &Store, day: DateTime<Utc>, hour: DateTime<Utc>) {
+    let next_hour = hour + Duration::hours(1);
+    for agent in [Some("worker-1"), Some("worker-2"), None] {
+        let counted = store.usage_of_day(agent, day).expect("counter");
+        assert_eq!(counted, store.usage_since(agent, &iso(day)).expect("sum"), "{agent:?}");
+        let this_hour = store.activations_of_hour(agent, hour).expect("counter");
+        let later = store.activations_of_hour(agent, next_hour).expect("counter");
+        assert_eq!(later, store.count_activations_since(agent, &iso(next_hour)).expect("count"), "{agent:?}");
+        assert_eq!(this_hour + later, store.count_activations_since(agent, &iso(hour)).expect("count"));
+    }
+    let project = store.usage_of_day(None, day).expect("counter");
+    assert_eq!((project.model_calls, project.input_tokens, project.cost), (6, 120, 3.0));
+    assert_eq!(store.activations_of_hour(None, hour).expect("counter"), 2);
+    assert_eq!(store.usage_of_day(None, day + Duration::days(1)).expect("counter"), TokenUsage::default());
+}
+
+/// Budgets read running counters instead of summing the period's rows (flat cost however busy
+/// the day): they must agree with the rows they count, a new hour counts activations from zero,
+/// and a reopened store keeps them.
+#[test]
+fn budget_counters_agree_with_the_rows_they_count() {
+    let fx = Fixture::team();
+    let (day, hour) = budget_rows(&fx);
+    assert_counters_agree(&fx.store, day, hour);
+    assert_counters_agree(&fx.reopen(), day, hour);
+}
+
+/// A store from before the counters gets them filled from the rows it already has, so the first
+/// budget check after the upgrade counts the whole day.
+#[test]
+fn budget_counters_of_an_older_store_are_filled_from_its_rows() {
+    let fx = Fixture::team();
+    let (day, hour) = budget_rows(&fx);
+    let conn = rusqlite::Connection::open(fx.store.path()).expect("open");
+    // Undo the step that added them (its indexes too), as a store one version older has it.
+    conn.execute_batch(&format!(
+        "DROP TABLE usage_counters; DROP INDEX history_compactions; DROP INDEX history_in_order;
+         DROP INDEX activated_tools_in_order; DROP INDEX approval_requests_pending;
+         DROP INDEX permission_rules_by_tool; DROP INDEX permission_rules_by_activation;
+         DROP INDEX activations_by_agent_status; PRAGMA user_version = {};",
+        suzumio::store::schema_version() - 1
+    ))
+    .expect("downgraded");
+    drop(conn);
+    assert_counters_agree(&fx.reopen(), day, hour);
+}

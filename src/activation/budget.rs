@@ -216,8 +216,16 @@ pub struct Spent {
 /// What an agent (`Some`) or the project (`None`) spent in the current periods.
 pub fn spent(store: &Store, agent: Option<&str>, resumed_at: Option<DateTime<Utc>>) -> Result<Spent, StoreError> {
     let periods = Periods::of(store.now());
-    let today = store.usage_since(agent, &later(periods.day, resumed_at))?;
-    let activations_this_hour = store.count_activations_since(agent, &later(periods.hour, resumed_at))?;
+    // The period's running counters, unless the agent was resumed within it: then the rows since
+    // the resume.
+    let today = match resumed_at {
+        Some(r) if r > periods.day => store.usage_since(agent, &iso(r))?,
+        _ => store.usage_of_day(agent, periods.day)?,
+    };
+    let activations_this_hour = match resumed_at {
+        Some(r) if r > periods.hour => store.count_activations_since(agent, &iso(r))?,
+        _ => store.activations_of_hour(agent, periods.hour)?,
+    };
     Ok(Spent { today, activations_this_hour })
 }
 
@@ -241,10 +249,15 @@ fn breach(
     let periods = Periods::of(store.now());
     let next_hour = periods.hour + Duration::hours(1);
     let next_day = periods.day + Duration::days(1);
-    let mine = spent(store, Some(&agent.id), resumed_at)?;
-    let project = spent(store, None, resumed_at)?;
+    // A period's totals are read only for a scope that limits one.
+    let periodic = |l: &BudgetLimits| {
+        l.max_activations_per_hour.is_some() || l.max_tokens_per_day.is_some() || l.max_cost_per_day.is_some()
+    };
+    let project_limits = &host.project.config.budgets.project;
+    let mine = if periodic(&agent.budget) { spent(store, Some(&agent.id), resumed_at)? } else { Spent::default() };
+    let project = if periodic(project_limits) { spent(store, None, resumed_at)? } else { Spent::default() };
     let scopes: [(&str, &BudgetLimits, &Spent); 2] =
-        [("agent", &agent.budget, &mine), ("project", &host.project.config.budgets.project, &project)];
+        [("agent", &agent.budget, &mine), ("project", project_limits, &project)];
     for (scope, limits, spent) in scopes {
         let who = if scope == "agent" { agent.id.clone() } else { "the project".to_string() };
         let checks = [

@@ -193,8 +193,7 @@ pub fn remembered(
     activation: &str,
     tool: &str,
 ) -> Result<Option<RememberedRule>, StoreError> {
-    let rules: Vec<RememberedRule> =
-        store.remembered_rules(Some(agent))?.into_iter().filter(|r| r.applies_to(agent, activation, tool)).collect();
+    let rules = store.rules_for_call(agent, activation, tool)?;
     let deny = rules.iter().find(|r| r.decision == RuleDecision::Deny);
     Ok(deny.or_else(|| rules.first()).cloned())
 }
@@ -232,10 +231,9 @@ pub fn remembered_rules_for(
     activation: &str,
     tool: &str,
 ) -> Result<Vec<super::Rule>, StoreError> {
-    let rules = store.remembered_rules(Some(agent))?;
+    let rules = store.rules_for_call(agent, activation, tool)?;
     Ok(rules
         .into_iter()
-        .filter(|r| r.applies_to(agent, activation, tool))
         .map(|r| {
             let decision = match r.decision {
                 RuleDecision::Allow => crate::config::RuleDecision::Allow,

@@ -19,6 +19,25 @@ pub struct ActivationStart<'a> {
     pub signal_ids: &'a [String],
 }
 
+// The statements of an activation's start and end and of each tool call's start and end
+// (`query_plans` holds each to a plan that does not grow with the history): all by id.
+pub(super) fn activation_by_id() -> String {
+    format!("SELECT {ACTIVATION_COLUMNS} FROM activations WHERE id = ?1")
+}
+pub(super) const DELIVER_AT_START: &str =
+    "UPDATE signals SET status = 'delivered', delivered_at = ?3, delivered_activation_id = ?4,
+                            deliveries = deliveries + 1
+                     WHERE id = ?1 AND target_agent = ?2 AND status = 'pending'";
+pub(super) const END_ACTIVATION: &str =
+    "UPDATE activations SET status = ?2, ended_at = ?3, text = ?4, error = ?5 WHERE id = ?1";
+pub(super) const TOOL_CALL_BY_ID: &str =
+    "SELECT id, activation_id, agent_id, tool, toolpack_id, status, input_json, output_json, error, started_at,
+                finished_at, error_kind
+         FROM tool_calls WHERE id = ?1";
+pub(super) const FINISH_TOOL_CALL: &str =
+    "UPDATE tool_calls SET status = ?2, output_json = ?3, error = ?4, finished_at = ?5, error_kind = ?6
+                 WHERE id = ?1";
+
 impl Store {
     /// Start an activation of `agent_id` carrying `signal_ids`: the activation row, the agent
     /// `running` with this activation active, and each signal `delivered` to it — all or nothing.
@@ -84,10 +103,7 @@ impl Store {
             let reason = error.unwrap_or("its activation ended");
             w.cancel_pending_approvals(id, &format!("the activation ended before a decision: {reason}"))?;
             let status = outcome.status();
-            w.tx.execute(
-                "UPDATE activations SET status = ?2, ended_at = ?3, text = ?4, error = ?5 WHERE id = ?1",
-                params![id, status, w.now, text, error],
-            )?;
+            w.tx.execute(END_ACTIVATION, params![id, status, w.now, text, error])?;
             let agent_id = activation.agent_id.as_str();
             // A call whose end could not be recorded (a full disk) must not outlive its activation.
             // A call cut short by a cancellation (P0, `suzumio cancel`) says so.
@@ -189,8 +205,7 @@ impl Store {
             }
             let status = outcome.status();
             w.tx.execute(
-                "UPDATE tool_calls SET status = ?2, output_json = ?3, error = ?4, finished_at = ?5, error_kind = ?6
-                 WHERE id = ?1",
+                FINISH_TOOL_CALL,
                 params![id, status, output.map(Value::to_string), error, w.now, error_kind],
             )?;
             w.event(Event::ToolCallFinished {
@@ -239,8 +254,7 @@ fn activation_from_row(r: &Row<'_>) -> rusqlite::Result<ActivationRecord> {
 }
 
 fn activation_row(conn: &Connection, id: &str) -> rusqlite::Result<Option<ActivationRecord>> {
-    conn.query_row(&format!("SELECT {ACTIVATION_COLUMNS} FROM activations WHERE id = ?1"), [id], activation_from_row)
-        .optional()
+    conn.query_row(&activation_by_id(), [id], activation_from_row).optional()
 }
 
 fn tool_call_from_row(r: &Row<'_>) -> rusqlite::Result<ToolCallRecord> {
@@ -261,14 +275,7 @@ fn tool_call_from_row(r: &Row<'_>) -> rusqlite::Result<ToolCallRecord> {
 }
 
 fn tool_call_row(conn: &Connection, id: &str) -> rusqlite::Result<Option<ToolCallRecord>> {
-    conn.query_row(
-        "SELECT id, activation_id, agent_id, tool, toolpack_id, status, input_json, output_json, error, started_at,
-                finished_at, error_kind
-         FROM tool_calls WHERE id = ?1",
-        [id],
-        tool_call_from_row,
-    )
-    .optional()
+    conn.query_row(TOOL_CALL_BY_ID, [id], tool_call_from_row).optional()
 }
 
 impl Store {
@@ -310,16 +317,12 @@ fn start_in(
         params![id, agent_id, prompt, json!(signal_ids).to_string(), w.now],
     )?;
     for signal in signal_ids {
-        let changed = w.tx.execute(
-            "UPDATE signals SET status = 'delivered', delivered_at = ?3, delivered_activation_id = ?4,
-                    deliveries = deliveries + 1
-             WHERE id = ?1 AND target_agent = ?2 AND status = 'pending'",
-            params![signal, agent_id, w.now, id],
-        )?;
+        let changed = w.tx.execute(DELIVER_AT_START, params![signal, agent_id, w.now, id])?;
         if changed == 0 {
             return Err(StoreError::SignalNotPending { signal: signal.clone(), agent: agent_id.to_string() });
         }
     }
+    w.tx.execute(super::usage::COUNT_ACTIVATION, params![agent_id, w.now])?;
     w.tx.execute(
         "UPDATE agents SET active_activation_id = ?2, updated_at = ?3 WHERE id = ?1",
         params![agent_id, id, w.now],

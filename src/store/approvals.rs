@@ -175,6 +175,62 @@ const APPROVAL_COLUMNS: &str = "id, agent_id, activation_id, tool_call_id, tool,
 
 const RULE_COLUMNS: &str = "id, tool, decision, scope, agent_id, activation_id, created_by, created_at, request_id";
 
+// The statements an activation's calls run (`query_plans` holds each to a plan that does not
+// grow with the history): each finds its rows through the activation, or the call's tool.
+
+/// The request of one call that can be adopted, among the (few) of its activation: picked in
+/// Rust (see `adoptable_approval`), so that no temporary B-tree orders them.
+pub(super) fn adoptable_approvals() -> String {
+    format!(
+        "SELECT {APPROVAL_COLUMNS} FROM approval_requests
+         WHERE activation_id = ?1 AND tool = ?2 AND input_json = ?3 AND consumed_at IS NULL
+           AND status NOT IN ('cancelled', 'expired')
+           AND (call_key IS NULL OR call_key = ?4)"
+    )
+}
+/// An activation's pending requests (its end, a restart, `allow all`), oldest first.
+pub(super) fn pending_of_activation() -> String {
+    pending_approvals("activation_id = ?1")
+}
+/// The pending request of one call of a model turn, that a new ask supersedes.
+pub(super) fn pending_of_call() -> String {
+    pending_approvals("consumed_at IS NULL AND activation_id = ?1 AND call_key = ?2")
+}
+fn pending_approvals(filter: &str) -> String {
+    format!(
+        "SELECT {APPROVAL_COLUMNS} FROM approval_requests WHERE status = 'pending' AND {filter} ORDER BY created_at, id"
+    )
+}
+pub(super) fn overdue_of_activation() -> String {
+    format!(
+        "SELECT {APPROVAL_COLUMNS} FROM approval_requests
+         WHERE activation_id = ?1 AND status = 'pending' AND expires_at <= ?2 ORDER BY created_at, id"
+    )
+}
+pub(super) fn approval_by_id() -> String {
+    format!("SELECT {APPROVAL_COLUMNS} FROM approval_requests WHERE id = ?1")
+}
+pub(super) const ATTACH_APPROVAL: &str = "UPDATE approval_requests SET tool_call_id = ?2 WHERE id = ?1";
+pub(super) const CONSUME_APPROVAL: &str =
+    "UPDATE approval_requests SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL";
+pub(super) const DECIDE_APPROVAL: &str =
+    "UPDATE approval_requests SET status = ?2, resolved_at = ?3, resolved_by = ?4, feedback = ?5,
+                 resolution_reason = ?6, remember = ?7
+             WHERE id = ?1";
+pub(super) const ACTIVATION_STATUS: &str = "SELECT status FROM activations WHERE id = ?1";
+pub(super) const SET_ACTIVATION_STATUS: &str = "UPDATE activations SET status = ?2 WHERE id = ?1";
+/// The remembered rules that can decide a call of tool `?3` by agent `?1` in activation `?2`,
+/// one index lookup per scope (rules remembered for past activations are never read). Ordered
+/// in Rust, as `remembered_rules` orders them.
+pub(super) fn rules_for_call() -> String {
+    format!(
+        "SELECT {RULE_COLUMNS} FROM permission_rules WHERE tool = ?3 AND scope = 'project'
+         UNION ALL SELECT {RULE_COLUMNS} FROM permission_rules WHERE tool = ?3 AND scope = 'agent' AND agent_id = ?1
+         UNION ALL SELECT {RULE_COLUMNS} FROM permission_rules
+           WHERE activation_id = ?2 AND tool = ?3 AND scope = 'activation'"
+    )
+}
+
 impl Store {
     /// Record a pending request (and the `ask` decision that made it). A call of a model turn
     /// has one pending request at most: one it had before with another input (a hook that
@@ -184,8 +240,7 @@ impl Store {
             let id = new_id("apr");
             if let Some(key) = new.call_key {
                 let superseded = format!("superseded by {id}: the same call asked again with another input");
-                let filter = "consumed_at IS NULL AND activation_id = ?1 AND call_key = ?2";
-                for old in pending_of2(w.tx, filter, new.activation_id, key)? {
+                for old in pending_of(w.tx, &pending_of_call(), &[new.activation_id, key])? {
                     w.decide_approval(&old, ApprovalStatus::Cancelled, "controller", None, Some(&superseded), None)?;
                 }
             }
@@ -259,31 +314,22 @@ impl Store {
         tool: &str,
         input: &Value,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        self.read(|conn| {
-            Ok(conn
-                .query_row(
-                    &format!(
-                        "SELECT {APPROVAL_COLUMNS} FROM approval_requests
-                         WHERE activation_id = ?1 AND tool = ?2 AND input_json = ?3 AND consumed_at IS NULL
-                           AND status NOT IN ('cancelled', 'expired')
-                           AND (call_key IS NULL OR call_key = ?4)
-                         ORDER BY call_key IS NULL, created_at, id LIMIT 1"
-                    ),
-                    params![activation_id, tool, input.to_string(), call_key],
-                    approval_from_row,
-                )
-                .optional()?)
-        })
+        let found: Vec<ApprovalRecord> = self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&adoptable_approvals())?;
+            let rows = stmt.query_map(params![activation_id, tool, input.to_string(), call_key], approval_from_row)?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })?;
+        // Its own request (by key) first, then the oldest.
+        Ok(found.into_iter().min_by(|a, b| {
+            (a.call_key.is_none(), a.created_at, &a.id).cmp(&(b.call_key.is_none(), b.created_at, &b.id))
+        }))
     }
 
     /// Pending requests of `activation` whose deadline has passed.
     pub fn overdue_approvals(&self, activation_id: &str) -> Result<Vec<ApprovalRecord>, StoreError> {
         let now = crate::clock::iso(self.now());
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {APPROVAL_COLUMNS} FROM approval_requests
-                 WHERE activation_id = ?1 AND status = 'pending' AND expires_at <= ?2 ORDER BY created_at, id"
-            ))?;
+            let mut stmt = conn.prepare_cached(&overdue_of_activation())?;
             let rows = stmt.query_map(params![activation_id, now], approval_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
@@ -292,7 +338,7 @@ impl Store {
     /// The tool call that now waits on the request.
     pub fn attach_approval(&self, id: &str, tool_call_id: &str) -> Result<(), StoreError> {
         self.write(|w| {
-            w.tx.execute("UPDATE approval_requests SET tool_call_id = ?2 WHERE id = ?1", params![id, tool_call_id])?;
+            w.tx.execute(ATTACH_APPROVAL, params![id, tool_call_id])?;
             Ok(())
         })
     }
@@ -300,10 +346,7 @@ impl Store {
     /// The request's answer went back to the model (the call ran, or the denial was returned).
     pub fn consume_approval(&self, id: &str) -> Result<(), StoreError> {
         self.write(|w| {
-            w.tx.execute(
-                "UPDATE approval_requests SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL",
-                params![id, w.now],
-            )?;
+            w.tx.execute(CONSUME_APPROVAL, params![id, w.now])?;
             Ok(())
         })
     }
@@ -335,7 +378,7 @@ impl Store {
                 resolution.remember,
             )?];
             if resolution.whole_activation {
-                for other in pending_of(w.tx, "activation_id = ?1", &request.activation_id)? {
+                for other in pending_of(w.tx, &pending_of_activation(), &[&request.activation_id])? {
                     if other.id != request.id {
                         decided.push(w.decide_approval(
                             &other,
@@ -375,7 +418,7 @@ impl Store {
                 ],
             )?;
             let by = format!("rule {}", rule.id);
-            for other in pending_of(w.tx, "tool = ?1", &request.tool)? {
+            for other in pending_of(w.tx, &pending_approvals("tool = ?1"), &[&request.tool])? {
                 if rule.applies_to(&other.agent_id, &other.activation_id, &other.tool) {
                     decided.push(w.decide_approval(&other, status, &by, None, None, None)?);
                 }
@@ -407,14 +450,12 @@ impl Store {
     pub fn set_waiting_approval(&self, activation_id: &str, waiting: bool) -> Result<(), StoreError> {
         let (from, to) = if waiting { ("running", "waiting_approval") } else { ("waiting_approval", "running") };
         self.write(|w| {
-            let status: Option<String> =
-                w.tx.query_row("SELECT status FROM activations WHERE id = ?1", [activation_id], |r| r.get(0))
-                    .optional()?;
+            let status: Option<String> = w.tx.query_row(ACTIVATION_STATUS, [activation_id], |r| r.get(0)).optional()?;
             match status.as_deref() {
                 None => Err(StoreError::UnknownActivation(activation_id.to_string())),
                 Some(s) if s == to => Ok(()),
                 Some(s) if s == from => {
-                    w.tx.execute("UPDATE activations SET status = ?2 WHERE id = ?1", params![activation_id, to])?;
+                    w.tx.execute(SET_ACTIVATION_STATUS, params![activation_id, to])?;
                     Ok(())
                 }
                 Some(s) => Err(StoreError::ActivationNotRunning { id: activation_id.to_string(), status: s.into() }),
@@ -475,6 +516,18 @@ impl Store {
         })
     }
 
+    /// The remembered rules that can decide a call of `tool` by `agent` in `activation`
+    /// (each [`RememberedRule::applies_to`] it), oldest first: what every call reads.
+    pub fn rules_for_call(&self, agent: &str, activation: &str, tool: &str) -> Result<Vec<RememberedRule>, StoreError> {
+        let mut rules: Vec<RememberedRule> = self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&rules_for_call())?;
+            let rows = stmt.query_map(params![agent, activation, tool], rule_from_row)?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })?;
+        rules.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(rules)
+    }
+
     pub fn delete_rule(&self, id: &str) -> Result<RememberedRule, StoreError> {
         self.write(|w| {
             let rule = w
@@ -494,7 +547,7 @@ impl WriteTx<'_> {
     /// activation is ended, so `cancel_pending_approvals` finds nothing left to cancel.
     pub(crate) fn expire_pending_approvals(&mut self, activation_id: &str) -> Result<(), StoreError> {
         let reason = restart_reason(&self.now);
-        for request in pending_of(self.tx, "activation_id = ?1", activation_id)? {
+        for request in pending_of(self.tx, &pending_of_activation(), &[activation_id])? {
             self.decide_approval(&request, ApprovalStatus::Expired, RESTART_RESOLVER, None, Some(&reason), None)?;
         }
         Ok(())
@@ -502,7 +555,7 @@ impl WriteTx<'_> {
 
     /// Pending requests of an activation that ended are cancelled: nothing will run them.
     pub(crate) fn cancel_pending_approvals(&mut self, activation_id: &str, reason: &str) -> Result<(), StoreError> {
-        for request in pending_of(self.tx, "activation_id = ?1", activation_id)? {
+        for request in pending_of(self.tx, &pending_of_activation(), &[activation_id])? {
             self.decide_approval(&request, ApprovalStatus::Cancelled, "controller", None, Some(reason), None)?;
         }
         Ok(())
@@ -519,9 +572,7 @@ impl WriteTx<'_> {
     ) -> Result<ApprovalRecord, StoreError> {
         let remember = remember.map(<&str>::from);
         self.tx.execute(
-            "UPDATE approval_requests SET status = ?2, resolved_at = ?3, resolved_by = ?4, feedback = ?5,
-                 resolution_reason = ?6, remember = ?7
-             WHERE id = ?1",
+            DECIDE_APPROVAL,
             params![request.id, <&str>::from(status), self.now, by, feedback, reason, remember],
         )?;
         self.event(Event::ApprovalResolved {
@@ -538,27 +589,15 @@ impl WriteTx<'_> {
     }
 }
 
-/// Pending requests matching `filter` (parameters `?1` and `?2`), oldest first.
-fn pending_of2(conn: &Connection, filter: &str, one: &str, two: &str) -> Result<Vec<ApprovalRecord>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {APPROVAL_COLUMNS} FROM approval_requests WHERE status = 'pending' AND {filter} ORDER BY created_at, id"
-    ))?;
-    let rows = stmt.query_map([one, two], approval_from_row)?;
-    Ok(rows.collect::<Result<Vec<_>, _>>()?)
-}
-
-/// Pending requests matching `filter` (one `?1` parameter), oldest first.
-fn pending_of(conn: &Connection, filter: &str, value: &str) -> Result<Vec<ApprovalRecord>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {APPROVAL_COLUMNS} FROM approval_requests WHERE status = 'pending' AND {filter} ORDER BY created_at, id"
-    ))?;
-    let rows = stmt.query_map([value], approval_from_row)?;
+/// Pending requests that `sql` (one of the `pending_…` statements) selects, oldest first.
+fn pending_of(conn: &Connection, sql: &str, values: &[&str]) -> Result<Vec<ApprovalRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(values), approval_from_row)?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }
 
 fn approval_row(conn: &Connection, id: &str) -> rusqlite::Result<Option<ApprovalRecord>> {
-    conn.query_row(&format!("SELECT {APPROVAL_COLUMNS} FROM approval_requests WHERE id = ?1"), [id], approval_from_row)
-        .optional()
+    conn.query_row(&approval_by_id(), [id], approval_from_row).optional()
 }
 
 /// A text column holding one of a strum enum's names.

@@ -94,6 +94,26 @@ pub struct CommandRecord {
 pub(crate) const RUNNING_COMMANDS: &str =
     "SELECT command_id FROM background_commands WHERE agent_id = ?1 AND status = 'running' ORDER BY command_id";
 
+// What a background command's start, check, stop, end and loss run, each by its id
+// (`query_plans`).
+pub(super) const RECORD_COMMAND_READ: &str =
+    "UPDATE background_commands SET status = ?3, exit_code = ?4, signal = ?5, ended_at = ?6
+                 WHERE command_id = ?1 AND agent_id = ?2 AND status = 'running'";
+pub(super) fn running_command() -> String {
+    format!(
+        "SELECT {COMMAND_COLUMNS} FROM background_commands
+                             WHERE command_id = ?1 AND agent_id = ?2 AND status = 'running'"
+    )
+}
+pub(super) const LOSE_COMMAND: &str =
+    "UPDATE background_commands SET status = 'lost', cause = ?2, reason = ?3, ended_at = ?4
+                     WHERE command_id = ?1";
+pub(super) const COMMAND_SIGNAL: &str = "SELECT signal_id FROM command_signals WHERE command_id = ?1";
+pub(super) const PENDING_COMMAND_SIGNAL: &str =
+    "SELECT s.id FROM command_signals c JOIN signals s ON s.id = c.signal_id
+                     WHERE c.command_id = ?1 AND c.agent_id = ?2 AND s.status = 'pending'";
+pub(super) const CLOSE_SIGNAL: &str = "UPDATE signals SET status = 'closed' WHERE id = ?1";
+
 const COMMAND_COLUMNS: &str =
     "command_id, agent_id, name, command, cwd, status, exit_code, signal, cause, reason, started_at, ended_at";
 
@@ -137,8 +157,7 @@ impl Store {
     pub fn record_command_read(&self, agent_id: &str, command_id: &str, end: &ReadEnd) -> Result<(), StoreError> {
         self.write(|w| {
             w.tx.execute(
-                "UPDATE background_commands SET status = ?3, exit_code = ?4, signal = ?5, ended_at = ?6
-                 WHERE command_id = ?1 AND agent_id = ?2 AND status = 'running'",
+                RECORD_COMMAND_READ,
                 params![command_id, agent_id, end.status, end.exit_code, end.signal, w.now],
             )?;
             Ok(())
@@ -198,24 +217,10 @@ impl Store {
         self.write(|w| {
             let mut recorded = Vec::new();
             for command_id in command_ids {
-                let row =
-                    w.tx.query_row(
-                        &format!(
-                            "SELECT {COMMAND_COLUMNS} FROM background_commands
-                             WHERE command_id = ?1 AND agent_id = ?2 AND status = 'running'"
-                        ),
-                        [command_id, agent_id],
-                        command_from_row,
-                    )
-                    .optional()?;
+                let row = w.tx.query_row(&running_command(), [command_id, agent_id], command_from_row).optional()?;
                 let Some(row) = row else { continue };
-                w.tx.execute(
-                    "UPDATE background_commands SET status = 'lost', cause = ?2, reason = ?3, ended_at = ?4
-                     WHERE command_id = ?1",
-                    params![command_id, cause.as_str(), reason, w.now],
-                )?;
-                let signalled: bool =
-                    w.tx.prepare_cached("SELECT 1 FROM command_signals WHERE command_id = ?1")?.exists([command_id])?;
+                w.tx.execute(LOSE_COMMAND, params![command_id, cause.as_str(), reason, w.now])?;
+                let signalled: bool = w.tx.prepare_cached(COMMAND_SIGNAL)?.exists([command_id])?;
                 if signalled {
                     continue;
                 }
@@ -252,10 +257,7 @@ impl Store {
         }
         let plans = plan_signals(&self.inner.roster, Some(agent_id), None, None, COMMAND_FINISHED_KIND, Some(true));
         let recorded = self.write(|w| {
-            let earlier: Option<String> = w
-                .tx
-                .query_row("SELECT signal_id FROM command_signals WHERE command_id = ?1", [command_id], |r| r.get(0))
-                .optional()?;
+            let earlier: Option<String> = w.tx.query_row(COMMAND_SIGNAL, [command_id], |r| r.get(0)).optional()?;
             // The row, known from the start or not (a quick command may report first), takes
             // the end unless an end is recorded already. The runner's times are kept in the
             // store's own form (ours when it sent none that reads as a time).
@@ -301,15 +303,9 @@ impl Store {
     pub fn withdraw_command_signal(&self, agent_id: &str, command_id: &str) -> Result<Option<String>, StoreError> {
         self.write(|w| {
             let pending: Option<String> =
-                w.tx.query_row(
-                    "SELECT s.id FROM command_signals c JOIN signals s ON s.id = c.signal_id
-                     WHERE c.command_id = ?1 AND c.agent_id = ?2 AND s.status = 'pending'",
-                    [command_id, agent_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
+                w.tx.query_row(PENDING_COMMAND_SIGNAL, [command_id, agent_id], |r| r.get(0)).optional()?;
             let Some(signal_id) = pending else { return Ok(None) };
-            w.tx.execute("UPDATE signals SET status = 'closed' WHERE id = ?1", [&signal_id])?;
+            w.tx.execute(CLOSE_SIGNAL, [&signal_id])?;
             w.event(Event::SignalWithdrawn {
                 signal_id: signal_id.clone(),
                 kind: COMMAND_FINISHED_KIND.to_string(),

@@ -157,6 +157,17 @@ fn turn_line(text: &str) -> String {
 
 pub const TURN_TEXT_CAP: usize = 200;
 
+// What replay reads at every activation's start (`query_plans` holds each to a plan that does
+// not grow with the history): the agent's last compaction, the first row of its kept tail, and
+// the rows from there, each found through the agent.
+pub(super) const LAST_COMPACTION: &str =
+    "SELECT rowid, content_json FROM history WHERE agent_id = ?1 AND kind = 'history_compaction'
+                     ORDER BY rowid DESC LIMIT 1";
+pub(super) const HISTORY_ROW_OF: &str = "SELECT rowid FROM history WHERE id = ?1 AND agent_id = ?2";
+pub(super) const REPLAYED_HISTORY: &str =
+    "SELECT id, agent_id, activation_id, kind, content_json, created_at FROM history
+                 WHERE agent_id = ?1 AND rowid >= ?2 ORDER BY rowid";
+
 impl Store {
     pub fn append_history(
         &self,
@@ -198,10 +209,7 @@ impl Store {
     pub fn replay_history(&self, agent_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
         self.read(|conn| {
             let last: Option<(i64, String)> = conn
-                .prepare_cached(
-                    "SELECT rowid, content_json FROM history WHERE agent_id = ?1 AND kind = 'history_compaction'
-                     ORDER BY rowid DESC LIMIT 1",
-                )?
+                .prepare_cached(LAST_COMPACTION)?
                 .query_row([agent_id], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
             let from = match last {
@@ -213,7 +221,7 @@ impl Store {
                         .map(|c| HistoryEntry::from_parts("history_compaction", c));
                     let tail: Option<i64> = match entry {
                         Some(HistoryEntry::HistoryCompaction { tail_from: Some(id), .. }) => conn
-                            .prepare_cached("SELECT rowid FROM history WHERE id = ?1 AND agent_id = ?2")?
+                            .prepare_cached(HISTORY_ROW_OF)?
                             .query_row(params![id, agent_id], |r| r.get(0))
                             .optional()?,
                         _ => None,
@@ -221,10 +229,7 @@ impl Store {
                     tail.map_or(rowid, |t| t.min(rowid))
                 }
             };
-            let mut stmt = conn.prepare_cached(
-                "SELECT id, agent_id, activation_id, kind, content_json, created_at FROM history
-                 WHERE agent_id = ?1 AND rowid >= ?2 ORDER BY rowid",
-            )?;
+            let mut stmt = conn.prepare_cached(REPLAYED_HISTORY)?;
             let rows = stmt.query_map(params![agent_id, from], history_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })

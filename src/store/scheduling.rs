@@ -38,8 +38,11 @@ pub(super) const DELIVER_SIGNAL: &str =
 pub(super) fn signals_delivered_to() -> String {
     format!("SELECT {SIGNAL_COLUMNS} FROM signals WHERE delivered_activation_id = ?1 ORDER BY rowid")
 }
+/// Two statements, not `?2 IS NULL OR status = ?2`: the newest failed activation of an agent
+/// that never failed would be looked for through all its activations.
 pub(super) const LATEST_ACTIVATION: &str =
-    "SELECT id FROM activations WHERE agent_id = ?1 AND (?2 IS NULL OR status = ?2)
+    "SELECT id FROM activations WHERE agent_id = ?1 ORDER BY started_at DESC, rowid DESC LIMIT 1";
+pub(super) const LATEST_ACTIVATION_WITH_STATUS: &str = "SELECT id FROM activations WHERE agent_id = ?1 AND status = ?2
                      ORDER BY started_at DESC, rowid DESC LIMIT 1";
 pub(super) fn latest_signal_of_kind() -> String {
     format!(
@@ -51,6 +54,15 @@ pub(super) const NEXT_SIGNAL_READY: &str =
     "SELECT MIN(not_before) FROM signals WHERE status = 'pending' AND not_before > ?1";
 pub(super) const EVENTS_OF_KIND: &str =
     "SELECT id, type, data_json, created_at FROM events WHERE type = ?1 ORDER BY id DESC LIMIT ?2";
+/// An activation stopped on purpose (a pause, a shutdown) or orphaned: its agent if it runs,
+/// its end, and its delivered signals back to pending.
+pub(super) const RUNNING_AGENT_OF: &str = "SELECT agent_id FROM activations WHERE id = ?1 AND status = 'running'";
+pub(super) const END_INTERRUPTED: &str = "UPDATE activations SET status = ?2, ended_at = ?3, error = ?4 WHERE id = ?1";
+/// `+` keeps the planner off the indexes on `status` and `target_agent`, which would go
+/// through every delivered signal of the project (it keeps no statistics to know better).
+pub(super) const RETURN_DELIVERED: &str =
+    "UPDATE signals SET status = 'pending', delivered_at = NULL, delivered_activation_id = NULL
+             WHERE delivered_activation_id = ?1 AND +status = 'delivered' AND +target_agent IS NOT NULL";
 pub(super) const AGENTS_WITH_READY_SIGNALS: &str = "SELECT target_agent, MIN(priority) FROM signals
                  WHERE status = 'pending' AND target_agent IS NOT NULL AND (not_before IS NULL OR not_before <= ?1)
                  GROUP BY target_agent";
@@ -119,7 +131,13 @@ impl Store {
     ) -> Result<Option<ActivationRecord>, StoreError> {
         let id: Option<String> = self.read(|conn| {
             Ok(conn
-                .query_row(LATEST_ACTIVATION, params![agent_id, status.map(ActivationStatus::as_str)], |r| r.get(0))
+                .query_row(
+                    if status.is_some() { LATEST_ACTIVATION_WITH_STATUS } else { LATEST_ACTIVATION },
+                    rusqlite::params_from_iter(
+                        [Some(agent_id), status.map(ActivationStatus::as_str)].into_iter().flatten(),
+                    ),
+                    |r| r.get(0),
+                )
                 .optional()?)
         })?;
         match id {
@@ -211,10 +229,7 @@ impl Store {
     /// it is (0).
     pub fn interrupt_activation(&self, id: &str, reason: &str) -> Result<u64, StoreError> {
         self.write(|w| {
-            let agent: Option<String> = w
-                .tx
-                .query_row("SELECT agent_id FROM activations WHERE id = ?1 AND status = 'running'", [id], |r| r.get(0))
-                .optional()?;
+            let agent: Option<String> = w.tx.query_row(RUNNING_AGENT_OF, [id], |r| r.get(0)).optional()?;
             match agent {
                 Some(agent) => w.end_interrupted(id, &agent, ActivationStatus::Cancelled, reason),
                 None => Ok(0),
@@ -228,10 +243,7 @@ impl Store {
     /// time of this restart, in one transaction. 0 when it is no longer running.
     pub fn end_orphaned_parked(&self, id: &str, reason: &str) -> Result<u64, StoreError> {
         self.write(|w| {
-            let agent: Option<String> = w
-                .tx
-                .query_row("SELECT agent_id FROM activations WHERE id = ?1 AND status = 'running'", [id], |r| r.get(0))
-                .optional()?;
+            let agent: Option<String> = w.tx.query_row(RUNNING_AGENT_OF, [id], |r| r.get(0)).optional()?;
             let Some(agent) = agent else { return Ok(0) };
             w.expire_pending_approvals(id)?;
             w.end_interrupted(id, &agent, ActivationStatus::Cancelled, reason)
@@ -277,15 +289,8 @@ impl WriteTx<'_> {
         status: ActivationStatus,
         reason: &str,
     ) -> Result<u64, StoreError> {
-        self.tx.execute(
-            "UPDATE activations SET status = ?2, ended_at = ?3, error = ?4 WHERE id = ?1",
-            params![id, status, self.now, reason],
-        )?;
-        let returned = self.tx.execute(
-            "UPDATE signals SET status = 'pending', delivered_at = NULL, delivered_activation_id = NULL
-             WHERE delivered_activation_id = ?1 AND status = 'delivered' AND target_agent IS NOT NULL",
-            [id],
-        )? as u64;
+        self.tx.execute(END_INTERRUPTED, params![id, status, self.now, reason])?;
+        let returned = self.tx.execute(RETURN_DELIVERED, [id])? as u64;
         let kind = if status == ActivationStatus::Cancelled { "cancelled" } else { "internal" };
         self.close_open_tool_calls(id, agent, reason, kind)?;
         self.cancel_pending_approvals(id, &format!("the activation ended before a decision: {reason}"))?;

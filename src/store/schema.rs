@@ -265,6 +265,49 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX signals_by_kind ON signals(kind, created_at);
     CREATE INDEX signals_boundary ON signals(target_agent, status, priority, created_at);
     "#,
+    // 13 (branch s-plans): what the model loop and the tool path read at every activation and
+    // call, found without going through the history (`store::query_plans`): replay's last
+    // compaction and its rows in order, an agent's deferred tools in order, an activation's
+    // pending approval requests in order, the remembered rules of a call's tool (project and
+    // agent scope) and of its activation, and an agent's newest activation of a status (the
+    // failure nudges look for at every tick).
+    // And running counters of what budgets limit per period, so that checking a budget reads one
+    // row however busy the day: per agent and for the project (scope ''), each UTC day's model
+    // calls (period `YYYY-MM-DD`) and each UTC hour's activations (`YYYY-MM-DDTHH`), updated in
+    // the transaction that records the model call or starts the activation; filled here from
+    // the rows already recorded.
+    r#"
+    CREATE INDEX history_compactions ON history(agent_id, kind);
+    CREATE INDEX history_in_order ON history(agent_id);
+    CREATE INDEX activated_tools_in_order ON activated_tools(agent_id);
+    CREATE INDEX approval_requests_pending ON approval_requests(activation_id, status, created_at, id);
+    CREATE INDEX permission_rules_by_tool ON permission_rules(tool, scope, agent_id);
+    CREATE INDEX permission_rules_by_activation ON permission_rules(activation_id, tool);
+    CREATE INDEX activations_by_agent_status ON activations(agent_id, status, started_at);
+    CREATE TABLE usage_counters (
+        scope               TEXT NOT NULL,
+        period              TEXT NOT NULL,
+        model_calls         INTEGER NOT NULL DEFAULT 0,
+        input_tokens        INTEGER NOT NULL DEFAULT 0,
+        cached_input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens       INTEGER NOT NULL DEFAULT 0,
+        cost                REAL NOT NULL DEFAULT 0,
+        activations         INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (scope, period)
+    ) WITHOUT ROWID;
+    INSERT INTO usage_counters (scope, period, model_calls, input_tokens, cached_input_tokens, output_tokens, cost)
+        SELECT agent_id, substr(at, 1, 10), COUNT(*), SUM(input_tokens), SUM(cached_input_tokens),
+               SUM(output_tokens), SUM(cost)
+        FROM model_calls GROUP BY 1, 2
+        UNION ALL
+        SELECT '', substr(at, 1, 10), COUNT(*), SUM(input_tokens), SUM(cached_input_tokens), SUM(output_tokens),
+               SUM(cost)
+        FROM model_calls GROUP BY 2;
+    INSERT INTO usage_counters (scope, period, activations)
+        SELECT agent_id, substr(started_at, 1, 13), COUNT(*) FROM activations GROUP BY 1, 2
+        UNION ALL
+        SELECT '', substr(started_at, 1, 13), COUNT(*) FROM activations GROUP BY 2;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -241,11 +241,7 @@ impl Store {
     fn any_pending(&self, agent_id: Option<&str>, include_not_ready: bool) -> Result<bool, StoreError> {
         let now = iso(self.now());
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM signals
-                 WHERE status = 'pending' AND (?1 IS NULL OR target_agent = ?1)
-                   AND (?2 OR not_before IS NULL OR not_before <= ?3))",
-            )?;
+            let mut stmt = conn.prepare_cached(ANY_PENDING)?;
             Ok(stmt.query_row(params![agent_id, include_not_ready, now], |r| r.get(0))?)
         })
     }
@@ -254,11 +250,7 @@ impl Store {
     /// set (reference §1.4; the no-effect nudge fires when this is 0).
     pub fn count_activation_useful_effects(&self, activation_id: &str) -> Result<u64, StoreError> {
         self.read(|conn| {
-            let n: i64 = conn.query_row(
-                "SELECT COUNT(*) FROM signals WHERE source_activation = ?1 AND useful_effect != 0",
-                [activation_id],
-                |r| r.get(0),
-            )?;
+            let n: i64 = conn.prepare_cached(ACTIVATION_USEFUL_EFFECTS)?.query_row([activation_id], |r| r.get(0))?;
             Ok(n as u64)
         })
     }
@@ -273,12 +265,7 @@ fn ready_signals(
 ) -> rusqlite::Result<Vec<SignalRecord>> {
     // Priority text sorts P0 < P1 < P2 < P3; rowid breaks ties between equal timestamps in the
     // order the signals were recorded.
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {SIGNAL_COLUMNS} FROM signals
-         WHERE target_agent = ?1 AND status = 'pending' AND priority IN (?2, ?3)
-           AND (not_before IS NULL OR not_before <= ?4)
-         ORDER BY priority, created_at, rowid LIMIT ?5"
-    ))?;
+    let mut stmt = conn.prepare_cached(&ready_signals_sql())?;
     let rows = stmt.query_map(params![agent_id, priorities[0], priorities[1], now, limit], signal_from_row)?;
     rows.collect()
 }
@@ -344,6 +331,22 @@ impl WriteTx<'_> {
         Ok(record)
     }
 }
+
+// What an activation's start (the signals it takes), its end (nudges: did it do anything
+// useful) and the scheduler's idle checks read (`query_plans`).
+pub(super) fn ready_signals_sql() -> String {
+    format!(
+        "SELECT {SIGNAL_COLUMNS} FROM signals
+         WHERE target_agent = ?1 AND status = 'pending' AND priority IN (?2, ?3)
+           AND (not_before IS NULL OR not_before <= ?4)
+         ORDER BY priority, created_at, rowid LIMIT ?5"
+    )
+}
+pub(super) const ANY_PENDING: &str = "SELECT EXISTS (SELECT 1 FROM signals
+                 WHERE status = 'pending' AND (?1 IS NULL OR target_agent = ?1)
+                   AND (?2 OR not_before IS NULL OR not_before <= ?3))";
+pub(super) const ACTIVATION_USEFUL_EFFECTS: &str =
+    "SELECT COUNT(*) FROM signals WHERE source_activation = ?1 AND useful_effect != 0";
 
 pub(crate) const SIGNAL_COLUMNS: &str = "id, kind, source_agent, source_activation, target_agent, target_channel, \
      priority, payload_json, status, useful_effect, created_at, not_before, delivered_at, delivered_activation_id, \

@@ -6,6 +6,9 @@ use rusqlite::params;
 
 use crate::store::{Store, StoreError};
 
+/// The agent's activated tools, read for every tool list (`query_plans`).
+pub(super) const ACTIVATED_TOOLS: &str = "SELECT tool FROM activated_tools WHERE agent_id = ?1 ORDER BY rowid";
+
 impl Store {
     /// Mark `tools` activated for `agent_id`; returns the ones that were not already.
     pub fn activate_tools(
@@ -33,8 +36,7 @@ impl Store {
     /// The tools `agent_id` activated, oldest first.
     pub fn activated_tools(&self, agent_id: &str) -> Result<Vec<String>, StoreError> {
         self.read(|conn| {
-            let mut stmt =
-                conn.prepare_cached("SELECT tool FROM activated_tools WHERE agent_id = ?1 ORDER BY rowid")?;
+            let mut stmt = conn.prepare_cached(ACTIVATED_TOOLS)?;
             let rows = stmt.query_map([agent_id], |r| r.get(0))?;
             Ok(rows.collect::<Result<Vec<String>, _>>()?)
         })

@@ -1,8 +1,11 @@
 //! The store side of budgets: what each model call used (totals per activation, and per agent
-//! since a time), how many activations started since a time, the wake-loop guard's window, and
-//! pausing and resuming agents. It records and counts; which limit applies and when to pause is
-//! `activation::budget`'s decision.
+//! since a time), how many activations started since a time, the running counters of each UTC
+//! day's usage and each UTC hour's activations (per agent and for the project, kept in the
+//! transaction of the row they count, so a budget check reads one row), the wake-loop guard's
+//! window, and pausing and resuming agents. It records and counts; which limit applies and when
+//! to pause is `activation::budget`'s decision.
 
+use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, params};
 use serde_json::{Value, json};
 
@@ -28,6 +31,36 @@ pub(super) const ACTIVATION_USAGE: &str = "SELECT COUNT(*), COALESCE(SUM(input_t
 pub(super) const AGENT_ACTIVATIONS_SINCE: &str =
     "SELECT COUNT(*) FROM activations WHERE agent_id = ?1 AND started_at >= ?2";
 pub(super) const ACTIVATIONS_SINCE: &str = "SELECT COUNT(*) FROM activations WHERE started_at >= ?1";
+/// The running counters (migration 13's `usage_counters`): a model call adds to its UTC day's
+/// (`?2` is its time), an activation's start to its UTC hour's, each for the agent and for the
+/// project (scope ''); budgets read the current period's row.
+pub(super) const COUNT_MODEL_CALL: &str = "INSERT INTO usage_counters
+        (scope, period, model_calls, input_tokens, cached_input_tokens, output_tokens, cost)
+    VALUES (?1, substr(?2, 1, 10), 1, ?3, ?4, ?5, ?6), ('', substr(?2, 1, 10), 1, ?3, ?4, ?5, ?6)
+    ON CONFLICT (scope, period) DO UPDATE SET model_calls = model_calls + 1,
+        input_tokens = input_tokens + excluded.input_tokens,
+        cached_input_tokens = cached_input_tokens + excluded.cached_input_tokens,
+        output_tokens = output_tokens + excluded.output_tokens, cost = cost + excluded.cost";
+pub(super) const COUNT_ACTIVATION: &str = "INSERT INTO usage_counters (scope, period, activations)
+    VALUES (?1, substr(?2, 1, 13), 1), ('', substr(?2, 1, 13), 1)
+    ON CONFLICT (scope, period) DO UPDATE SET activations = activations + 1";
+pub(super) const PERIOD_USAGE: &str = "SELECT model_calls, input_tokens, cached_input_tokens, output_tokens, cost
+    FROM usage_counters WHERE scope = ?1 AND period = ?2";
+pub(super) const PERIOD_ACTIVATIONS: &str = "SELECT activations FROM usage_counters WHERE scope = ?1 AND period = ?2";
+/// The counters' scope of the project.
+const PROJECT_SCOPE: &str = "";
+
+/// A model call's record reads and rewrites its activation's usage.
+pub(super) const ACTIVATION_USAGE_JSON: &str = "SELECT usage_json FROM activations WHERE id = ?1";
+pub(super) const SET_ACTIVATION_USAGE_JSON: &str = "UPDATE activations SET usage_json = ?2 WHERE id = ?1";
+/// Whether the agent only waits (`coordination.*` tools, at each of their calls): its latest
+/// activation by index, and that activation's signals.
+pub(super) const IS_WAITING: &str = "SELECT EXISTS (SELECT 1 FROM agents g
+                    JOIN activations a ON a.id = (SELECT id FROM activations WHERE agent_id = g.id
+                                                  ORDER BY started_at DESC, rowid DESC LIMIT 1)
+                    WHERE g.id = ?1 AND g.active_activation_id IS NULL
+                      AND EXISTS (SELECT 1 FROM signals s WHERE s.source_activation = a.id
+                                    AND s.kind = 'coordination.wait_for_signal'))";
 /// Who woke the agent: one row per signal delivered to its activations in the window (few; made
 /// distinct in Rust, where no temporary B-tree is needed).
 pub(super) const WAKE_SOURCES: &str = "SELECT s.source_agent FROM activations a
@@ -54,8 +87,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.write(|w| {
             let existing: Option<Option<String>> =
-                w.tx.query_row("SELECT usage_json FROM activations WHERE id = ?1", [activation_id], |r| r.get(0))
-                    .optional()?;
+                w.tx.query_row(ACTIVATION_USAGE_JSON, [activation_id], |r| r.get(0)).optional()?;
             let Some(existing) = existing else {
                 return Err(StoreError::UnknownActivation(activation_id.to_string()));
             };
@@ -75,9 +107,17 @@ impl Store {
                 models.push(json!(model));
             }
             usage["models"] = Value::Array(models);
+            w.tx.execute(SET_ACTIVATION_USAGE_JSON, params![activation_id, usage.to_string()])?;
             w.tx.execute(
-                "UPDATE activations SET usage_json = ?2 WHERE id = ?1",
-                params![activation_id, usage.to_string()],
+                COUNT_MODEL_CALL,
+                params![
+                    agent_id,
+                    w.now,
+                    call.input_tokens as i64,
+                    call.cached_input_tokens as i64,
+                    call.output_tokens as i64,
+                    call.cost
+                ],
             )?;
             w.tx.execute(
                 "INSERT INTO model_calls (activation_id, agent_id, model, input_tokens, cached_input_tokens,
@@ -107,6 +147,32 @@ impl Store {
                     .query_row(params![agent, since], |r| usage_from_row(r, 0))?,
                 None => conn.prepare_cached(USAGE_SINCE)?.query_row([since], |r| usage_from_row(r, 0))?,
             })
+        })
+    }
+
+    /// What the model calls of one agent (or of all) used in the UTC day that starts at `day`,
+    /// from the running counters: one row, however busy the day.
+    pub fn usage_of_day(&self, agent_id: Option<&str>, day: DateTime<Utc>) -> Result<TokenUsage, StoreError> {
+        let period = day.format("%Y-%m-%d").to_string();
+        let scope = agent_id.unwrap_or(PROJECT_SCOPE);
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached(PERIOD_USAGE)?
+                .query_row(params![scope, period], |r| usage_from_row(r, 0))
+                .optional()?
+                .unwrap_or_default())
+        })
+    }
+
+    /// How many activations of one agent (or of all) started in the UTC hour that starts at
+    /// `hour`, from the running counters.
+    pub fn activations_of_hour(&self, agent_id: Option<&str>, hour: DateTime<Utc>) -> Result<u64, StoreError> {
+        let period = hour.format("%Y-%m-%dT%H").to_string();
+        let scope = agent_id.unwrap_or(PROJECT_SCOPE);
+        self.read(|conn| {
+            let n: Option<i64> =
+                conn.prepare_cached(PERIOD_ACTIVATIONS)?.query_row(params![scope, period], |r| r.get(0)).optional()?;
+            Ok(n.unwrap_or(0) as u64)
         })
     }
 
@@ -158,18 +224,7 @@ impl Store {
     /// Whether the agent is only waiting: no activation running, and its latest activation
     /// called `coordination.wait_for_signal`.
     pub fn is_waiting(&self, agent_id: &str) -> Result<bool, StoreError> {
-        self.read(|conn| {
-            Ok(conn.query_row(
-                "SELECT EXISTS (SELECT 1 FROM agents g
-                    JOIN activations a ON a.id = (SELECT id FROM activations WHERE agent_id = g.id
-                                                  ORDER BY started_at DESC, rowid DESC LIMIT 1)
-                    WHERE g.id = ?1 AND g.active_activation_id IS NULL
-                      AND EXISTS (SELECT 1 FROM signals s WHERE s.source_activation = a.id
-                                    AND s.kind = 'coordination.wait_for_signal'))",
-                [agent_id],
-                |r| r.get(0),
-            )?)
-        })
+        self.read(|conn| Ok(conn.prepare_cached(IS_WAITING)?.query_row([agent_id], |r| r.get(0))?))
     }
 
     /// Pending signals ready now for an agent that is not paused (what would start work).
