@@ -112,6 +112,7 @@ fn main() {
         ));
         assert!(out.is_ok(), "{out:?}");
     }));
+    let commits_before = host.store.commits();
     let support_in_flight = {
         let (host, activation) = (host.clone(), activation.id.clone());
         rt.block_on(common::in_flight(16, iterations * 4, move || {
@@ -124,6 +125,7 @@ fn main() {
             }
         }))
     };
+    let in_flight_commits = host.store.commits() - commits_before;
     results.push(measure("WebUI entry, JS pack, trivial handler (in process)", iterations, || {
         let out = rt.block_on(host.invoke_webui("slow", "slow.ok", json!({})));
         assert!(out.is_ok(), "{out:?}");
@@ -165,6 +167,7 @@ fn main() {
         micros(in_flight.percentile(0.99)),
         rate
     );
+    println!("  {} calls, {in_flight_commits} store commits (fsyncs)", iterations * 4);
 
     // The same pack, served by the original's path re-created in Node, in this run.
     let seconds = if common::quick() { 1 } else { 5 };

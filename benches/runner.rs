@@ -117,9 +117,10 @@ fn main() {
             }
         }
         row("warm runner.mjs tool call, full path (records in SQLite)", &full);
+        let (in_flight_calls, commits_before) = (iterations(4000, 64), tools.store.commits());
         let (samples, rate) = {
             let (tools, runners, activation) = (tools.clone(), runners.clone(), activation.id.clone());
-            common::in_flight(16, iterations(4000, 64), move || {
+            common::in_flight(16, in_flight_calls, move || {
                 let (tools, runners, activation) = (tools.clone(), runners.clone(), activation.clone());
                 async move {
                     execute_tool(&tools, runners.as_ref(), "w", &activation, "bench.echo", json!({"x": "hi"}))
@@ -131,6 +132,7 @@ fn main() {
         };
         row("warm tool call, full path, 16 in flight (latency)", &samples);
         println!("{:<58} {:>10.0}/s", "warm tool call, full path, 16 in flight (throughput)", rate);
+        println!("  {in_flight_calls} calls, {} store commits (fsyncs)", tools.store.commits() - commits_before);
 
         // callSupport on the agent's socket, as the runner sends it: this program is the agent's
         // runner, on a runner set of its own (a socket takes one session at a time, with a
