@@ -683,18 +683,22 @@ impl SharedFailure {
 type Panic = Box<dyn std::any::Any + Send>;
 
 /// Run one caller's closure in its own SAVEPOINT of the open batch: its rows and events stand
-/// together or not at all. A panic is caught (and handed back to be resumed once the batch is
-/// settled), so the batch's other callers are still answered. When SQLite ended the whole
-/// transaction (it does on some I/O and disk-full errors), the batch is failed for everyone.
+/// together or not at all. The batch's first caller needs none (undoing its part is rolling
+/// back the transaction), so a lone writer runs exactly BEGIN, its statements, COMMIT.
+/// A panic is caught (and handed back to be resumed once the batch is settled), so the batch's
+/// other callers are still answered. When SQLite ended the whole transaction (it does on some
+/// I/O and disk-full errors), the batch is failed for everyone.
 fn run_member<T>(
     writer: &mut Writer,
     at: DateTime<Utc>,
     f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>,
 ) -> (Result<T, StoreError>, Option<Panic>) {
+    let mut first = false;
     if let Some(batch) = writer.batch.as_mut() {
+        first = batch.members == 0;
         batch.members += 1;
     }
-    if let Err(e) = writer.conn.execute_batch("SAVEPOINT member") {
+    if !first && let Err(e) = writer.conn.execute_batch("SAVEPOINT member") {
         let e = StoreError::from(e);
         fail_batch(writer, &e);
         return (Err(e), None);
@@ -702,28 +706,35 @@ fn run_member<T>(
     let mut w = WriteTx { tx: &writer.conn, now: iso(at), at, events: Vec::new() };
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut w)));
     let events = w.events;
-    match ran {
-        Ok(Ok(out)) => match writer.conn.execute_batch("RELEASE member") {
-            Ok(()) => {
-                if let Some(batch) = writer.batch.as_mut() {
-                    batch.events.extend(events);
+    let (own, panic) = match ran {
+        Ok(own) => (own, None),
+        Err(panic) => (Err(StoreError::Io(std::io::Error::other("a write to the store panicked"))), Some(panic)),
+    };
+    match own {
+        Ok(out) => {
+            let released = if first { Ok(()) } else { writer.conn.execute_batch("RELEASE member") };
+            match released {
+                Ok(()) => {
+                    if let Some(batch) = writer.batch.as_mut() {
+                        batch.events.extend(events);
+                    }
+                    (Ok(out), panic)
                 }
-                (Ok(out), None)
+                Err(e) => {
+                    let e = StoreError::from(e);
+                    fail_batch(writer, &e);
+                    (Err(e), panic)
+                }
             }
-            Err(e) => {
-                let e = StoreError::from(e);
-                fail_batch(writer, &e);
-                (Err(e), None)
-            }
-        },
-        Ok(Err(e)) => {
-            undo_member(writer, &e);
-            (Err(e), None)
         }
-        Err(panic) => {
-            let e = StoreError::Io(std::io::Error::other("a write to the store panicked"));
-            undo_member(writer, &e);
-            (Err(e), Some(panic))
+        Err(e) => {
+            if first {
+                // Nobody else is in the batch yet: it ends here, with nobody to answer.
+                fail_batch(writer, &e);
+            } else {
+                undo_member(writer, &e);
+            }
+            (Err(e), panic)
         }
     }
 }
