@@ -40,10 +40,15 @@ fn write(store: &Store, key: String, fail: bool) -> Result<EventRecord, StoreErr
 }
 
 fn keys_in_store(store: &Store) -> Vec<String> {
-    store
-        .events_after(0, 1000)
-        .expect("events read")
-        .into_iter()
+    let mut all = Vec::new();
+    loop {
+        let page = store.events_after(all.last().map_or(0, |e: &EventRecord| e.id), 1000).expect("events read");
+        if page.is_empty() {
+            break;
+        }
+        all.extend(page);
+    }
+    all.into_iter()
         .filter_map(|e| match e.event {
             Event::Unrecognized { kind, data } if kind == "test.group_commit" => {
                 data.get("key").and_then(|k| k.as_str()).map(str::to_string)
@@ -198,4 +203,39 @@ fn a_checkpoint_commits_an_open_batch_first() {
     store.checkpoint().expect("checkpoint");
     outcome.wait().expect("the open batch committed");
     assert_eq!(keys_in_store(&store), ["open"]);
+}
+
+#[test]
+fn another_process_still_gets_the_write_lock_while_16_writers_stream() {
+    let (_dir, store) = store();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..16)
+        .map(|t| {
+            let (store, stop) = (store.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    write(&store, format!("{t}/{i}"), false).expect("in-process write");
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    // What a CLI command does: its own connection, BEGIN IMMEDIATE under busy_timeout.
+    let other = rusqlite::Connection::open(store.path()).expect("second connection");
+    other.busy_timeout(super::BUSY_TIMEOUT).expect("busy timeout");
+    let result = (0..20).try_for_each(|i| {
+        other.execute_batch("BEGIN IMMEDIATE")?;
+        other.execute(
+            "INSERT INTO events (type, data_json, created_at) VALUES ('test.group_commit', ?1, '2026-03-01T12:00:00.000Z')",
+            [format!("{{\"key\":\"cli/{i}\"}}")],
+        )?;
+        other.execute_batch("COMMIT")
+    });
+    stop.store(true, Ordering::SeqCst);
+    for w in writers {
+        w.join().expect("writer thread");
+    }
+    result.expect("the other connection's 20 transactions got the write lock within busy_timeout");
+    assert_eq!(keys_in_store(&store).iter().filter(|k| k.starts_with("cli/")).count(), 20);
 }
