@@ -1,5 +1,7 @@
 //! Per-call costs on the controller side, side by side in one run (medians and p99):
-//! - a controller-side `support` call into a pack's warm JavaScript runtime, in process;
+//! - a controller-side `support` call into a pack's warm JavaScript runtime, in process (it
+//!   records a signal: one durable write), sequential and with 16 in flight, beside the
+//!   original's path re-created in Node (`shared/peers/node-support-path/`) in the same run;
 //! - a built-in WebUI entry (`core/project.stats`, Rust + SQLite), in process;
 //! - `POST /api/projects/:p/tool-ui/...` over loopback HTTP (keep-alive), for a JS pack entry
 //!   and for the built-in entry.
@@ -110,6 +112,20 @@ fn main() {
         ));
         assert!(out.is_ok(), "{out:?}");
     }));
+    let commits_before = host.store.commits();
+    let support_in_flight = {
+        let (host, activation) = (host.clone(), activation.id.clone());
+        rt.block_on(common::in_flight(16, iterations * 4, move || {
+            let (host, activation) = (host.clone(), activation.clone());
+            async move {
+                let out = host
+                    .support("reviewer", &activation, "review-tools", "review.summarize", json!({"summary": "ok"}))
+                    .await;
+                assert!(out.is_ok(), "{out:?}");
+            }
+        }))
+    };
+    let in_flight_commits = host.store.commits() - commits_before;
     results.push(measure("WebUI entry, JS pack, trivial handler (in process)", iterations, || {
         let out = rt.block_on(host.invoke_webui("slow", "slow.ok", json!({})));
         assert!(out.is_ok(), "{out:?}");
@@ -141,6 +157,23 @@ fn main() {
     println!("{:<55} {:>12} {:>12}", "case", "median", "p99");
     for r in &results {
         println!("{:<55} {:>10.1}µs {:>10.1}µs", r.name, micros(r.percentile(0.5)), micros(r.percentile(0.99)));
+    }
+    let (samples, rate) = support_in_flight;
+    let in_flight = Stats { name: "support call, JS pack, 16 in flight (in process)", samples };
+    println!(
+        "{:<55} {:>10.1}µs {:>10.1}µs {:>8.0} calls/s",
+        in_flight.name,
+        micros(in_flight.percentile(0.5)),
+        micros(in_flight.percentile(0.99)),
+        rate
+    );
+    println!("  {} calls, {in_flight_commits} store commits (fsyncs)", iterations * 4);
+
+    // The same pack, served by the original's path re-created in Node, in this run.
+    let seconds = if common::quick() { 1 } else { 5 };
+    println!("Node peer (node-support-path, 16 clients, {seconds} s), review.summarize:");
+    for line in common::node_peer(&dir.join("toolpacks/review"), 16, seconds) {
+        println!("  {line}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

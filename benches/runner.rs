@@ -2,7 +2,7 @@
 //! - cold start: `docker run --rm <minimal image> true` vs our hardened agent container from
 //!   nothing to "runner ready" (created, started, connected, hello, toolpacks loaded);
 //! - a warm tool call of a trivial `runner.mjs` tool: over the socket only, and through the full
-//!   path (allowlist, schema, recorded start/finish in SQLite);
+//!   path (allowlist, schema, recorded start/finish in SQLite), sequential and with 16 in flight;
 //! - `callSupport` round trip on the agent's socket (broker checks + the pack's controller
 //!   handler), sequential latency and throughput with 16 calls in flight.
 //!
@@ -117,6 +117,22 @@ fn main() {
             }
         }
         row("warm runner.mjs tool call, full path (records in SQLite)", &full);
+        let (in_flight_calls, commits_before) = (iterations(4000, 64), tools.store.commits());
+        let (samples, rate) = {
+            let (tools, runners, activation) = (tools.clone(), runners.clone(), activation.id.clone());
+            common::in_flight(16, in_flight_calls, move || {
+                let (tools, runners, activation) = (tools.clone(), runners.clone(), activation.clone());
+                async move {
+                    execute_tool(&tools, runners.as_ref(), "w", &activation, "bench.echo", json!({"x": "hi"}))
+                        .await
+                        .unwrap();
+                }
+            })
+            .await
+        };
+        row("warm tool call, full path, 16 in flight (latency)", &samples);
+        println!("{:<58} {:>10.0}/s", "warm tool call, full path, 16 in flight (throughput)", rate);
+        println!("  {in_flight_calls} calls, {} store commits (fsyncs)", tools.store.commits() - commits_before);
 
         // callSupport on the agent's socket, as the runner sends it: this program is the agent's
         // runner, on a runner set of its own (a socket takes one session at a time, with a

@@ -4,12 +4,22 @@
 //!
 //! Shape: [`Store`] is a cheap handle (an `Arc`) over two connections to
 //! `<root>/.suzumio/state.db` — one writer behind a mutex, through which every state change runs
-//! as exactly one transaction together with the events it appends, and one read connection for
+//! as one all-or-nothing unit together with the events it appends, and one read connection for
 //! queries. After a commit the new events go out on a broadcast channel ([`Store::subscribe`]);
 //! ephemeral events (live model text) go out on another without being written
 //! ([`Store::publish_ephemeral`]).
 //! The API is synchronous: every call is one short transaction (or one indexed read), so async
 //! callers call it in place; nothing here waits on the network or a lock held across an await.
+//!
+//! Group commit: writes that arrive while a commit is on disk share the next one (one fsync for
+//! all of them, `synchronous=FULL` kept). Each caller's closure still runs on its own thread
+//! (closures borrow from their callers), under the writer lock, inside its own SAVEPOINT of the
+//! batch's one transaction; the last caller in — the one that sees nobody else queued for the
+//! lock, or the [`MAX_BATCH`]th — commits, broadcasts the batch's events in id order and only
+//! then answers the others, who waited without holding the lock. A failing closure rolls back
+//! its own savepoint alone; a failing commit fails every caller of the batch. Nobody is
+//! answered before the commit of their data returned. A lone writer finds nobody queued and
+//! commits at once, as before.
 //!
 //! It enforces the data rules of the reference (signal targets, statuses, priorities, useful
 //! effects, signal selection) but makes no scheduling decisions and never talks to containers,
@@ -23,6 +33,8 @@ mod approvals;
 mod commands;
 mod error;
 mod events;
+#[cfg(test)]
+mod group_commit_tests;
 mod history;
 mod messages;
 pub mod metrics;
@@ -40,13 +52,13 @@ mod tool_loading;
 mod usage;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -89,6 +101,9 @@ pub enum Listing {
 pub const MAX_LIMIT: usize = 500;
 const DEFAULT_LIMIT: usize = 50;
 const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
+/// The most callers one commit answers: under a steady stream somebody is always queued, and
+/// the batch (which holds SQLite's write lock, so CLI processes wait) must still end.
+const MAX_BATCH: usize = 32;
 
 /// A handle on one project's state. Clone it freely; all clones share the connections.
 #[derive(Clone)]
@@ -106,7 +121,12 @@ struct Inner {
     channels: Vec<String>,
     /// Opened by [`Store::open_read_only`]: every write is refused before it starts.
     read_only: bool,
-    writer: Mutex<Connection>,
+    writer: Mutex<Writer>,
+    /// Callers between "wants to write" and "holds the writer": while any is queued, the holder
+    /// leaves the batch open for them (group commit, see the module header).
+    queued: AtomicUsize,
+    /// Transactions this handle committed ([`Store::commits`]).
+    commits: AtomicU64,
     reader: Mutex<Connection>,
     events: broadcast::Sender<EventRecord>,
     /// Ephemeral events ([`Store::publish_ephemeral`]): never written, no id.
@@ -167,7 +187,9 @@ impl Store {
                 roster: config.agents.iter().map(|a| a.id.clone()).collect(),
                 channels: config.channels.clone(),
                 read_only: false,
-                writer: Mutex::new(writer),
+                writer: Mutex::new(Writer { conn: writer, batch: None }),
+                queued: AtomicUsize::new(0),
+                commits: AtomicU64::new(0),
                 reader: Mutex::new(reader),
                 events,
                 ephemeral: broadcast::channel(EVENT_CHANNEL_CAPACITY).0,
@@ -208,7 +230,9 @@ impl Store {
                 roster: config.agents.iter().map(|a| a.id.clone()).collect(),
                 channels: config.channels.clone(),
                 read_only: true,
-                writer: Mutex::new(open()?),
+                writer: Mutex::new(Writer { conn: open()?, batch: None }),
+                queued: AtomicUsize::new(0),
+                commits: AtomicU64::new(0),
                 reader: Mutex::new(reader),
                 events,
                 ephemeral: broadcast::channel(EVENT_CHANNEL_CAPACITY).0,
@@ -216,6 +240,12 @@ impl Store {
                 published: AtomicI64::new(0),
             }),
         })
+    }
+
+    /// How many transactions (each one fsync) this handle has committed. Under concurrent
+    /// writers it grows slower than the writes: they share commits (see the module header).
+    pub fn commits(&self) -> u64 {
+        self.inner.commits.load(Ordering::Relaxed)
     }
 
     /// The database file.
@@ -284,8 +314,8 @@ impl Store {
     /// Fold the write-ahead log into the database file (at shutdown: the file alone is then
     /// complete, and the log does not grow across runs).
     pub fn checkpoint(&self) -> Result<(), StoreError> {
-        let writer = self.inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        let writer = self.idle_writer()?;
+        writer.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
     }
 
@@ -453,37 +483,94 @@ impl Store {
         }
     }
 
+    /// Add `f` to the open batch (or begin one), each caller in its own SAVEPOINT; commit when
+    /// nobody else is queued, else leave the commit to the last one in and wait for it.
     fn write_tx<T>(&self, f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        let mut conn = lock(&self.inner.writer);
-        // IMMEDIATE takes the write lock at BEGIN, so a CLI process writing to the same file
-        // waits (busy_timeout) instead of failing on a read-to-write upgrade.
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let inner = &*self.inner;
+        inner.queued.fetch_add(1, Ordering::SeqCst);
+        let mut guard = lock_writer(&inner.writer);
+        inner.queued.fetch_sub(1, Ordering::SeqCst);
+        let writer = &mut *guard;
+        if writer.batch.is_none() {
+            // IMMEDIATE takes the write lock at BEGIN, so a CLI process writing to the same file
+            // waits (busy_timeout) instead of failing on a read-to-write upgrade.
+            writer.conn.execute_batch("BEGIN IMMEDIATE")?;
+            writer.batch = Some(Batch::default());
+        }
         // Milliseconds, as the store writes times: a row it returns equals the row read back.
-        let at = chrono::SubsecRound::trunc_subsecs(self.inner.clock.now(), 3);
-        let mut w = WriteTx { tx: &tx, now: iso(at), at, events: Vec::new() };
-        let out = f(&mut w)?;
-        let mut events = std::mem::take(&mut w.events);
-        // Another process's rows before ours go out first, so subscribers see ids in order.
-        if self.inner.follow.load(Ordering::Acquire)
-            && let Some(first) = events.first()
-        {
-            let published = self.inner.published.load(Ordering::Acquire);
-            if first.id > published + 1 {
-                let mut foreign = observe::rows_between(&tx, published, first.id)?;
-                foreign.append(&mut events);
-                events = foreign;
+        let at = chrono::SubsecRound::trunc_subsecs(inner.clock.now(), 3);
+        let (own, panic) = run_member(writer, at, f);
+        let outcome = writer.batch.as_ref().map(|b| b.outcome.clone());
+        let full = writer.batch.as_ref().is_some_and(|b| b.members >= MAX_BATCH);
+        if outcome.is_some() && (full || inner.queued.load(Ordering::SeqCst) == 0) {
+            let committed = self.commit_batch(writer);
+            drop(guard);
+            if let Some(panic) = panic {
+                std::panic::resume_unwind(panic);
+            }
+            return own.and_then(|out| committed.map(|()| out));
+        }
+        drop(guard);
+        if let Some(panic) = panic {
+            std::panic::resume_unwind(panic);
+        }
+        let out = own?;
+        match outcome {
+            Some(outcome) => outcome.wait().map(|()| out),
+            // The batch is gone already: this caller's own part was the failure that ended it.
+            None => Ok(out),
+        }
+    }
+
+    /// Commit the open batch (if any), publish its events in id order, then answer the callers
+    /// waiting on it. Called with the writer held, so no other commit's events can go out
+    /// between ours.
+    fn commit_batch(&self, writer: &mut Writer) -> Result<(), StoreError> {
+        let Some(batch) = writer.batch.take() else { return Ok(()) };
+        let mut events = batch.events;
+        let committed = (|| {
+            // Another process's rows before ours go out first, so subscribers see ids in order.
+            // None can sit between ours: the batch has held SQLite's write lock since BEGIN.
+            if self.inner.follow.load(Ordering::Acquire)
+                && let Some(first) = events.first()
+            {
+                let published = self.inner.published.load(Ordering::Acquire);
+                if first.id > published + 1 {
+                    let mut foreign = observe::rows_between(&writer.conn, published, first.id)?;
+                    foreign.append(&mut events);
+                    events = foreign;
+                }
+            }
+            writer.conn.execute_batch("COMMIT")?;
+            self.inner.commits.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })();
+        match committed {
+            Ok(()) => {
+                if let Some(last) = events.last() {
+                    self.inner.published.fetch_max(last.id, Ordering::AcqRel);
+                }
+                for event in events {
+                    // No receivers is not an error: nobody is watching.
+                    let _ = self.inner.events.send(event);
+                }
+                batch.outcome.finish(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                abandon(&writer.conn);
+                batch.outcome.finish(Err(SharedFailure::from(&e)));
+                Err(e)
             }
         }
-        tx.commit()?;
-        if let Some(last) = events.last() {
-            self.inner.published.fetch_max(last.id, Ordering::AcqRel);
-        }
-        // Still holding the writer lock, so subscribers see events in id order.
-        for event in events {
-            // No receivers is not an error: nobody is watching.
-            let _ = self.inner.events.send(event);
-        }
-        Ok(out)
+    }
+
+    /// The writer with no batch open (what needs the connection outside a transaction, or the
+    /// events table as committed): an open batch is committed first, for its callers.
+    fn idle_writer(&self) -> Result<MutexGuard<'_, Writer>, StoreError> {
+        let mut guard = lock_writer(&self.inner.writer);
+        self.commit_batch(&mut guard)?;
+        Ok(guard)
     }
 
     /// Run `f` on the read connection.
@@ -499,8 +586,188 @@ impl Store {
 
 /// A poisoned mutex only means another thread panicked mid-call; the connection itself is
 /// still consistent (SQLite rolled back the unfinished transaction), so keep using it.
-fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// [`lock`] on the writer. A caller that has to wait (a commit is on disk) does so without
+/// holding up its tokio worker's other tasks: those can then reach the writer too and join the
+/// next batch, instead of queueing behind this thread.
+fn lock_writer(m: &Mutex<Writer>) -> MutexGuard<'_, Writer> {
+    match m.try_lock() {
+        Ok(guard) => guard,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => blocking(|| lock(m)),
+    }
+}
+
+/// Run `f`, which blocks, handing this tokio worker's other tasks to another thread meanwhile
+/// (only a multi-thread runtime can; elsewhere `f` just runs).
+fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+/// The writer connection and the transaction callers are adding to.
+struct Writer {
+    conn: Connection,
+    /// Open from the first caller's BEGIN to the last one's COMMIT.
+    batch: Option<Batch>,
+}
+
+/// One transaction shared by the callers that queued for the writer while the last commit was
+/// on disk.
+#[derive(Default)]
+struct Batch {
+    /// Callers whose closure ran in it (failed ones too: they still took their turn).
+    members: usize,
+    /// The events of the members whose part stands, in id order.
+    events: Vec<EventRecord>,
+    outcome: Arc<BatchOutcome>,
+}
+
+/// What the callers of a batch wait for, without the writer: its commit, or why it failed.
+#[derive(Default)]
+struct BatchOutcome {
+    result: Mutex<Option<Result<(), SharedFailure>>>,
+    done: Condvar,
+}
+
+impl BatchOutcome {
+    fn finish(&self, result: Result<(), SharedFailure>) {
+        *lock(&self.result) = Some(result);
+        self.done.notify_all();
+    }
+
+    fn wait(&self) -> Result<(), StoreError> {
+        blocking(|| {
+            let mut result = lock(&self.result);
+            loop {
+                match &*result {
+                    Some(Ok(())) => return Ok(()),
+                    Some(Err(failure)) => return Err(failure.error()),
+                    None => result = self.done.wait(result).unwrap_or_else(PoisonError::into_inner),
+                }
+            }
+        })
+    }
+}
+
+/// A batch's failure, handed to each of its callers as their own error (`rusqlite::Error` is
+/// not `Clone`). SQLite's code is kept, so [`Store::classify`] still tells a full disk.
+#[derive(Clone, Debug)]
+struct SharedFailure {
+    code: rusqlite::ffi::Error,
+    message: String,
+}
+
+impl SharedFailure {
+    fn from(e: &StoreError) -> SharedFailure {
+        match e {
+            StoreError::Database(rusqlite::Error::SqliteFailure(code, message)) => {
+                SharedFailure { code: *code, message: message.clone().unwrap_or_else(|| code.to_string()) }
+            }
+            other => SharedFailure {
+                code: rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+                message: format!("the transaction this write shared failed: {other}"),
+            },
+        }
+    }
+
+    fn error(&self) -> StoreError {
+        StoreError::Database(rusqlite::Error::SqliteFailure(self.code, Some(self.message.clone())))
+    }
+}
+
+type Panic = Box<dyn std::any::Any + Send>;
+
+/// Run one caller's closure in its own SAVEPOINT of the open batch: its rows and events stand
+/// together or not at all. The batch's first caller needs none (undoing its part is rolling
+/// back the transaction), so a lone writer runs exactly BEGIN, its statements, COMMIT.
+/// A panic is caught (and handed back to be resumed once the batch is settled), so the batch's
+/// other callers are still answered. When SQLite ended the whole transaction (it does on some
+/// I/O and disk-full errors), the batch is failed for everyone.
+fn run_member<T>(
+    writer: &mut Writer,
+    at: DateTime<Utc>,
+    f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>,
+) -> (Result<T, StoreError>, Option<Panic>) {
+    let mut first = false;
+    if let Some(batch) = writer.batch.as_mut() {
+        first = batch.members == 0;
+        batch.members += 1;
+    }
+    if !first && let Err(e) = writer.conn.execute_batch("SAVEPOINT member") {
+        let e = StoreError::from(e);
+        fail_batch(writer, &e);
+        return (Err(e), None);
+    }
+    let mut w = WriteTx { tx: &writer.conn, now: iso(at), at, events: Vec::new() };
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut w)));
+    let events = w.events;
+    let (own, panic) = match ran {
+        Ok(own) => (own, None),
+        Err(panic) => (Err(StoreError::Io(std::io::Error::other("a write to the store panicked"))), Some(panic)),
+    };
+    match own {
+        Ok(out) => {
+            let released = if first { Ok(()) } else { writer.conn.execute_batch("RELEASE member") };
+            match released {
+                Ok(()) => {
+                    if let Some(batch) = writer.batch.as_mut() {
+                        batch.events.extend(events);
+                    }
+                    (Ok(out), panic)
+                }
+                Err(e) => {
+                    let e = StoreError::from(e);
+                    fail_batch(writer, &e);
+                    (Err(e), panic)
+                }
+            }
+        }
+        Err(e) => {
+            if first {
+                // Nobody else is in the batch yet: it ends here, with nobody to answer.
+                fail_batch(writer, &e);
+            } else {
+                undo_member(writer, &e);
+            }
+            (Err(e), panic)
+        }
+    }
+}
+
+/// Roll back one caller's part, leaving the rest of the batch as it was.
+fn undo_member(writer: &mut Writer, cause: &StoreError) {
+    if writer.conn.is_autocommit() {
+        // SQLite ended the whole transaction: every part of the batch is gone.
+        fail_batch(writer, cause);
+        return;
+    }
+    if let Err(e) = writer.conn.execute_batch("ROLLBACK TO member; RELEASE member") {
+        fail_batch(writer, &StoreError::from(e));
+    }
+}
+
+/// End a batch that cannot commit: roll back what is left of it and fail its callers.
+fn fail_batch(writer: &mut Writer, e: &StoreError) {
+    abandon(&writer.conn);
+    if let Some(batch) = writer.batch.take() {
+        batch.outcome.finish(Err(SharedFailure::from(e)));
+    }
+}
+
+/// Roll back the connection's transaction if SQLite has not already, so the next batch begins
+/// on a clean connection.
+fn abandon(conn: &Connection) {
+    if !conn.is_autocommit()
+        && let Err(e) = conn.execute_batch("ROLLBACK")
+    {
+        tracing::warn!("rolling back a failed write batch: {e}");
+    }
 }
 
 fn configure(conn: &Connection, path: &Path) -> Result<(), StoreError> {
@@ -517,7 +784,8 @@ fn configure(conn: &Connection, path: &Path) -> Result<(), StoreError> {
 
 /// One write transaction in progress: the rows it writes and the events it will publish.
 pub(crate) struct WriteTx<'a> {
-    tx: &'a Transaction<'a>,
+    /// The writer, inside this caller's SAVEPOINT of the batch's transaction.
+    tx: &'a Connection,
     /// The timestamp of everything this transaction writes, as the store writes it ([`iso`]).
     now: String,
     /// The same time, for the rows it returns.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use rusqlite::{Connection, params};
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{EventRecord, Store, StoreError, event_from_row, lock};
+use crate::store::{EventRecord, Store, StoreError, event_from_row};
 
 /// How often a following store looks for rows other processes committed.
 pub const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);
@@ -98,11 +98,12 @@ impl Store {
     }
 
     /// Broadcast the rows after the last one broadcast. Holds the writer, so no commit of this
-    /// process can slip between the read and the send.
+    /// process can slip between the read and the send; with no batch open, so every row it
+    /// reads is committed (an open one is committed first: its callers get their answer sooner).
     fn publish_foreign(&self) -> Result<(), StoreError> {
-        let conn = lock(&self.inner.writer);
+        let writer = self.idle_writer()?;
         let after = self.inner.published.load(Ordering::Acquire);
-        for event in rows_between(&conn, after, i64::MAX)? {
+        for event in rows_between(&writer.conn, after, i64::MAX)? {
             self.inner.published.fetch_max(event.id, Ordering::AcqRel);
             // No receivers is not an error: nobody is watching.
             let _ = self.inner.events.send(event);
