@@ -308,7 +308,13 @@ impl Controller {
                 }
                 if in_slice == slice || waiting.is_empty() {
                     let cpu = cpu_time();
-                    slices.push(Slice { activations: in_slice, wall: slice_start.elapsed(), cpu: cpu - slice_cpu });
+                    let slice = Slice { activations: in_slice, wall: slice_start.elapsed(), cpu: cpu - slice_cpu };
+                    eprintln!(
+                        "load: {} messages answered, {:.1} activations/s",
+                        ledger.sent.len() - waiting.len(),
+                        slice.rate()
+                    );
+                    slices.push(slice);
                     (slice_start, slice_cpu, in_slice) = (Instant::now(), cpu, 0);
                 }
             }
