@@ -44,6 +44,9 @@ use tokio_util::sync::CancellationToken;
 /// How long the run may go without a single activation ending before it is declared stuck.
 const STALL: Duration = Duration::from_secs(180);
 
+/// A budget no run reaches.
+const HIGH: u64 = 1_000_000_000_000;
+
 /// The tables a project's history grows, aged for point 3.
 const AGED_TABLES: &[&str] = &["activations", "signals", "messages", "tool_calls", "model_calls", "events", "history"];
 
@@ -150,12 +153,14 @@ fn main() {
     );
 }
 
-/// A project of `agents` workers whose scripted model writes one file, then waits.
+/// A project of `agents` workers whose scripted model writes one file, then waits. Budgets are
+/// limits far above what the run uses rather than `false`, so that every activation still
+/// checks them (the checks are part of what is measured).
 fn write_project(dir: &Path, agents: usize) {
     std::fs::write(
         dir.join("suzumio.yaml"),
         format!(
-            "name: load\ntask: Answer every message.\ntools:\n  toolpacks: [core]\nagents:\n  worker: {{count: {agents}, tools: [file.write, coordination.wait_for_signal]}}\nbackend:\n  kind: process\n  runner:\n    model: main\n    models:\n      providers: {{local: {{type: scripted, script: ./script.yaml}}}}\n      presets: {{main: {{provider: local}}}}\n"
+            "name: load\ntask: Answer every message.\ntools:\n  toolpacks: [core]\nagents:\n  worker: {{count: {agents}, tools: [file.write, coordination.wait_for_signal]}}\nbudgets:\n  agents: {{maxActivationsPerHour: {HIGH}, maxTokensPerActivation: {HIGH}, maxTokensPerDay: {HIGH}}}\n  project: {{maxActivationsPerHour: {HIGH}, maxTokensPerDay: {HIGH}}}\nbackend:\n  kind: process\n  runner:\n    model: main\n    models:\n      providers: {{local: {{type: scripted, script: ./script.yaml}}}}\n      presets: {{main: {{provider: local}}}}\n"
         ),
     )
     .unwrap();
@@ -273,6 +278,10 @@ impl Controller {
                             end.status,
                             end.error.unwrap_or_default()
                         ));
+                    }
+                    // A paused agent answers nothing more: the run would only stall.
+                    Event::AgentPaused { agent_id, reason, .. } => {
+                        panic!("{agent_id} was paused ({reason}); still waiting for {} message(s)", waiting.len())
                     }
                     _ => {}
                 },
