@@ -332,9 +332,10 @@ impl Controller {
                     let cpu = cpu_time();
                     let slice = Slice { activations: in_slice, wall: slice_start.elapsed(), cpu: cpu - slice_cpu };
                     eprintln!(
-                        "load: {} messages answered, {:.1} activations/s",
+                        "load: {} messages answered, {:.1} activations/s, {:.2} ms CPU/activation",
                         ledger.sent.len() - waiting.len(),
-                        slice.rate()
+                        slice.rate(),
+                        slice.cpu_ms()
                     );
                     slices.push(slice);
                     (slice_start, slice_cpu, in_slice) = (Instant::now(), cpu, 0);
