@@ -13,16 +13,17 @@
 //! 2. The throughput curve of that run: activations/s and controller CPU per activation
 //!    (`getrusage(RUSAGE_SELF)`, user + system: the runners are other processes) per slice of
 //!    messages, and the last slice against the first.
-//! 3. The same measured workload (`agents × 20` messages) on a fresh store and on one aged to
-//!    100 000 rows in every table a project's history grows (copies of the fresh run's own rows,
-//!    spread over the week before), side by side.
+//! 3. Before the long run, the same measured workload (`agents × 20` messages) on a fresh store
+//!    (the long run's, restarted after it) and on one aged to 100 000 rows in every table a
+//!    project's history grows (copies of the fresh run's own rows, spread over the week
+//!    before), side by side.
 //!
 //! Goals (issue #28): ≥ 500 activations/s, the aged store within 10 % of the fresh one, ≤ 2 ms
 //! of controller CPU per activation.
 //!
-//! Run with `cargo bench --bench load` (`SUZUMIO_BENCH_QUICK=1`: 5 agents × 20 messages, 4 per
-//! agent measured, a store aged to 2 000 rows; its figures mean nothing, but a lost message
-//! still fails it).
+//! Run with `cargo bench --bench load` (optionally `-- <messages per agent>` for the long run,
+//! default 1 000; `SUZUMIO_BENCH_QUICK=1`: 5 agents × 20 messages, 4 per agent measured, a store
+//! aged to 2 000 rows; its figures mean nothing, but a lost message still fails it).
 
 mod common;
 
