@@ -30,6 +30,8 @@ MCP_VENV=/opt/suzumio-mcp-venv
 # The MCP test image (tests/support/mcp_image.rs) is the debian image plus MCP servers installed
 # on the host at test set-up: server-everything with npm, the Python SDK with pip.
 command -v npm >/dev/null 2>&1 || need_pkgs+=(npm)
+# benches/controller.rs runs the original's callSupport path re-created in Node beside ours.
+command -v node >/dev/null 2>&1 || need_pkgs+=(nodejs)
 python3 -m pip --version >/dev/null 2>&1 || need_pkgs+=(python3-pip)
 # `suzumio image build --base debian` (tests/debian_image.rs) builds its rootfs with mmdebstrap.
 command -v mmdebstrap >/dev/null 2>&1 || need_pkgs+=(mmdebstrap)

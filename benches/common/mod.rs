@@ -94,21 +94,14 @@ where
     (samples, total as f64 / start.elapsed().as_secs_f64())
 }
 
-/// The original's `callSupport` path re-created in Node (`../shared/peers/node-support-path/`,
-/// see its README), run against `pack_dir` with `clients` keep-alive clients for `seconds`:
+/// The original's `callSupport` path re-created in Node (`benches/peers/node-support-path/`, a
+/// copy of the project's shared peer; see its README), run against `pack_dir` with `clients` keep-alive clients for `seconds`:
 /// the lines its client prints (p50/p99 of sequential calls, throughput).
 pub fn node_peer(pack_dir: &Path, clients: usize, seconds: u64) -> Vec<String> {
     use std::process::{Command, Stdio};
-    // `shared/` sits beside the checkout (`../shared` from the main one, higher from a worktree).
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let peer = repo
-        .ancestors()
-        .skip(1)
-        .map(|dir| dir.join("shared/peers/node-support-path"))
-        .find(|dir| dir.join("server.mjs").is_file())
-        .unwrap_or_else(|| {
-            panic!("the Node peer is missing: no shared/peers/node-support-path/server.mjs above {}", repo.display())
-        });
+    // A verbatim copy of the shared peer, kept with the benches so that a clean clone runs it.
+    let peer = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peers/node-support-path");
+    assert!(peer.join("server.mjs").is_file(), "the Node peer is missing at {}", peer.display());
     let version = Command::new("node").arg("--version").output();
     assert!(
         version.as_ref().is_ok_and(|o| o.status.success()),
