@@ -4,7 +4,9 @@
 //!   every agent that has a runner-side tool (`all`), while no activation runs;
 //! - as an activation starts: its runner is up while the model's first call is still parked on
 //!   an approval, and the tool call that follows uses that runner (one start, not two);
-//! - `off`: a parked activation has started no runner.
+//! - `off`: a parked activation has started no runner;
+//! - a runner that may still resume (its controller was killed) is left to resume on its own
+//!   (tests/approvals.rs restarts a controller under a parked activation).
 
 mod support;
 
@@ -96,6 +98,10 @@ fn run_starts_the_runners_of_agents_with_pending_signals_before_anything_runs() 
     assert_eq!(activations(&p.dir), 0, "nothing ran: the project is stopped");
     // pm has a runner-side tool but nothing pending: its runner waits for its first call.
     assert_eq!(runner_starts(&c, "pm"), 0);
+    assert_eq!(c.stop(), Some(0));
+    // A clean stop stopped the runner (it cannot resume): the next run prewarms it again.
+    let c = serve(&p);
+    wait_for("the reviewer's runner, prewarmed again", Some(&c), || (runner_starts(&c, "reviewer") == 1).then_some(()));
     assert_eq!(c.stop(), Some(0));
 }
 

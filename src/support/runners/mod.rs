@@ -286,6 +286,11 @@ impl AgentRunners {
         if live(slot).is_some() || slot.starting.try_lock().is_err() || self.stopping.is_cancelled() {
             return;
         }
+        // A runner that outlived the previous controller (kill -9) takes up its session with
+        // its resume token on its own; starting one beside it would race its hello.
+        if slot.resume_file.exists() {
+            return;
+        }
         let project = self.tools.project.snapshot();
         if !project.config.agent(agent).is_some_and(|a| project.registry.uses_runner(a)) {
             return;
@@ -317,8 +322,17 @@ impl AgentRunners {
             }
         }
         let config = &self.tools.project.config;
-        if let Err(e) = self.backend.stop_all(&config.name, &config.root, Duration::from_secs(3)).await {
-            tracing::warn!("stopping runners: {e}");
+        match self.backend.stop_all(&config.name, &config.root, Duration::from_secs(3)).await {
+            // The runners told to stop cannot resume: their tokens go (the next `run` knows no
+            // runner of theirs may still come back, and prewarms).
+            Ok(_) => {
+                for agent in &stopped {
+                    if let Some(slot) = self.slots.get(agent) {
+                        let _ = std::fs::remove_file(&slot.resume_file);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("stopping runners: {e}"),
         }
         // The runners it stopped killed what they ran (`shutdown`): the agents learn it at the
         // next run. A runner it had no session with counts when the backend knows it is gone
