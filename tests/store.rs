@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use suzumio::clock::{ManualClock, iso};
 use suzumio::config::ProjectConfig;
 use suzumio::store::{
-    ActivationOutcome, ActivationStart, ActivationStatus, AgentStatus, LossCause, MessageQuery, ProjectStatus, ReadEnd,
-    SendMessage, SignalQuery, SignalRecord, SignalRequest, SignalStatus, StartedCommand, StateError, StateFiles, Store,
-    StoreError, TokenUsage, ToolCallOutcome, ToolCallStatus,
+    ActivationOutcome, ActivationStart, ActivationStatus, AgentStatus, HistoryEntry, LossCause, MessageQuery,
+    ProjectStatus, ReadEnd, SendMessage, SignalQuery, SignalRecord, SignalRequest, SignalStatus, StartedCommand,
+    StateError, StateFiles, Store, StoreError, TokenUsage, ToolCallOutcome, ToolCallStatus,
 };
 use tempfile::TempDir;
 
@@ -1325,4 +1325,41 @@ fn budget_counters_of_an_older_store_are_filled_from_its_rows() {
     .expect("downgraded");
     drop(conn);
     assert_counters_agree(&fx.reopen(), day, hour);
+}
+
+#[test]
+fn replay_reads_what_was_added_since_and_starts_over_at_a_compaction() {
+    let fx = Fixture::team();
+    let signals = |n: usize| HistoryEntry::Signals { delivery: "test".into(), signal_ids: vec![format!("sig_{n}")] };
+    let ids = |records: Vec<suzumio::store::HistoryRecord>| records.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    let mut written = Vec::new();
+    for n in 0..3 {
+        written.push(fx.store.append_history("pm", None, &signals(n)).expect("appended"));
+    }
+    assert_eq!(ids(fx.store.replay_history("pm").expect("replay")), written);
+    // Rows another process writes (another handle on the same file) are replayed too.
+    let other = fx.reopen();
+    written.push(other.append_history("pm", None, &signals(3)).expect("appended elsewhere"));
+    written.push(fx.store.append_history("pm", None, &signals(4)).expect("appended"));
+    assert_eq!(ids(fx.store.replay_history("pm").expect("replay")), written);
+    // Another agent's rows stay its own.
+    fx.store.append_history("worker-1", None, &signals(5)).expect("appended");
+    assert_eq!(ids(fx.store.replay_history("pm").expect("replay")), written);
+    // A compaction keeping the last row as its tail: replay is the tail, then the summary.
+    let compaction = HistoryEntry::HistoryCompaction {
+        summary: "so far".into(),
+        archived_messages: 4,
+        kept_messages: 1,
+        reason: "test".into(),
+        model: "m".into(),
+        fallback: None,
+        tail_from: Some(written[4].clone()),
+        kept_prompt: None,
+    };
+    let summary = fx.store.append_history("pm", None, &compaction).expect("compacted");
+    let after = fx.store.append_history("pm", None, &signals(6)).expect("appended");
+    let replayed = ids(fx.store.replay_history("pm").expect("replay"));
+    assert_eq!(replayed, [written[4].clone(), summary, after]);
+    // What a fresh handle reads from the file is the same.
+    assert_eq!(ids(fx.reopen().replay_history("pm").expect("replay")), replayed);
 }

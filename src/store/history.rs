@@ -165,8 +165,17 @@ pub(super) const LAST_COMPACTION: &str =
                      ORDER BY rowid DESC LIMIT 1";
 pub(super) const HISTORY_ROW_OF: &str = "SELECT rowid FROM history WHERE id = ?1 AND agent_id = ?2";
 pub(super) const REPLAYED_HISTORY: &str =
-    "SELECT id, agent_id, activation_id, kind, content_json, created_at FROM history
+    "SELECT id, agent_id, activation_id, kind, content_json, created_at, rowid FROM history
                  WHERE agent_id = ?1 AND rowid >= ?2 ORDER BY rowid";
+
+/// An agent's replayed history as last read: the rows from `from` on, the last at `last`.
+/// History is append-only and a reader sees only committed rows, so the rows of the next
+/// replay are these plus the ones after `last` — unless a compaction moved `from`.
+pub(super) struct ReplayCache {
+    from: i64,
+    last: i64,
+    records: Vec<HistoryRecord>,
+}
 
 impl Store {
     pub fn append_history(
@@ -206,6 +215,8 @@ impl Store {
 
     /// What replay reads of an agent's history, oldest first: every row from the last
     /// compaction on, and from the first row of its kept tail; every row when there is none.
+    /// Kept in memory per agent between replays (what a warm agent's context costs anyway),
+    /// so each replay reads only the rows added since the previous one.
     pub fn replay_history(&self, agent_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
         self.read(|conn| {
             let last: Option<(i64, String)> = conn
@@ -229,9 +240,24 @@ impl Store {
                     tail.map_or(rowid, |t| t.min(rowid))
                 }
             };
+            // Only the rows written since the last replay are read and parsed: an activation's
+            // cost does not grow with the length of the conversation it continues.
+            let mut replays = self.inner.replays.lock().unwrap_or_else(|e| e.into_inner());
+            let cached = replays.remove(agent_id).filter(|c| c.from == from);
+            let (start, mut cache) = match cached {
+                Some(c) => (c.last + 1, c),
+                None => (from, ReplayCache { from, last: from - 1, records: Vec::new() }),
+            };
             let mut stmt = conn.prepare_cached(REPLAYED_HISTORY)?;
-            let rows = stmt.query_map(params![agent_id, from], history_from_row)?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            let rows = stmt.query_map(params![agent_id, start], |r| Ok((history_from_row(r)?, r.get::<_, i64>(6)?)))?;
+            for row in rows {
+                let (record, rowid) = row?;
+                cache.records.push(record);
+                cache.last = rowid;
+            }
+            let records = cache.records.clone();
+            replays.insert(agent_id.to_string(), cache);
+            Ok(records)
         })
     }
 

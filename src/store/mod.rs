@@ -135,6 +135,8 @@ struct Inner {
     follow: AtomicBool,
     /// The highest event id broadcast (what following resumes after).
     published: AtomicI64,
+    /// What replay last read of each agent's history (see `Store::replay_history`).
+    replays: Mutex<std::collections::HashMap<String, history::ReplayCache>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -195,6 +197,7 @@ impl Store {
                 ephemeral: broadcast::channel(EVENT_CHANNEL_CAPACITY).0,
                 follow: AtomicBool::new(false),
                 published: AtomicI64::new(0),
+                replays: Mutex::new(std::collections::HashMap::new()),
             }),
         };
         store.sync_config(config, config_json)?;
@@ -238,6 +241,7 @@ impl Store {
                 ephemeral: broadcast::channel(EVENT_CHANNEL_CAPACITY).0,
                 follow: AtomicBool::new(false),
                 published: AtomicI64::new(0),
+                replays: Mutex::new(std::collections::HashMap::new()),
             }),
         })
     }
