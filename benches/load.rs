@@ -552,5 +552,18 @@ fn age(target: &Path, template: &Path, rows: usize) {
         ))
         .unwrap_or_else(|e| panic!("aging {table}: {e}"));
     }
+    // An agent's older conversation is not in its context any more in real use: it was
+    // compacted (at `contextWindow × compactAt`). Each agent's aged history ends in a compaction,
+    // as it would, so the aged store measures the project's age and not a context that no model
+    // would accept (`benches/model_context.rs` measures compaction itself).
+    tx.execute_batch(
+        "INSERT INTO main.history (id, agent_id, activation_id, kind, content_json, created_at)
+         SELECT 'aged_compaction_' || id, id, NULL, 'history_compaction',
+                json_object('summary', '(the aged history)', 'archivedMessages', 2000, 'keptMessages', 0,
+                            'reason', 'aged store', 'model', 'scripted'),
+                strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 minutes')
+         FROM main.agents",
+    )
+    .unwrap_or_else(|e| panic!("compacting the aged history: {e}"));
     tx.commit().unwrap();
 }

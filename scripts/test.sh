@@ -38,6 +38,9 @@ for bench in benches/*.rs; do
   echo "test: benchmark $name (quick)" >&2
   SUZUMIO_BENCH_QUICK=1 cargo test --quiet --bench "$name"
 done
+# The first tool call after `run`, prewarm off and on, through the real CLI and Docker.
+echo "test: benchmark first_tool_call (quick)" >&2
+SUZUMIO_BENCH_QUICK=1 benches/first_tool_call/run.sh
 
 if [ "$(tracked_state)" != "$before" ]; then
   echo "test: the tests changed tracked files (a golden file rewritten?):" >&2
