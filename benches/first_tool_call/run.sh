@@ -35,7 +35,8 @@ backend:
       presets: {main: {provider: fake, model: m, stream: false}}
 Y
   $B send $d w "go" >/dev/null
-  SUZUMIO_RUNNER_BIN=$runner $B run $d --port 0 --until-idle >/dev/null 2>&1
+  # A run that never becomes idle fails the bench (a guard against hanging, not a measure).
+  SUZUMIO_RUNNER_BIN=$runner timeout 120 $B run $d --port 0 --until-idle >/dev/null 2>&1 || { echo "suzumio run did not end idle (prewarm=$mode)" >&2; exit 1; }
   python3 - "$d" "$mode" <<'P'
 import sqlite3, sys, glob, datetime
 db = glob.glob(sys.argv[1] + '/.suzumio/*.db')[0]

@@ -67,13 +67,9 @@ fn until_queued(store: &Store, n: usize) {
     }
 }
 
-#[test]
-fn callers_queued_behind_a_write_share_one_commit_and_a_failing_one_loses_only_its_own_part() {
-    let (_dir, store) = store();
-    let mut events = store.subscribe();
-    let before = store.commits();
-    // The first caller holds the writer until the 15 others queue: they then form its batch.
-    let others = 15;
+/// A writer (its row keyed `leader`) that holds the writer lock until `queued` callers wait
+/// behind it, who then form its batch; returned once it is inside its write.
+fn leading_a_batch(store: &Store, queued: usize) -> std::thread::JoinHandle<Result<EventRecord, StoreError>> {
     let inside = Arc::new(Barrier::new(2));
     let leader = {
         let (store, inside) = (store.clone(), inside.clone());
@@ -81,12 +77,23 @@ fn callers_queued_behind_a_write_share_one_commit_and_a_failing_one_loses_only_i
             store.write(|w| {
                 let record = w.event(marker("leader".into()))?;
                 inside.wait();
-                until_queued(&store, others);
+                until_queued(&store, queued);
                 Ok(record)
             })
         })
     };
     inside.wait();
+    leader
+}
+
+#[test]
+fn callers_queued_behind_a_write_share_one_commit_and_a_failing_one_loses_only_its_own_part() {
+    let (_dir, store) = store();
+    let mut events = store.subscribe();
+    let before = store.commits();
+    // The first caller holds the writer until the 15 others queue: they then form its batch.
+    let others = 15;
+    let leader = leading_a_batch(&store, others);
     let followers: Vec<_> = (0..others)
         .map(|i| {
             let store = store.clone();
@@ -121,19 +128,7 @@ fn callers_queued_behind_a_write_share_one_commit_and_a_failing_one_loses_only_i
 #[test]
 fn a_panicking_caller_loses_its_part_and_its_batch_mates_are_still_answered() {
     let (_dir, store) = store();
-    let inside = Arc::new(Barrier::new(2));
-    let leader = {
-        let (store, inside) = (store.clone(), inside.clone());
-        std::thread::spawn(move || {
-            store.write(|w| {
-                let record = w.event(marker("leader".into()))?;
-                inside.wait();
-                until_queued(&store, 2);
-                Ok(record)
-            })
-        })
-    };
-    inside.wait();
+    let leader = leading_a_batch(&store, 2);
     let panicking = {
         let store = store.clone();
         std::thread::spawn(move || {
