@@ -115,7 +115,15 @@ async fn listening(
     for spec in &specs {
         runners::reconcile_ended(tools, backend.as_ref(), spec).await;
     }
-    let stale = backend.sweep(&config.name, &config.root, &specs).await?;
+    // A runner whose one-time token is still on disk never said hello (its controller died while
+    // it started): it has no resume token, so it can never take up a session. It goes with the
+    // stale ones rather than being kept, to be started afresh when needed.
+    let resumable: Vec<ContainerSpec> = specs
+        .iter()
+        .filter(|s| !config.root.join(".suzumio/run").join(&s.agent).join(crate::backend::TOKEN_FILE).exists())
+        .cloned()
+        .collect();
+    let stale = backend.sweep(&config.name, &config.root, &resumable).await?;
     if !stale.is_empty() {
         tracing::info!("removed {} stale container(s) of this project: {}", stale.len(), stale.join(", "));
     }
