@@ -1331,7 +1331,9 @@ fn budget_counters_of_an_older_store_are_filled_from_its_rows() {
 fn replay_reads_what_was_added_since_and_starts_over_at_a_compaction() {
     let fx = Fixture::team();
     let signals = |n: usize| HistoryEntry::Signals { delivery: "test".into(), signal_ids: vec![format!("sig_{n}")] };
-    let ids = |records: Vec<suzumio::store::HistoryRecord>| records.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    let ids = |records: std::sync::Arc<Vec<suzumio::store::HistoryRecord>>| {
+        records.iter().map(|r| r.id.clone()).collect::<Vec<_>>()
+    };
     let mut written = Vec::new();
     for n in 0..3 {
         written.push(fx.store.append_history("pm", None, &signals(n)).expect("appended"));

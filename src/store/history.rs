@@ -171,10 +171,12 @@ pub(super) const REPLAYED_HISTORY: &str =
 /// An agent's replayed history as last read: the rows from `from` on, the last at `last`.
 /// History is append-only and a reader sees only committed rows, so the rows of the next
 /// replay are these plus the ones after `last` — unless a compaction moved `from`.
+/// Shared with the activation that replays them: the next replay appends in place once that
+/// activation has let go of them (as it has when the agent's next one starts), copying nothing.
 pub(super) struct ReplayCache {
     from: i64,
     last: i64,
-    records: Vec<HistoryRecord>,
+    records: std::sync::Arc<Vec<HistoryRecord>>,
 }
 
 impl Store {
@@ -217,7 +219,7 @@ impl Store {
     /// compaction on, and from the first row of its kept tail; every row when there is none.
     /// Kept in memory per agent between replays (what a warm agent's context costs anyway),
     /// so each replay reads only the rows added since the previous one.
-    pub fn replay_history(&self, agent_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
+    pub fn replay_history(&self, agent_id: &str) -> Result<std::sync::Arc<Vec<HistoryRecord>>, StoreError> {
         self.read(|conn| {
             let last: Option<(i64, String)> = conn
                 .prepare_cached(LAST_COMPACTION)?
@@ -246,13 +248,13 @@ impl Store {
             let cached = replays.remove(agent_id).filter(|c| c.from == from);
             let (start, mut cache) = match cached {
                 Some(c) => (c.last + 1, c),
-                None => (from, ReplayCache { from, last: from - 1, records: Vec::new() }),
+                None => (from, ReplayCache { from, last: from - 1, records: Default::default() }),
             };
             let mut stmt = conn.prepare_cached(REPLAYED_HISTORY)?;
             let rows = stmt.query_map(params![agent_id, start], |r| Ok((history_from_row(r)?, r.get::<_, i64>(6)?)))?;
             for row in rows {
                 let (record, rowid) = row?;
-                cache.records.push(record);
+                std::sync::Arc::make_mut(&mut cache.records).push(record);
                 cache.last = rowid;
             }
             let records = cache.records.clone();

@@ -118,11 +118,8 @@ async fn listening(
     // A runner whose one-time token is still on disk never said hello (its controller died while
     // it started): it has no resume token, so it can never take up a session. It goes with the
     // stale ones rather than being kept, to be started afresh when needed.
-    let resumable: Vec<ContainerSpec> = specs
-        .iter()
-        .filter(|s| !config.root.join(".suzumio/run").join(&s.agent).join(crate::backend::TOKEN_FILE).exists())
-        .cloned()
-        .collect();
+    let resumable: Vec<ContainerSpec> =
+        specs.iter().filter(|s| !s.token_file().is_some_and(|token| token.exists())).cloned().collect();
     let stale = backend.sweep(&config.name, &config.root, &resumable).await?;
     if !stale.is_empty() {
         tracing::info!("removed {} stale container(s) of this project: {}", stale.len(), stale.join(", "));
