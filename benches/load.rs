@@ -45,6 +45,11 @@ use tokio_util::sync::CancellationToken;
 /// How long the run may go without a single activation ending before it is declared stuck.
 const STALL: Duration = Duration::from_secs(180);
 
+/// Each agent's context window, in tokens: small enough that a long run compacts every agent's
+/// conversation (at half of it) many times, as a real agent's is compacted; the script's
+/// `summary` answers the compaction requests.
+const WINDOW: u64 = 32_000;
+
 /// A budget no run reaches.
 const HIGH: u64 = 1_000_000_000_000;
 
@@ -174,13 +179,13 @@ fn write_project(dir: &Path, agents: usize) {
     std::fs::write(
         dir.join("suzumio.yaml"),
         format!(
-            "name: load\ntask: Answer every message.\ntools:\n  toolpacks: [core]\nagents:\n  worker: {{count: {agents}, tools: [file.write, coordination.wait_for_signal]}}\nbudgets:\n  agents: {{maxActivationsPerHour: {HIGH}, maxTokensPerActivation: {HIGH}, maxTokensPerDay: {HIGH}}}\n  project: {{maxActivationsPerHour: {HIGH}, maxTokensPerDay: {HIGH}}}\nbackend:\n  kind: process\n  runner:\n    model: main\n    models:\n      providers: {{local: {{type: scripted, script: ./script.yaml}}}}\n      presets: {{main: {{provider: local}}}}\n"
+            "name: load\ntask: Answer every message.\ntools:\n  toolpacks: [core]\nagents:\n  worker: {{count: {agents}, tools: [file.write, coordination.wait_for_signal]}}\nbudgets:\n  agents: {{maxActivationsPerHour: {HIGH}, maxTokensPerActivation: {HIGH}, maxTokensPerDay: {HIGH}}}\n  project: {{maxActivationsPerHour: {HIGH}, maxTokensPerDay: {HIGH}}}\nbackend:\n  kind: process\n  runner:\n    model: main\n    models:\n      providers: {{local: {{type: scripted, script: ./script.yaml}}}}\n      presets: {{main: {{provider: local, contextWindow: {WINDOW}, compactAt: 0.5}}}}\n"
         ),
     )
     .unwrap();
     std::fs::write(
         dir.join("script.yaml"),
-        "activations:\n  - agent: worker\n    repeat: true\n    steps:\n      - call:\n          - tool: file.write\n            input: {path: /workspace/answer.md, content: \"answered in {{activationId}}\"}\n",
+        "summary: \"## Goal\\nAnswer every message.\"\nactivations:\n  - agent: worker\n    repeat: true\n    steps:\n      - call:\n          - tool: file.write\n            input: {path: /workspace/answer.md, content: \"answered in {{activationId}}\"}\n",
     )
     .unwrap();
 }

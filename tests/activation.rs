@@ -405,6 +405,49 @@ activations:
     assert_eq!(signal.delivered_activation_id, Some(first), "delivered to the running activation, not a new one");
 }
 
+/// A script's `summary` answers the loop's compaction requests without playing a step: with a
+/// small context window the history is compacted again and again while every activation still
+/// plays its own step, and later activations replay from the summary.
+#[tokio::test]
+async fn a_scripted_summary_answers_compactions_without_playing_steps() {
+    let script = r###"
+summary: "## Goal\nAnswer every round."
+activations:
+  - agent: pm
+    repeat: true
+    steps:
+      - call: [{tool: messages.send, input: {recipient: user, body: "answered in {{activationId}}"}}]
+"###;
+    let models = "      providers: {local: {type: scripted, script: ./script.yaml}}\n      presets: {main: {provider: local, contextWindow: 6000, compactAt: 0.5}}\n";
+    let w = world_with_models(script, "", models);
+    for round in 0..30 {
+        w.user_says("pm", &format!("Round {round}: {}", "how far are you? ".repeat(20)));
+        w.settle().await;
+    }
+    let history = w.host.store.history("pm", 10_000).unwrap();
+    let summaries: Vec<_> = history.iter().filter(|h| h.kind() == "history_compaction").collect();
+    assert!(summaries.len() >= 2, "the small window was compacted more than once: {}", summaries.len());
+    for c in &summaries {
+        assert_eq!(c.content()["summary"], "## Goal\nAnswer every round.", "{:?}", c.content());
+        assert!(c.content()["fallback"].is_null(), "{:?}", c.content());
+    }
+    // Every activation sent its own answer: no step went to a summary request.
+    let activations = w.host.store.list_activations(Some("pm"), None, None).unwrap();
+    assert_eq!(activations.len(), 30);
+    let q = MessageQuery {
+        participant_a: Some("pm".into()),
+        participant_b: Some("user".into()),
+        limit: Some(500),
+        ..Default::default()
+    };
+    let answers: std::collections::HashSet<String> =
+        w.host.store.list_messages(&q).unwrap().into_iter().filter(|m| m.sender == "pm").map(|m| m.body).collect();
+    for a in &activations {
+        assert_eq!(a.status.as_str(), "completed", "{:?}", a.error);
+        assert!(answers.contains(&format!("answered in {}", a.id)), "{} did not answer: {answers:?}", a.id);
+    }
+}
+
 /// A context overflow compacts the older history into a summary written by the model, the call
 /// is retried, and later activations replay from the summary (reference §6.6).
 #[tokio::test]

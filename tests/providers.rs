@@ -1080,6 +1080,8 @@ fn scripted_inline_scripts_validate_too() {
     assert!(err.to_string().contains("activations: expected a list of entries, got a mapping"), "{err}");
     let err = ScriptedProvider::parse("x", "steps: [{say: hi, error: no}]\n", Path::new("inline.yaml")).err().unwrap();
     assert!(err.to_string().contains("inline.yaml:1:1: steps: unknown key"), "{err}");
+    let err = ScriptedProvider::parse("x", "summary: [a]\nactivations: []\n", Path::new("inline.yaml")).err().unwrap();
+    assert!(err.to_string().contains("inline.yaml:1:1: summary: expected a string, got a list"), "{err}");
     assert!(
         ScriptedProvider::parse("x", "", Path::new("empty.yaml")).is_ok(),
         "an empty script plays only the fallback"

@@ -303,7 +303,7 @@ impl Activations {
                     signal_ids: signals.iter().map(|s| s.id.clone()).collect(),
                     priorities: signals.iter().map(|s| s.priority.as_str().to_string()).collect(),
                 };
-                let prompt_row = match store.append_history(&agent.id, Some(&activation.id), &prompt) {
+                let prompt_row = match store.append_activation_prompt(&agent.id, &activation.id, &prompt) {
                     Ok(id) => id,
                     Err(e) => {
                         return Ending::Failed(format!("cannot record the activation's prompt in the history: {e}"));

@@ -10,7 +10,7 @@ use crate::store::{
     ActivationEnded, ActivationOutcome, ActivationRecord, ActivationStatus, AgentStatus, Event, Store, StoreError,
     ToolCallOutcome, ToolCallRecord, ToolCallStatus, agent_row, json_column, new_id, opt_json_column,
 };
-use crate::store::{WriteTx, opt_time_column, time_column};
+use crate::store::{Durability, WriteTx, opt_time_column, time_column};
 
 /// One activation to start, for [`Store::start_activations`].
 pub struct ActivationStart<'a> {
@@ -47,7 +47,8 @@ impl Store {
         prompt: &str,
         signal_ids: &[String],
     ) -> Result<ActivationRecord, StoreError> {
-        self.write(|w| start_in(w, agent_id, prompt, signal_ids))
+        // A start a power failure takes back loses nothing: its signals are pending again.
+        self.write_with(Durability::WithNextCommit, |w| start_in(w, agent_id, prompt, signal_ids))
     }
 
     /// Start several activations in one transaction (one fsync for a tick that wakes many
@@ -58,7 +59,8 @@ impl Store {
         &self,
         starts: &[ActivationStart<'_>],
     ) -> Result<Vec<Result<ActivationRecord, StoreError>>, StoreError> {
-        self.write(|w| {
+        // A start a power failure takes back loses nothing: its signals are pending again.
+        self.write_with(Durability::WithNextCommit, |w| {
             let mut out = Vec::with_capacity(starts.len());
             for start in starts {
                 w.tx.execute_batch("SAVEPOINT start_activation")?;

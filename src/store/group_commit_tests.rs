@@ -10,7 +10,7 @@ use chrono::{TimeZone, Utc};
 use tempfile::TempDir;
 
 use crate::clock::ManualClock;
-use crate::store::{Event, EventRecord, Store, StoreError};
+use crate::store::{Durability, Event, EventRecord, Store, StoreError};
 
 fn store() -> (TempDir, Store) {
     let dir = tempfile::Builder::new().prefix("suzumio-group-commit-").tempdir().expect("temp dir");
@@ -70,11 +70,19 @@ fn until_queued(store: &Store, n: usize) {
 /// A writer (its row keyed `leader`) that holds the writer lock until `queued` callers wait
 /// behind it, who then form its batch; returned once it is inside its write.
 fn leading_a_batch(store: &Store, queued: usize) -> std::thread::JoinHandle<Result<EventRecord, StoreError>> {
+    leading_a_batch_with(store, queued, Durability::Now)
+}
+
+fn leading_a_batch_with(
+    store: &Store,
+    queued: usize,
+    durability: Durability,
+) -> std::thread::JoinHandle<Result<EventRecord, StoreError>> {
     let inside = Arc::new(Barrier::new(2));
     let leader = {
         let (store, inside) = (store.clone(), inside.clone());
         std::thread::spawn(move || {
-            store.write(|w| {
+            store.write_with(durability, |w| {
                 let record = w.event(marker("leader".into()))?;
                 inside.wait();
                 until_queued(&store, queued);
@@ -233,4 +241,47 @@ fn another_process_still_gets_the_write_lock_while_16_writers_stream() {
     }
     result.expect("the other connection's 20 transactions got the write lock within busy_timeout");
     assert_eq!(keys_in_store(&store).iter().filter(|k| k.starts_with("cli/")).count(), 20);
+}
+
+/// What the writer connection's `synchronous` is now (1 NORMAL, 2 FULL).
+fn synchronous(store: &Store) -> i64 {
+    let guard = super::lock_writer(&store.inner.writer);
+    guard.conn.pragma_query_value(None, "synchronous", |r| r.get(0)).expect("pragma read")
+}
+
+#[test]
+fn a_deferred_write_commits_without_a_sync_and_the_next_durable_one_syncs_again() {
+    let (_dir, store) = store();
+    assert_eq!(synchronous(&store), 2, "FULL by default");
+    store.write_with(Durability::WithNextCommit, |w| w.event(marker("deferred".into()))).expect("deferred write");
+    assert_eq!(synchronous(&store), 1, "the deferred write's commit was NORMAL");
+    write(&store, "durable".into(), false).expect("durable write");
+    assert_eq!(synchronous(&store), 2, "the durable write's commit was FULL");
+    assert_eq!(keys_in_store(&store), ["deferred", "durable"]);
+}
+
+#[test]
+fn a_durable_write_never_rides_a_deferred_batch() {
+    let (_dir, store) = store();
+    let before = store.commits();
+    // A deferred leader holds the writer until a deferred and a durable caller queue. Whichever
+    // of them gets the writer first, the durable one is committed in a batch of its own kind:
+    // two commits (all three would share one if it joined the deferred batch), the last FULL.
+    let leader = leading_a_batch_with(&store, 2, Durability::WithNextCommit);
+    let deferred = {
+        let store = store.clone();
+        std::thread::spawn(move || store.write_with(Durability::WithNextCommit, |w| w.event(marker("deferred".into()))))
+    };
+    let durable = {
+        let store = store.clone();
+        std::thread::spawn(move || write(&store, "durable".into(), false))
+    };
+    leader.join().expect("leader thread").expect("leader's write");
+    deferred.join().expect("deferred thread").expect("deferred write");
+    durable.join().expect("durable thread").expect("durable write");
+    assert_eq!(store.commits() - before, 2, "the durable write did not share the deferred batch");
+    assert_eq!(synchronous(&store), 2);
+    let mut found = keys_in_store(&store);
+    found.sort();
+    assert_eq!(found, ["deferred", "durable", "leader"]);
 }

@@ -9,7 +9,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::store::{Event, Store, StoreError, json_column, new_id};
+use crate::store::{Durability, Event, Store, StoreError, json_column, new_id};
 
 /// An image of a tool result: its type and base64 data.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -186,9 +186,32 @@ impl Store {
         activation_id: Option<&str>,
         entry: &HistoryEntry,
     ) -> Result<String, StoreError> {
+        self.append_history_with(Durability::Now, agent_id, activation_id, entry)
+    }
+
+    /// [`Store::append_history`] for a new activation's prompt row, committed without waiting
+    /// for the disk (it reaches it with the activation's next durable write): if a power failure
+    /// takes it back, the restart finds the activation interrupted and delivers its signals
+    /// again, with a prompt of their own.
+    pub fn append_activation_prompt(
+        &self,
+        agent_id: &str,
+        activation_id: &str,
+        entry: &HistoryEntry,
+    ) -> Result<String, StoreError> {
+        self.append_history_with(Durability::WithNextCommit, agent_id, Some(activation_id), entry)
+    }
+
+    fn append_history_with(
+        &self,
+        durability: Durability,
+        agent_id: &str,
+        activation_id: Option<&str>,
+        entry: &HistoryEntry,
+    ) -> Result<String, StoreError> {
         let (kind, content) = entry.to_parts();
         let kind = kind.as_str();
-        self.write(|w| {
+        self.write_with(durability, |w| {
             let id = new_id("his");
             w.tx.execute(
                 "INSERT INTO history (id, agent_id, activation_id, kind, content_json, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

@@ -21,6 +21,17 @@
 //! answered before the commit of their data returned. A lone writer finds nobody queued and
 //! commits at once, as before.
 //!
+//! Deferred durability ([`Durability::WithNextCommit`]): a few writes lose nothing when a power
+//! failure takes them back — an activation's start and its prompt row: without them its signals
+//! are simply pending again and delivered to a new activation, which is what the restart does
+//! with an interrupted one anyway. Those commit without waiting for the disk (`synchronous =
+//! NORMAL` for their batch: in WAL mode a kill -9 of the process still loses nothing, only the
+//! machine's crash can), and reach the disk with the next durable commit (the WAL is written in
+//! order, so a later synced commit carries every earlier one), which always comes before the
+//! activation's first effect outside the model call (its model call record, a tool call's
+//! start). A durable write never joins a deferred batch: that batch is committed first, and the
+//! durable one begins its own, with `synchronous = FULL`.
+//!
 //! It enforces the data rules of the reference (signal targets, statuses, priorities, useful
 //! effects, signal selection) but makes no scheduling decisions and never talks to containers,
 //! models or the network. Who may send what (communication policy, callSupport checks) is the
@@ -189,7 +200,7 @@ impl Store {
                 roster: config.agents.iter().map(|a| a.id.clone()).collect(),
                 channels: config.channels.clone(),
                 read_only: false,
-                writer: Mutex::new(Writer { conn: writer, batch: None }),
+                writer: Mutex::new(Writer { conn: writer, synchronous: Durability::Now, batch: None }),
                 queued: AtomicUsize::new(0),
                 commits: AtomicU64::new(0),
                 reader: Mutex::new(reader),
@@ -233,7 +244,7 @@ impl Store {
                 roster: config.agents.iter().map(|a| a.id.clone()).collect(),
                 channels: config.channels.clone(),
                 read_only: true,
-                writer: Mutex::new(Writer { conn: open()?, batch: None }),
+                writer: Mutex::new(Writer { conn: open()?, synchronous: Durability::Now, batch: None }),
                 queued: AtomicUsize::new(0),
                 commits: AtomicU64::new(0),
                 reader: Mutex::new(reader),
@@ -471,10 +482,19 @@ impl Store {
 
     /// Run `f` as one IMMEDIATE transaction on the writer; publish its events after commit.
     fn write<T>(&self, f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        self.write_with(Durability::Now, f)
+    }
+
+    /// [`Store::write`] with the given durability (see the module's "Deferred durability").
+    fn write_with<T>(
+        &self,
+        durability: Durability,
+        f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         if self.inner.read_only {
             return Err(StoreError::ReadOnly);
         }
-        self.write_tx(f).map_err(|e| self.classify(e))
+        self.write_tx(durability, f).map_err(|e| self.classify(e))
     }
 
     /// A full file system is the machine's problem, not a database error: say so, and where.
@@ -489,17 +509,34 @@ impl Store {
 
     /// Add `f` to the open batch (or begin one), each caller in its own SAVEPOINT; commit when
     /// nobody else is queued, else leave the commit to the last one in and wait for it.
-    fn write_tx<T>(&self, f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    fn write_tx<T>(
+        &self,
+        durability: Durability,
+        f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let inner = &*self.inner;
         inner.queued.fetch_add(1, Ordering::SeqCst);
         let mut guard = lock_writer(&inner.writer);
         inner.queued.fetch_sub(1, Ordering::SeqCst);
         let writer = &mut *guard;
+        if durability == Durability::Now && writer.batch.as_ref().is_some_and(|b| b.durability != Durability::Now) {
+            // Its callers get the outcome (a failure included); this write begins afresh.
+            let _ = self.commit_batch(writer);
+        }
         if writer.batch.is_none() {
+            if writer.synchronous != durability {
+                // Only outside a transaction: SQLite refuses to change it inside one.
+                let level = match durability {
+                    Durability::Now => "FULL",
+                    Durability::WithNextCommit => "NORMAL",
+                };
+                writer.conn.pragma_update(None, "synchronous", level)?;
+                writer.synchronous = durability;
+            }
             // IMMEDIATE takes the write lock at BEGIN, so a CLI process writing to the same file
             // waits (busy_timeout) instead of failing on a read-to-write upgrade.
             writer.conn.execute_batch("BEGIN IMMEDIATE")?;
-            writer.batch = Some(Batch::default());
+            writer.batch = Some(Batch { durability, ..Batch::default() });
         }
         // Milliseconds, as the store writes times: a row it returns equals the row read back.
         let at = chrono::SubsecRound::trunc_subsecs(inner.clock.now(), 3);
@@ -614,9 +651,22 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
+/// When a write's commit must be on disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// Before the caller is answered (`synchronous = FULL`): every write but the few below.
+    #[default]
+    Now,
+    /// With the next durable commit: for writes a power failure may take back without losing
+    /// anything (see the module's "Deferred durability").
+    WithNextCommit,
+}
+
 /// The writer connection and the transaction callers are adding to.
 struct Writer {
     conn: Connection,
+    /// What the connection's `synchronous` is set to now.
+    synchronous: Durability,
     /// Open from the first caller's BEGIN to the last one's COMMIT.
     batch: Option<Batch>,
 }
@@ -625,6 +675,9 @@ struct Writer {
 /// on disk.
 #[derive(Default)]
 struct Batch {
+    /// How its commit reaches the disk: its first caller's choice; a durable caller never
+    /// joins a deferred batch.
+    durability: Durability,
     /// Callers whose closure ran in it (failed ones too: they still took their turn).
     members: usize,
     /// The events of the members whose part stands, in id order.

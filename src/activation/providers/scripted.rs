@@ -25,7 +25,11 @@
 //!       - error: "simulated model failure"   # the call fails with this message instead
 //! ```
 //!
-//! Keys: the file holds `activations` (a list, may be empty). An entry has `steps` (required, at
+//! Keys: the file holds `activations` (a list, may be empty) and an optional `summary` (a string):
+//! with it, the loop's compaction requests (the summary of older history it asks for when the
+//! context window fills) are answered with that text and play no step, so a long run whose
+//! window is small compacts without the script having to foresee when; without it, a summary
+//! request plays the next step like any model call. An entry has `steps` (required, at
 //! least one) and optional `agent`, `when`, `repeat`. A step has `say` (the model's text) and/or
 //! `call` (a list of `{tool, input}`; `input` is a mapping, default `{}`), or alone `error` (the
 //! model call fails with that text; a text containing a context-overflow phrase of reference §6.6
@@ -71,7 +75,7 @@ use crate::toolpack::sanitize_tool_name;
 pub const WAIT_TOOL: &str = "coordination.wait_for_signal";
 pub const NOTHING_MORE: &str = "scripted: nothing more to do";
 
-const TOP_KEYS: &[&str] = &["activations"];
+const TOP_KEYS: &[&str] = &["activations", "summary"];
 const ENTRY_KEYS: &[&str] = &["agent", "when", "repeat", "steps"];
 const STEP_KEYS: &[&str] = &["say", "call", "error"];
 const CALL_KEYS: &[&str] = &["tool", "input"];
@@ -112,14 +116,23 @@ pub struct ScriptedProvider {
     id: String,
     script: Option<PathBuf>,
     entries: Vec<Entry>,
+    /// The answer to every compaction request, when the script gives one.
+    summary: Option<String>,
     state: Mutex<HashMap<String, AgentState>>,
+}
+
+/// What a script file holds.
+#[derive(Default)]
+struct Script {
+    entries: Vec<Entry>,
+    summary: Option<String>,
 }
 
 impl ScriptedProvider {
     /// A provider playing the script at `script` (or only the fallback answer without one).
     pub fn load(id: &str, script: Option<&Path>) -> Result<Self, ProviderError> {
         let Some(path) = script else {
-            return Ok(ScriptedProvider::with_entries(id, None, Vec::new()));
+            return Ok(ScriptedProvider::with_script(id, None, Script::default()));
         };
         let text = std::fs::read_to_string(path).map_err(|e| {
             ProviderError::Config(format!("scripted provider `{id}`: cannot read script {}: {e}", path.display()))
@@ -129,16 +142,31 @@ impl ScriptedProvider {
 
     /// A provider playing a script given as text; `file` is the name errors show.
     pub fn parse(id: &str, text: &str, file: &Path) -> Result<Self, ProviderError> {
-        let entries = parse_script(text, file)
+        let parsed = parse_script(text, file)
             .map_err(|errors| ProviderError::Config(format!("scripted provider `{id}`: invalid script:\n{errors}")))?;
-        Ok(ScriptedProvider::with_entries(id, Some(file.to_path_buf()), entries))
+        Ok(ScriptedProvider::with_script(id, Some(file.to_path_buf()), parsed))
     }
 
-    fn with_entries(id: &str, script: Option<PathBuf>, entries: Vec<Entry>) -> Self {
-        ScriptedProvider { id: id.to_string(), script, entries, state: Mutex::new(HashMap::new()) }
+    fn with_script(id: &str, path: Option<PathBuf>, script: Script) -> Self {
+        let Script { entries, summary } = script;
+        ScriptedProvider { id: id.to_string(), script: path, entries, summary, state: Mutex::new(HashMap::new()) }
     }
 
     fn play(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        if let Some(summary) = &self.summary
+            && is_summary_request(request)
+        {
+            return Ok(ModelResponse {
+                stop: StopReason::EndTurn,
+                usage: Usage {
+                    input_tokens: estimate_tokens(input_chars(request)),
+                    output_tokens: estimate_tokens(summary.len()),
+                    cached_input_tokens: 0,
+                },
+                text: summary.clone(),
+                tool_calls: Vec::new(),
+            });
+        }
         let mut states = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let state = states.entry(request.agent_id.clone()).or_default();
         if state.activation.as_deref() != Some(request.activation_id.as_str()) {
@@ -292,28 +320,37 @@ fn estimate_tokens(chars: usize) -> u64 {
 
 /// The entries of a script, or every problem found, one `file:line:col: path: message` a line.
 // String: every located problem of the script, one a line, shown as the provider's failure.
-fn parse_script(text: &str, file: &Path) -> Result<Vec<Entry>, String> {
+fn parse_script(text: &str, file: &Path) -> Result<Script, String> {
     let root = parse_yaml(text, Arc::from(file)).map_err(|e| format!("{}: {}", e.loc, e.message))?;
     let mut d = Diagnostics::default();
-    let entries = read_script(&root, &mut d);
+    let script = read_script(&root, &mut d);
     if d.has_errors() {
         return Err(sorted(&d.errors).iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"));
     }
-    Ok(entries)
+    Ok(script)
 }
 
-fn read_script(root: &Node, d: &mut Diagnostics) -> Vec<Entry> {
+fn read_script(root: &Node, d: &mut Diagnostics) -> Script {
     let Some(top) = Obj::open(root, "", TOP_KEYS, &[], d) else {
-        return Vec::new();
+        return Script::default();
     };
+    let summary = top.string("summary", d);
     let Some(list) = top.get("activations") else {
-        return Vec::new();
+        return Script { entries: Vec::new(), summary };
     };
     let NodeValue::Seq(items) = &list.value else {
         d.error(Some(&list.loc), "activations", format!("expected a list of entries, got {}", list.kind_name()));
-        return Vec::new();
+        return Script::default();
     };
-    items.iter().enumerate().filter_map(|(i, item)| read_entry(item, &index("activations", i), d)).collect()
+    let entries =
+        items.iter().enumerate().filter_map(|(i, item)| read_entry(item, &index("activations", i), d)).collect();
+    Script { entries, summary }
+}
+
+/// The loop's compaction request: its instructions as the system message, and no tools.
+fn is_summary_request(request: &ModelRequest) -> bool {
+    request.tools.is_empty()
+        && matches!(request.messages.first(), Some(ChatMessage::System(s)) if s == crate::activation::context::compaction::INSTRUCTIONS)
 }
 
 fn read_entry(node: &Node, path: &str, d: &mut Diagnostics) -> Option<Entry> {
