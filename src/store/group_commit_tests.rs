@@ -285,3 +285,60 @@ fn a_durable_write_never_rides_a_deferred_batch() {
     found.sort();
     assert_eq!(found, ["deferred", "durable", "leader"]);
 }
+
+/// The size of the store's WAL file now.
+fn wal_len(store: &Store) -> u64 {
+    let mut wal = store.path().as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(wal).map_or(0, |m| m.len())
+}
+
+#[test]
+fn make_durable_syncs_what_a_deferring_handle_wrote_and_nothing_when_all_is_on_disk() {
+    let (_dir, store) = store();
+    write(&store, "durable".into(), false).expect("durable write");
+    let before = store.commits();
+    store.make_durable().expect("nothing to sync");
+    assert_eq!(store.commits(), before, "the last commit was durable: no write");
+
+    store.deferring().write(|w| w.event(marker("deferred".into()))).expect("deferred write");
+    assert_eq!(synchronous(&store), 1, "a deferring handle's write commits without a sync");
+    // With the WAL emptied, the sync must write a frame of its own (an fsync of nothing new
+    // would not carry anything).
+    super::lock_writer(&store.inner.writer).conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").expect("checkpoint");
+    assert_eq!(wal_len(&store), 0);
+    let before = store.commits();
+    store.make_durable().expect("sync");
+    assert_eq!((store.commits() - before, synchronous(&store)), (1, 2), "one durable commit");
+    assert!(wal_len(&store) > 0, "the durable commit wrote a frame");
+    store.make_durable().expect("nothing left");
+    assert_eq!(store.commits() - before, 1, "synced already: no second write");
+    assert_eq!(keys_in_store(&store), ["durable", "deferred"]);
+}
+
+#[test]
+fn concurrent_syncs_after_deferred_writes_share_commits() {
+    let (_dir, store) = store();
+    let (threads, each) = (16, 20);
+    let before = store.commits();
+    let start = Arc::new(Barrier::new(threads));
+    let writers: Vec<_> = (0..threads)
+        .map(|t| {
+            let (store, start) = (store.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                for i in 0..each {
+                    store.deferring().write(|w| w.event(marker(format!("{t}/{i}")))).expect("deferred write");
+                    store.make_durable().expect("sync");
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().expect("writer thread");
+    }
+    assert_eq!(keys_in_store(&store).len(), threads * each);
+    assert_eq!(synchronous(&store), 2, "the last commit was a durable one");
+    let commits = store.commits() - before;
+    assert!(commits <= (2 * threads * each) as u64, "{commits} commits");
+}

@@ -120,6 +120,8 @@ const MAX_BATCH: usize = 32;
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
+    /// How this handle's writes reach the disk ([`Store::deferring`]).
+    durability: Durability,
 }
 
 struct Inner {
@@ -146,6 +148,9 @@ struct Inner {
     follow: AtomicBool,
     /// The highest event id broadcast (what following resumes after).
     published: AtomicI64,
+    /// The last commit did not wait for the disk ([`Durability::WithNextCommit`]): what
+    /// [`Store::make_durable`] has to sync. Commits are serialized, so a durable one clears it.
+    unsynced: AtomicBool,
     /// What replay last read of each agent's history (see `Store::replay_history`).
     replays: Mutex<std::collections::HashMap<String, history::ReplayCache>>,
 }
@@ -208,8 +213,10 @@ impl Store {
                 ephemeral: broadcast::channel(EVENT_CHANNEL_CAPACITY).0,
                 follow: AtomicBool::new(false),
                 published: AtomicI64::new(0),
+                unsynced: AtomicBool::new(false),
                 replays: Mutex::new(std::collections::HashMap::new()),
             }),
+            durability: Durability::Now,
         };
         store.sync_config(config, config_json)?;
         Ok(store)
@@ -252,8 +259,10 @@ impl Store {
                 ephemeral: broadcast::channel(EVENT_CHANNEL_CAPACITY).0,
                 follow: AtomicBool::new(false),
                 published: AtomicI64::new(0),
+                unsynced: AtomicBool::new(false),
                 replays: Mutex::new(std::collections::HashMap::new()),
             }),
+            durability: Durability::Now,
         })
     }
 
@@ -482,7 +491,30 @@ impl Store {
 
     /// Run `f` as one IMMEDIATE transaction on the writer; publish its events after commit.
     fn write<T>(&self, f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        self.write_with(Durability::Now, f)
+        self.write_with(self.durability, f)
+    }
+
+    /// A handle on the same store whose writes do not wait for the disk
+    /// ([`Durability::WithNextCommit`]), for a caller that calls [`Store::make_durable`] before it
+    /// acknowledges them: a pack's support call, whose signals and messages are durable before
+    /// the runner gets the answer, while the fsyncs of concurrent calls are shared even though
+    /// the pack's thread writes them one at a time.
+    pub fn deferring(&self) -> Store {
+        Store { inner: self.inner.clone(), durability: Durability::WithNextCommit }
+    }
+
+    /// Put on disk every commit made so far: nothing to do when the last one was durable, else
+    /// one durable write (which concurrent callers share, group commit) whose fsync carries
+    /// every earlier commit, the WAL being written in order.
+    pub fn make_durable(&self) -> Result<(), StoreError> {
+        if !self.inner.unsynced.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // A row that changes, so the commit has a frame to write and sync.
+        self.write_with(Durability::Now, |w| {
+            w.tx.execute("UPDATE sync_marks SET n = n + 1 WHERE id = 1", [])?;
+            Ok(())
+        })
     }
 
     /// [`Store::write`] with the given durability (see the module's "Deferred durability").
@@ -584,6 +616,7 @@ impl Store {
             }
             writer.conn.execute_batch("COMMIT")?;
             self.inner.commits.fetch_add(1, Ordering::Relaxed);
+            self.inner.unsynced.store(batch.durability != Durability::Now, Ordering::Release);
             Ok(())
         })();
         match committed {

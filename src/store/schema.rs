@@ -308,6 +308,16 @@ pub const MIGRATIONS: &[&str] = &[
         UNION ALL
         SELECT '', substr(started_at, 1, 13), COUNT(*) FROM activations GROUP BY 2;
     "#,
+    // 14: the row `Store::make_durable` changes, so the durable commit that carries the deferred
+    // ones before it has a frame of its own to sync (SQLite writes nothing for an UPDATE that
+    // leaves a row as it was).
+    r#"
+    CREATE TABLE sync_marks (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        n  INTEGER NOT NULL
+    );
+    INSERT INTO sync_marks (id, n) VALUES (1, 0);
+    "#,
 ];
 
 /// The schema version this build writes.

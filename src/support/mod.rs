@@ -269,7 +269,11 @@ impl ToolHost {
         .to_string();
         let scope = CallScope { agent_id: Some(agent_id.to_string()), activation_id: Some(activation_id.to_string()) };
         let call = JsCall { export: "support", args: vec![base, tool.to_string(), input.to_string()], scope };
-        let value = host.call(call).await?;
+        let value = host.call(call).await;
+        // What the handler wrote did not wait for the disk (`ControllerOps::writer`): on disk
+        // before the runner hears of it, failed or not.
+        self.store.make_durable()?;
+        let value = value?;
         parse_output(&format!("toolpack {} (tool {tool})", pack.id), value).map_err(InvokeError::Handler)
     }
 
@@ -288,7 +292,13 @@ impl ToolHost {
             Some(packs::Controller::Ready(host)) => host,
             Some(packs::Controller::Failed { error, .. }) => return Err(error.into()),
         };
-        Ok(host.call(JsCall { export, args, scope }).await?)
+        let for_agent = scope.agent_id.is_some();
+        let value = host.call(JsCall { export, args, scope }).await;
+        if for_agent {
+            // As in `support`: an agent's call wrote without waiting for the disk.
+            self.store.make_durable()?;
+        }
+        Ok(value?)
     }
 
     /// `POST messages`: a message from the user (or another named sender) to an agent or channel.

@@ -94,7 +94,15 @@ impl ControllerOps {
             }
             None => policy::check_pack_kind(&request.kind).map_err(refusal)?,
         }
-        to_json(self.store.record_signal(request))
+        to_json(self.writer(scope).record_signal(request))
+    }
+
+    /// The store an operation writes through: in an agent's call (a support call or a tool-call
+    /// hook) its writes do not wait for the disk, and the caller makes them durable before it
+    /// answers ([`crate::support::ToolHost::support`]), so concurrent calls share their fsyncs
+    /// although this thread writes them one at a time. Elsewhere each write is durable itself.
+    fn writer(&self, scope: &CallScope) -> Store {
+        if scope.agent_id.is_some() { self.store.deferring() } else { self.store.clone() }
     }
 
     /// `store.sendMessage` (and, with `send: false`, `store.checkMessage`: would it be accepted
@@ -128,7 +136,7 @@ impl ControllerOps {
         // Attributed to the scope's activation only when the agent is the scope's own.
         let activation = scope.activation_id.clone().filter(|_| scope.agent_id.is_some());
         let sent = self
-            .store
+            .writer(scope)
             .send_message(SendMessage {
                 sender,
                 recipient,
