@@ -154,6 +154,28 @@ activations:
     }
 }
 
+/// Regression: the first `check` of a project with two servers warned that one "has not
+/// listed its tools yet" while it was being listed (the warnings of the project as rebuilt
+/// with the other's list), and printed the runner's own info lines. Now it prints the two
+/// servers' tools, and no warning.
+#[test]
+fn the_first_check_of_two_servers_warns_about_neither_while_listing_them() {
+    let p = project("", "", "activations: []\n");
+    let path = p.dir.join("suzumio.yaml");
+    let yaml = std::fs::read_to_string(&path).unwrap();
+    let entry = yaml.lines().find(|l| l.contains("- mcp: {id: tally")).unwrap().to_string();
+    let yaml = yaml
+        .replace(&entry, &format!("{entry}\n{}", entry.replace("id: tally", "id: second")))
+        .replace("tools: [tally.*", "tools: [tally.*, second.*");
+    std::fs::write(&path, yaml).unwrap();
+    let out = suzumio(&p.dir, &["check", &dir_arg(&p), "--backend", "process"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("tally (mcp, 5 tools)") && stdout.contains("second (mcp, 5 tools)"), "{stdout}");
+    assert!(!stderr.contains("has not listed"), "{stderr}");
+    assert!(!stderr.contains("connected to the controller"), "the runner is as quiet as the controller: {stderr}");
+}
+
 #[test]
 fn a_server_that_cannot_start_is_named_by_check_with_why() {
     let p = project("", "", "activations: []\n");
