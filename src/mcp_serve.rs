@@ -11,10 +11,9 @@
 //! 2026-07-28 (which forbids requests to the client) as an "input required" result whose retry
 //! carries the answer, the call waiting meanwhile in a task of its own. The answer resolves the
 //! stored request like `suzumio approvals allow|deny` does, as `mcp:<client name>` (the name the
-//! client gave), so the waiting
-//! call, the records and the audit go the one way of `permissions::approvals`. A client that
-//! cannot be asked (or does not answer) leaves the request to the CLI, the API and the WebUI, and
-//! to its deadline.
+//! client gave), so the waiting call, the records and the audit go the one way of
+//! `permissions::approvals`. A client that cannot be asked (or does not answer) leaves the
+//! request to the CLI, the API and the WebUI, and to its deadline.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
