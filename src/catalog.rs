@@ -28,9 +28,13 @@ pub struct CatalogEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub icon: Option<String>,
     pub annotations: BTreeMap<&'static str, bool>,
-    /// What an untrusted MCP server claims (shown as advisory; `annotations` is what counts).
+    /// What an untrusted MCP server claims about the tool: advisory, never used for permissions
+    /// (`annotations` is what counts).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub server_annotations: BTreeMap<&'static str, bool>,
+    /// With `serverAnnotations`: that they are advisory, why, and how to make them count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_annotations_note: Option<String>,
     pub input_schema: Value,
     pub requires_approval: bool,
     /// Where it runs: `runner` (the agent's container) or `controller`.
@@ -82,6 +86,7 @@ pub fn catalog(project: &Project, agent: Option<&AgentConfig>) -> Vec<CatalogEnt
                 })
                 .collect();
             let presentation = def.presentation.as_ref();
+            let claimed = def.server_annotations.as_ref().map(hints).unwrap_or_default();
             Some(CatalogEntry {
                 name: def.name.clone(),
                 display_name: display_name(def),
@@ -91,7 +96,14 @@ pub fn catalog(project: &Project, agent: Option<&AgentConfig>) -> Vec<CatalogEnt
                 group: presentation.and_then(|p| p.group.clone()).unwrap_or_else(|| pack.id.clone()),
                 icon: presentation.and_then(|p| p.icon.clone()),
                 annotations: hints(&def.annotations),
-                server_annotations: def.server_annotations.as_ref().map(hints).unwrap_or_default(),
+                server_annotations: claimed.clone(),
+                server_annotations_note: (!claimed.is_empty()).then(|| {
+                    format!(
+                        "advisory: claimed by the MCP server {}, which is not trusted, so permissions do not use \
+                         them; `trusted: true` on its `- mcp:` entry makes them count",
+                        pack.id
+                    )
+                }),
                 input_schema: def.input_schema.clone(),
                 requires_approval: def.requires_approval,
                 runs_in: def.runs_in.as_str(),

@@ -391,7 +391,7 @@ enum ApprovalsCommand {
 struct ApprovalDecisionArgs {
     /// Project directory (holding suzumio.yaml) or the config file itself.
     dir: PathBuf,
-    /// The request's id (`suzumio approvals list`).
+    /// The request's id (`suzumio approvals list`), or any unique prefix of it.
     id: String,
     /// Also decide later calls of this tool the same way: for the rest of the activation, for
     /// the agent, or for every agent of the project.

@@ -10,10 +10,10 @@
 //! allow or not — by an `elicitation/create` request on protocols up to 2025-11-25, and on
 //! 2026-07-28 (which forbids requests to the client) as an "input required" result whose retry
 //! carries the answer, the call waiting meanwhile in a task of its own. The answer resolves the
-//! stored request like `suzumio approvals allow|deny` does, as "mcp elicitation", so the waiting
-//! call, the records and the audit go the one way of `permissions::approvals`. A client that
-//! cannot be asked (or does not answer) leaves the request to the CLI, the API and the WebUI, and
-//! to its deadline.
+//! stored request like `suzumio approvals allow|deny` does, as `mcp:<client name>` (the name the
+//! client gave), so the waiting call, the records and the audit go the one way of
+//! `permissions::approvals`. A client that cannot be asked (or does not answer) leaves the
+//! request to the CLI, the API and the WebUI, and to its deadline.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -48,9 +48,6 @@ const MAX_RESOURCE_BYTES: u64 = 4 << 20;
 
 /// At most this many bytes in one POST to `/mcp/<agent>`: axum's JSON limit, the API's own.
 const MAX_REQUEST_BYTES: usize = 2 << 20;
-
-/// Who an elicitation's answer is recorded as having decided the request.
-const ELICITATION_RESOLVER: &str = "mcp elicitation";
 
 /// Where the agent's calls run.
 pub enum Runners {
@@ -89,6 +86,8 @@ pub struct McpServer {
 struct Parked {
     /// The request the client was last asked about.
     approval: Option<String>,
+    /// Who answers: `mcp:<client name>`.
+    resolver: String,
     activation: String,
     call: tokio::task::JoinHandle<Result<ToolOutput, ToolError>>,
     events: broadcast::Receiver<EventRecord>,
@@ -200,6 +199,8 @@ impl McpServer {
         let events = self.host.store.subscribe();
         let input = Value::Object(request.arguments.unwrap_or_default());
         let call = self.clone().run(activation.clone(), request.name.to_string(), input);
+        let resolver =
+            crate::permissions::approvals::mcp_resolver(context.client_info().as_ref().map(|c| c.name.as_str()));
         let modern = context.meta.protocol_version().is_some_and(|v| !v.has_initialize());
         if modern {
             // 2026-07-28 forbids requests to the client: the call goes on in a task, and an ask
@@ -207,7 +208,7 @@ impl McpServer {
             if !context.meta.client_capabilities().is_some_and(|c| asks_forms(c.elicitation.as_ref())) {
                 return finished(Ok(call.await));
             }
-            let parked = Parked { approval: None, activation, call: tokio::spawn(call), events };
+            let parked = Parked { approval: None, resolver, activation, call: tokio::spawn(call), events };
             return self.until_asked(parked).await;
         }
         let asking = peer_asks(&context.peer);
@@ -215,7 +216,7 @@ impl McpServer {
         // then is dropped with it.
         let result = tokio::select! {
             result = call => result,
-            never = self.answer_asks(&context.peer, &activation, events), if asking => match never {},
+            never = self.answer_asks(&context.peer, &activation, &resolver, events), if asking => match never {},
         };
         finished(Ok(result))
     }
@@ -226,13 +227,14 @@ impl McpServer {
         &self,
         peer: &Peer<RoleServer>,
         activation: &str,
+        resolver: &str,
         mut events: broadcast::Receiver<EventRecord>,
     ) -> std::convert::Infallible {
         loop {
             let id = next_request(&self.host.store, activation, &mut events).await;
             let Some(params) = self.elicitation(&id) else { continue };
             match peer.create_elicitation(params).await {
-                Ok(answer) => self.record_answer(&id, answer),
+                Ok(answer) => self.record_answer(&id, resolver, answer),
                 // The request stays open for a person (CLI, API, WebUI) or its deadline.
                 Err(e) => tracing::warn!(agent = %self.agent, "asking the MCP client about request {id}: {e}"),
             }
@@ -282,7 +284,7 @@ impl McpServer {
         };
         let answer = responses.and_then(|mut r| r.remove(APPROVAL_INPUT)).and_then(|v| serde_json::from_value(v).ok());
         if let (Some(id), Some(answer)) = (parked.approval.as_deref(), answer) {
-            self.record_answer(id, answer);
+            self.record_answer(id, &parked.resolver, answer);
         }
         self.until_asked(parked).await
     }
@@ -312,8 +314,9 @@ impl McpServer {
         Some(ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema })
     }
 
-    /// The client's answer as the request's decision, like `suzumio approvals allow|deny`.
-    fn record_answer(&self, id: &str, answer: ElicitResult) {
+    /// The client's answer as the request's decision, like `suzumio approvals allow|deny`, made
+    /// by `resolver` (`mcp:<client name>`).
+    fn record_answer(&self, id: &str, resolver: &str, answer: ElicitResult) {
         let content = answer.content.unwrap_or(Value::Null);
         let feedback = content.get("feedback").and_then(Value::as_str).map(str::trim).filter(|f| !f.is_empty());
         let (allow, feedback) = match answer.action {
@@ -325,13 +328,8 @@ impl McpServer {
             // Cancel, and whatever a later protocol adds: not an allow.
             _ => (false, Some(with_feedback("cancelled in the MCP client", feedback))),
         };
-        let resolution = Resolution {
-            allow,
-            by: ELICITATION_RESOLVER,
-            feedback: feedback.as_deref(),
-            remember: None,
-            whole_activation: false,
-        };
+        let resolution =
+            Resolution { allow, by: resolver, feedback: feedback.as_deref(), remember: None, whole_activation: false };
         match self.host.store.resolve_approval(id, &resolution) {
             Ok(_) => {}
             // Somebody decided first (the CLI, the WebUI, the deadline): theirs stands.

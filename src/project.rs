@@ -61,12 +61,16 @@ impl Project {
     }
 
     /// This project with `listing` as the tool list of its MCP pack (the config as loaded: an
-    /// edited `suzumio.yaml` is not read again). Warnings of the new list are returned.
+    /// edited `suzumio.yaml` is not read again). Warnings of the new list are returned: those of
+    /// its pack only, as the other packs' were said when the project was loaded (a server that
+    /// has not listed its tools yet is often being listed at this very moment).
     pub fn with_mcp_list(&self, listing: McpListing) -> Result<(Project, Diagnostics), Diagnostics> {
+        let id = listing.id.clone();
         let mut lists = self.mcp_lists.clone();
-        lists.insert(listing.id.clone(), listing);
+        lists.insert(id.clone(), listing);
         let mut d = Diagnostics::default();
         let registry = ToolpackRegistry::build_with(&self.toolpacks, &lists, &mut d).ok_or_else(|| d.clone())?;
+        d.warnings.retain(|w| w.pack.as_deref() == Some(id.as_str()));
         let project = Project {
             config: self.config.clone(),
             registry,

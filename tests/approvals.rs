@@ -133,6 +133,9 @@ fn a_call_that_needs_approval_parks_its_activation_and_runs_once_when_allowed() 
     assert_eq!(runs(&p.dir).0, 0, "nothing ran before the decision");
     let status = cli(&p.dir, &["status", &dir]);
     assert!(status.contains(&format!("writer: waiting for approval of danger.remove (#{})", request.id)), "{status}");
+    // Parked, not running: the agent's line and the counts say so.
+    assert!(status.contains(&format!("writer           waiting for approval ({act})")), "{status}");
+    assert!(status.contains("activations 1 (0 running, 1 waiting for approval, 0 failed)"), "{status}");
     let listed = cli(&p.dir, &["approvals", "list", &dir]);
     assert!(listed.contains(&request.id) && listed.contains(r#"{"path":"old.txt"}"#), "{listed}");
 
@@ -355,6 +358,84 @@ fn a_clean_stop_leaves_the_activation_parked_and_a_decision_made_while_stopped_i
     assert!(said.contains("Permission denied for danger.remove") && said.contains("Feedback: not today"), "{said}");
     assert_eq!(runs(&p.dir).0, 0);
     assert_eq!(ctl.stop(), Some(0));
+}
+
+/// The name the OS gives the user running these tests (`id -un`): what `cli (<user>)` must say.
+fn os_user() -> String {
+    let out = std::process::Command::new("id").arg("-un").output().expect("id runs");
+    assert!(out.status.success(), "id -un: {}", text(&out.stderr));
+    text(&out.stdout).trim().to_string()
+}
+
+/// `approvals allow|deny` take any unique prefix of a request's id, with or without `apr_`, as
+/// `show` takes an activation's; an ambiguous prefix names the requests it matches, an unknown
+/// id says where ids are listed; and the decision is recorded as the OS user's, whatever
+/// `$USER` says.
+#[test]
+fn approvals_allow_and_deny_take_a_unique_prefix_and_record_the_os_user() {
+    let p = project("activations: []\n");
+    let dir = p.dir.to_string_lossy().to_string();
+    let host = suzumio::controller::open(&p.dir).unwrap_or_else(|e| panic!("{e}"));
+    let act = host.store.start_activation("writer", "Clean up.", &[]).unwrap().id;
+    // Two calls of one turn, asked together (as `announce_turn` does).
+    let ask = |key: &str, path: &str| {
+        let input = json!({"path": path});
+        let new = suzumio::store::NewApproval {
+            agent_id: "writer",
+            activation_id: &act,
+            tool_call_id: None,
+            call_key: Some(key),
+            tool: "danger.remove",
+            input: &input,
+            decision: json!({"behavior": "ask", "source": "requiresApproval", "reason": "r", "risk": "high"}),
+            expires_at: "2099-01-01T00:00:00.000Z".into(),
+        };
+        host.store.request_approval(new).unwrap().id
+    };
+    let (first, second) = (ask("c1", "a.txt"), ask("c2", "b.txt"));
+    let shared = first.chars().zip(second.chars()).take_while(|(a, b)| a == b).count();
+
+    let ambiguous = suzumio(&p.dir, &["approvals", "allow", &dir, &first[..shared]]);
+    let said = text(&ambiguous.stderr);
+    assert_eq!(ambiguous.status.code(), Some(2), "{said}");
+    assert!(said.contains(&format!("Approval request id {} is ambiguous: it starts ", &first[..shared])), "{said}");
+    assert!(said.contains(&first) && said.contains(&second), "it names both: {said}");
+
+    let unknown = suzumio(&p.dir, &["approvals", "deny", &dir, "apr_0000"]);
+    let said = text(&unknown.stderr);
+    assert_eq!(unknown.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("Unknown approval request: apr_0000 (suzumio approvals list shows the pending ones"),
+        "{said}"
+    );
+    let pending = host.store.approvals(true, 10).unwrap();
+    assert_eq!(pending.len(), 2, "neither refused command decided anything: {pending:?}");
+
+    // Unique once one more character is given; `apr_` may be left out.
+    let allowed = cli(&p.dir, &["approvals", "allow", &dir, &first["apr_".len()..=shared]]);
+    assert!(allowed.contains(&format!("allowed {first}: danger.remove of writer")), "{allowed}");
+    let deny = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["approvals", "deny", &dir, &second[..=shared], "--feedback", "keep it"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("USER", "somebody-else")
+        .output()
+        .unwrap();
+    assert!(deny.status.success(), "{}", text(&deny.stderr));
+    assert!(text(&deny.stdout).contains(&format!("denied {second}")), "{}", text(&deny.stdout));
+
+    let by = |id: &str| {
+        let r = host.store.approval(id).unwrap().unwrap();
+        (r.status, r.resolved_by.unwrap_or_default())
+    };
+    let me = format!("cli ({})", os_user());
+    assert_eq!(by(&first), (ApprovalStatus::Allowed, me.clone()));
+    assert_eq!(by(&second), (ApprovalStatus::Denied, me.clone()), "the OS user, not $USER");
+    let listed = cli(&p.dir, &["approvals", "list", &dir, "--all"]);
+    assert!(
+        listed.contains(&format!("allowed by {me}")) && listed.contains(&format!("denied by {me}, feedback: keep it")),
+        "{listed}"
+    );
 }
 
 #[test]
@@ -743,7 +824,22 @@ async fn webui_scenario(
     )
     .await?;
     b.click(&b.find_in(&card, r#"button[data-action="allow"]"#).await?).await?;
-    b.wait_for_text(&format!(r#"[data-decided="{}"]"#, request.id), "allowed").await?;
+    // Recently decided: who (the WebUI) and when, as a time element (it was once the text
+    // `[object HTMLTimeElement]`).
+    let decided_css = format!(r#"[data-decided="{}"]"#, request.id);
+    let (_, decided) = b.wait_for_text_of(&decided_css, "allowed").await?;
+    assert!(decided.contains("danger.remove of writer by webui"), "{decided}");
+    assert!(!decided.contains("[object"), "{decided}");
+    let resolved_at = b
+        .execute(
+            &format!("return document.querySelector('{decided_css} time')?.getAttribute('datetime') ?? null;"),
+            vec![],
+        )
+        .await?;
+    let stored = store(dir).store.approval(&request.id).unwrap().unwrap();
+    assert_eq!(stored.resolved_by.as_deref(), Some("webui"));
+    let stored_at = stored.resolved_at.map(suzumio::clock::iso);
+    assert_eq!(resolved_at.as_str(), stored_at.as_deref(), "the decided item shows when it was decided");
     b.wait_until(&format!("!document.querySelector('{card_css}')")).await?;
     let rule = b.wait_for_text("tr[data-rule]", "danger.remove").await?;
     let rule_text = rule.text().await?;
@@ -754,6 +850,20 @@ async fn webui_scenario(
     tokio::task::block_in_place(|| activation_ended(&owned, &act, ctl));
     b.goto(&ctl.url(&format!("/#/activations/{act}"))).await?;
     b.wait_for_text(".page-head .pill", "completed").await?;
+    // The timeline: the approval, decided by the WebUI, just before the call it gated.
+    let (_, approval) =
+        b.wait_for_text_of(&format!(r#"ol.timeline li[data-approval="{}"]"#, request.id), "webui").await?;
+    assert!(approval.contains("allowed by webui"), "{approval}");
+    let steps = b
+        .execute(
+            "return [...document.querySelectorAll('ol.timeline > li')].map((li) => li.dataset.approval ? 'approval' : li.dataset.kind === 'tool_call' ? `call ${li.dataset.tool}` : li.dataset.kind);",
+            vec![],
+        )
+        .await?;
+    let steps: Vec<&str> = steps.as_array().map(|s| s.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let gated = steps.iter().position(|s| *s == "call danger.remove");
+    let asked = steps.iter().position(|s| *s == "approval");
+    assert_eq!(asked.map(|a| a + 1), gated, "the approval stands right before its call: {steps:?}");
     b.goto(&ctl.url("/#/approvals")).await?;
     b.click(&b.find("button[data-delete-rule]").await?).await?;
     b.find(r#"[data-empty="rules"]"#).await?;

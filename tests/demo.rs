@@ -45,4 +45,18 @@ fn the_demo_runs_to_a_submitted_report() {
     assert!(jobs.contains("[done/once]") && jobs.contains("sent 1"), "the scheduled message fired: {jobs}");
     let tools = text(&suzumio(&["ui", &dir, "core/file.activity"]).stdout);
     assert!(tools.contains("file.write: 2 call(s), 0 failed"), "{tools}");
+
+    // The manager read the sections only once both were written, whichever came first (it read
+    // worker-1's at the first message, and found nothing when worker-2 had been quicker).
+    let host = suzumio::controller::open_read_only(&project.dir).unwrap_or_else(|e| panic!("{e}"));
+    let calls = |tool: &str, agent: &str| host.store.list_tool_calls(Some(tool), Some(agent), None, 10).unwrap();
+    let written: Vec<_> =
+        ["worker-1", "worker-2"].iter().flat_map(|w| calls("file.write", w)).filter_map(|c| c.finished_at).collect();
+    assert_eq!(written.len(), 2, "both sections were written");
+    let reads = calls("file.read", "pm");
+    assert_eq!(reads.len(), 2, "{reads:?}");
+    for read in &reads {
+        assert_eq!(read.status, suzumio::store::ToolCallStatus::Completed, "{read:?}");
+        assert!(written.iter().all(|w| *w <= read.started_at), "read before both were written: {read:?} {written:?}");
+    }
 }

@@ -33,7 +33,8 @@ async def main():
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http, \
             streamable_http_client(url, http_client=http) as (read, write):
-        async with ClientSession(read, write, elicitation_callback=None if answer == "none" else elicit) as session:
+        async with ClientSession(read, write, elicitation_callback=None if answer == "none" else elicit,
+                                 client_info=types.Implementation(name="approvals-http", version="1.0")) as session:
             await session.initialize()
             for method, args in steps:
                 try:
@@ -67,7 +68,8 @@ async def main():
             return types.ElicitResult(action="accept", content={"allow": True})
         return types.ElicitResult(action="decline")
     out = []
-    async with Client(url, elicitation_callback=elicit) as client:
+    async with Client(url, elicitation_callback=elicit,
+                      client_info=types.Implementation(name="approvals-modern", version="1.0")) as client:
         for tool, args in calls:
             result = await client.call_tool(tool, args)
             out.append(result.model_dump(mode="json", by_alias=True, exclude_none=True))
@@ -242,7 +244,7 @@ fn an_ask_is_put_to_a_client_that_supports_elicitation() {
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert_eq!(results[0]["isError"], true, "{}", results[0]);
     let denial = texts(&results[0]);
-    assert!(denial.contains("Permission denied for file.list") && denial.contains("mcp elicitation"), "{denial}");
+    assert!(denial.contains("Permission denied for file.list: mcp:approvals-http denied the call"), "{denial}");
     assert!(denial.contains("declined in the MCP client"), "{denial}");
 
     assert_eq!(controller.stop(), Some(0));
@@ -257,7 +259,7 @@ fn an_ask_is_put_to_a_client_that_supports_elicitation() {
         .collect();
     assert_eq!(resolutions, [("allow", "allow", ""), ("deny", "deny", "declined in the MCP client")], "{entries:?}");
     for e in entries.iter().filter(|e| e["kind"] == "resolution") {
-        assert!(e["source"].as_str().unwrap_or_default().ends_with("by mcp elicitation"), "{e}");
+        assert!(e["source"].as_str().unwrap_or_default().ends_with("by mcp:approvals-http"), "{e}");
     }
     let listed = entries.iter().filter(|e| e["kind"] == "decision" && e["decision"] == "ask").count();
     assert_eq!(listed, 2, "each call was decided once: {entries:?}");
@@ -336,5 +338,5 @@ fn a_client_on_the_stateless_protocol_is_asked_through_input_required() {
         .collect();
     assert_eq!(resolutions.len(), 2, "{resolutions:?}");
     assert_eq!((resolutions[0].0.as_str(), resolutions[1].0.as_str()), ("allow", "deny"), "{resolutions:?}");
-    assert!(resolutions.iter().all(|(_, source)| source.ends_with("by mcp elicitation")), "{resolutions:?}");
+    assert!(resolutions.iter().all(|(_, source)| source.ends_with("by mcp:approvals-modern")), "{resolutions:?}");
 }

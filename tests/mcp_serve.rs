@@ -31,7 +31,8 @@ async def main():
     params = StdioServerParameters(command=suzumio, args=["mcp", project, "--agent", agent, "--backend", "process"])
     out = []
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write, elicitation_callback=None if answer == "none" else elicit) as session:
+        async with ClientSession(read, write, elicitation_callback=None if answer == "none" else elicit,
+                                 client_info=types.Implementation(name="approvals-stdio", version="1.0")) as session:
             await session.initialize()
             for method, args in steps:
                 try:
@@ -247,5 +248,6 @@ fn an_ask_is_put_to_a_stdio_client_that_supports_elicitation() {
         .collect();
     assert_eq!(resolutions.len(), 2, "{resolutions:?}");
     assert_eq!((resolutions[0].0.as_str(), resolutions[1].0.as_str()), ("allow", "deny"), "{resolutions:?}");
-    assert!(resolutions.iter().all(|(_, source)| source.ends_with("by mcp elicitation")), "{resolutions:?}");
+    // Decided by the client, as it named itself at `initialize`.
+    assert!(resolutions.iter().all(|(_, source)| source.ends_with("by mcp:approvals-stdio")), "{resolutions:?}");
 }

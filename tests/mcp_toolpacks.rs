@@ -5,6 +5,8 @@
 //! recorded results, the discovery cache, the permission decisions.
 
 mod support;
+#[path = "support/webdriver.rs"]
+mod webdriver;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -154,6 +156,28 @@ activations:
     }
 }
 
+/// Regression: the first `check` of a project with two servers warned that one "has not
+/// listed its tools yet" while it was being listed (the warnings of the project as rebuilt
+/// with the other's list), and printed the runner's own info lines. Now it prints the two
+/// servers' tools, and no warning.
+#[test]
+fn the_first_check_of_two_servers_warns_about_neither_while_listing_them() {
+    let p = project("", "", "activations: []\n");
+    let path = p.dir.join("suzumio.yaml");
+    let yaml = std::fs::read_to_string(&path).unwrap();
+    let entry = yaml.lines().find(|l| l.contains("- mcp: {id: tally")).unwrap().to_string();
+    let yaml = yaml
+        .replace(&entry, &format!("{entry}\n{}", entry.replace("id: tally", "id: second")))
+        .replace("tools: [tally.*", "tools: [tally.*, second.*");
+    std::fs::write(&path, yaml).unwrap();
+    let out = suzumio(&p.dir, &["check", &dir_arg(&p), "--backend", "process"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("tally (mcp, 5 tools)") && stdout.contains("second (mcp, 5 tools)"), "{stdout}");
+    assert!(!stderr.contains("has not listed"), "{stderr}");
+    assert!(!stderr.contains("connected to the controller"), "the runner is as quiet as the controller: {stderr}");
+}
+
 #[test]
 fn a_server_that_cannot_start_is_named_by_check_with_why() {
     let p = project("", "", "activations: []\n");
@@ -174,6 +198,10 @@ fn an_untrusted_servers_read_only_claim_does_not_loosen_auto_mode_and_trusted_do
     let explain = |p: &TempProject| {
         cli(&p.dir, &["permissions", "explain", &dir_arg(p), "counter", "tally.add", r#"{"a": 1, "b": 2}"#])
     };
+    let entry = |p: &TempProject, tool: &str| -> Value {
+        let listed: Value = serde_json::from_str(&cli(&p.dir, &["tools", &dir_arg(p), "--json"])).unwrap();
+        listed.as_array().unwrap().iter().find(|t| t["name"] == tool).cloned().unwrap_or_else(|| panic!("{listed}"))
+    };
     for (trusted, expected) in [("", "ask"), (", trusted: true", "allow")] {
         let p = project(trusted, auto, script);
         // Discovery through a real run of the runner (no activation: nothing was sent).
@@ -181,6 +209,25 @@ fn an_untrusted_servers_read_only_claim_does_not_loosen_auto_mode_and_trusted_do
         let said = explain(&p);
         let decision = said.lines().find(|l| l.trim_start().starts_with("decision")).unwrap_or_default();
         assert!(decision.contains(expected), "trusted={trusted:?}: {said}");
+        let add = entry(&p, "tally.add");
+        if trusted.is_empty() {
+            // Why it asks, and how to trust the server.
+            assert!(
+                said.contains(
+                    "tally.add claims to be read-only, but the claim comes from an MCP server that is not trusted"
+                ),
+                "{said}"
+            );
+            assert!(said.contains("add `trusted: true` to its `- mcp:` entry"), "{said}");
+            // What the server claimed, shown as advisory; what counts has none of it.
+            assert_eq!(add["annotations"], json!({}), "{add}");
+            assert_eq!(add["serverAnnotations"], json!({"readOnlyHint": true, "destructiveHint": false}), "{add}");
+            let note = add["serverAnnotationsNote"].as_str().unwrap_or_default();
+            assert!(note.starts_with("advisory: claimed by the MCP server tally, which is not trusted"), "{add}");
+        } else {
+            assert_eq!(add["annotations"], json!({"readOnlyHint": true, "destructiveHint": false}), "{add}");
+            assert!(add.get("serverAnnotations").is_none() && add.get("serverAnnotationsNote").is_none(), "{add}");
+        }
     }
     // A rule still decides, whatever the server claims.
     let rule = "    permissionMode: full-access\n    permissions:\n      rules:\n        - {tool: tally.add, decision: deny, reason: no sums}\n";
@@ -188,6 +235,33 @@ fn an_untrusted_servers_read_only_claim_does_not_loosen_auto_mode_and_trusted_do
     run_until_idle(&p);
     let said = explain(&p);
     assert!(said.contains("deny") && said.contains("no sums"), "{said}");
+}
+
+/// The Tools page of a tool of an untrusted server, in a real browser: what the server claimed,
+/// marked advisory (with why, as its title), beside the decision auto mode makes without it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tools_page_shows_an_untrusted_servers_claims_as_advisory() {
+    let p = project("", "    permissionMode: auto\n", "activations: []\n");
+    let dir = dir_arg(&p);
+    tokio::task::block_in_place(|| cli(&p.dir, &["check", &dir, "--backend", "process"]));
+    let ctl = tokio::task::block_in_place(|| Controller::start(&p.dir, &[]));
+    let b = webdriver::Browser::start().await.unwrap_or_else(|e| panic!("the browser tests need Chromium: {e}"));
+    let outcome = async {
+        b.goto(&ctl.url("/#/tools/tally.add")).await?;
+        let (claims, said) = b.wait_for_text_of("[data-server-claims]", "advisory").await?;
+        assert_eq!(said, "server says not destructive, read-only (advisory)");
+        let why = claims.attr("title").await?.unwrap_or_default();
+        assert!(why.contains("claimed by the MCP server tally, which is not trusted"), "{why}");
+        let (_, access) = b.wait_for_text_of(r#"[data-tool-access] tr[data-agent="counter"]"#, "ask").await?;
+        assert!(access.contains("mode auto"), "{access}");
+        webdriver::Result::Ok(())
+    }
+    .await;
+    if let Err(e) = outcome {
+        let html = b.source().await.unwrap_or_default();
+        panic!("{e}\npage:\n{html}\ncontroller:\n{}", ctl.stderr());
+    }
+    assert_eq!(tokio::task::block_in_place(|| ctl.stop()), Some(0));
 }
 
 #[test]

@@ -253,6 +253,27 @@ fn metrics_follow_the_api_host_and_token_rules() {
     assert_eq!(raw_get(&c.base, "/metrics", &[("Host", &local), ("Authorization", "Bearer tok-1")]), 200);
 }
 
+/// Logs that do not go to a terminal carry no colour codes: the controller's, and the lines
+/// a process-backend runner writes into the same stderr (they came with ANSI colours).
+#[test]
+fn logs_written_to_a_pipe_have_no_colour_codes() {
+    let project = project();
+    let dir = project.dir.to_str().unwrap();
+    let sent = suzumio(&repo_root(), &["send", dir, "reviewer", "Review PR 7"]);
+    assert_eq!(sent.status.code(), Some(0), "{}", text(&sent.stderr));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
+        .args(["run", dir, "--port", "0", "--backend", "process", "--until-idle"])
+        .env("SUZUMIO_LOG", "info")
+        .env("SUZUMIO_RUNNER_BIN", support::runner_binary())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("connected to the controller"), "the runner's own lines are there: {stderr}");
+    assert!(stderr.contains("the project is idle"), "and the controller's: {stderr}");
+    assert!(!stderr.contains('\u{1b}'), "no escape sequences: {stderr:?}");
+}
+
 #[test]
 fn run_with_log_format_json_writes_one_json_object_per_line() {
     let project = project();

@@ -67,6 +67,10 @@ fn spawn(spec: &ContainerSpec) -> Result<Child, BackendError> {
     let mut command = Command::new(&binary);
     command
         .env_clear()
+        // The runner writes into the controller's stderr: as much as the controller does by
+        // default (warnings), or what `SUZUMIO_LOG` asks of both. A container's runner logs
+        // more (`info`): its lines are kept apart, in `docker logs`, and quoted when it dies.
+        .env("SUZUMIO_LOG", std::env::var("SUZUMIO_LOG").unwrap_or_else(|_| "warn".into()))
         .envs(&spec.env)
         .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
         .env("SUZUMIO_SOCKET", socket_path(root, &spec.agent))

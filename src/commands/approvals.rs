@@ -41,7 +41,8 @@ pub fn list(dir: &Path, all: bool, json: bool) -> Result<Output, CliError> {
     Ok(out.into())
 }
 
-/// `approvals allow|deny`.
+/// `approvals allow|deny`: `id` may be any unique prefix of the request's id (with or without
+/// `apr_`), as `show` takes an activation's.
 pub fn resolve(
     dir: &Path,
     id: &str,
@@ -53,7 +54,8 @@ pub fn resolve(
     let tools = crate::controller::open(dir)?;
     let by = cli_user();
     let resolution = Resolution { allow, by: &by, feedback, remember, whole_activation };
-    let (decided, rule) = tools.store.resolve_approval(id, &resolution).map_err(not_found)?;
+    let id = tools.store.resolve_approval_id(id).map_err(not_found)?;
+    let (decided, rule) = tools.store.resolve_approval(&id, &resolution).map_err(not_found)?;
     let mut out = String::new();
     for r in &decided {
         let _ = writeln!(out, "{} {}: {} of {} ({})", r.status, r.id, r.tool, r.agent_id, r.activation_id);
@@ -106,7 +108,10 @@ pub fn waiting_line(r: &ApprovalRecord) -> String {
 
 fn not_found(e: StoreError) -> CliError {
     match e {
-        StoreError::UnknownApproval(_)
+        StoreError::UnknownApproval(_) => {
+            CliError::Input(format!("{e} (suzumio approvals list shows the pending ones, with their ids)"))
+        }
+        StoreError::AmbiguousApproval { .. }
         | StoreError::UnknownRule(_)
         | StoreError::ApprovalResolved { .. }
         | StoreError::ApprovalExpired { .. } => CliError::Input(e.to_string()),

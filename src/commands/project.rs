@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::clock::iso;
-use crate::store::ProjectStatus;
+use crate::store::{ActivationStatus, ProjectStatus};
 
 use super::{CliError, Output, approvals, to_json, unknown_agent, views};
 
@@ -140,17 +140,27 @@ pub fn status(dir: &Path, as_json: bool) -> Result<Output, CliError> {
         if tools.project.config.agent(&a.id).is_none() {
             continue;
         }
+        // A parked activation is not running: it waits for a person (listed below).
+        let parked = match &a.active_activation_id {
+            Some(id) => tools.store.activation(id)?.is_some_and(|x| x.status == ActivationStatus::WaitingApproval),
+            None => false,
+        };
+        let status = if parked { "waiting for approval" } else { a.status.as_str() };
         let active = a.active_activation_id.map(|id| format!(" ({id})")).unwrap_or_default();
         let paused = a.paused.as_ref().map(|p| format!("  {}", pause_line(&a.id, p))).unwrap_or_default();
-        let _ = writeln!(out, "  {:<16} {}{active}{paused}", a.id, a.status.as_str());
+        let _ = writeln!(out, "  {:<16} {status}{active}{paused}", a.id);
     }
     for request in tools.store.approvals(true, crate::store::MAX_LIMIT)? {
         let _ = writeln!(out, "  {}: {}", request.agent_id, approvals::waiting_line(&request));
     }
     usage_lines(&tools, &mut out)?;
+    let waiting = match stats.activations.waiting_approval {
+        0 => String::new(),
+        n => format!(", {n} waiting for approval"),
+    };
     let _ = writeln!(
         out,
-        "messages {}, activations {} ({} running, {} failed), tool calls {}, pending signals {}",
+        "messages {}, activations {} ({} running{waiting}, {} failed), tool calls {}, pending signals {}",
         stats.messages,
         stats.activations.total,
         stats.activations.running,

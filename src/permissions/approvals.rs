@@ -251,10 +251,34 @@ pub fn remembered_rules_for(
         .collect())
 }
 
-/// Who resolves from this process's command line: `cli (<user>)`.
+/// Who resolves from this process's command line: `cli (<user>)`, the user the OS runs it as
+/// (its real uid's name; `$USER` only where the uid has no name, as in a container without a
+/// passwd entry for it, then the uid itself).
 pub fn cli_user() -> String {
-    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into());
+    let uid = nix::unistd::getuid();
+    let user = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .or_else(|| std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| format!("uid {uid}"));
     format!("cli ({user})")
+}
+
+/// Who decides from the WebUI.
+pub const WEBUI_RESOLVER: &str = "webui";
+
+/// Who decides from the HTTP API when the WebUI did not.
+pub const API_RESOLVER: &str = "api";
+
+/// Who an MCP client's answer to an elicitation is recorded as: `mcp:<client name>`, the name
+/// the client gave at `initialize` (or with the request, on the stateless protocol).
+/// The name is the client's own: control characters are dropped and it is cut at 64
+/// characters, so it reads as one short line in the records.
+pub fn mcp_resolver(client: Option<&str>) -> String {
+    let name: String = client.unwrap_or_default().chars().filter(|c| !c.is_control()).take(64).collect();
+    let name = name.trim();
+    format!("mcp:{}", if name.is_empty() { "unnamed client" } else { name })
 }
 
 fn new_request<'a>(

@@ -59,6 +59,18 @@ pub fn default_decision(mode: PermissionMode, call: &Call<'_>, _subject: &Subjec
             "readOnlyHint",
             format!("{} is read-only, and auto mode runs read-only calls", call.tool),
         ),
+        PermissionMode::Auto if def.server_annotations.as_ref().is_some_and(|c| c.read_only_hint == Some(true)) => {
+            decision(
+                Behavior::Ask,
+                "mode auto",
+                format!(
+                    "{} claims to be read-only, but the claim comes from an MCP server that is not trusted, so auto \
+                     mode does not take it and asks; to trust the server's annotations, add `trusted: true` to its \
+                     `- mcp:` entry in tools.toolpacks (or allow the tool with a rule)",
+                    call.tool
+                ),
+            )
+        }
         PermissionMode::Auto => decision(
             Behavior::Ask,
             "mode auto",

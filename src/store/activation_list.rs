@@ -113,27 +113,7 @@ impl Store {
     /// The activation whose id is `id_or_prefix`, or the only one whose id starts with it
     /// (with or without the `act_`).
     pub fn resolve_activation_id(&self, id_or_prefix: &str) -> Result<String, ActivationLookup> {
-        let wanted = id_or_prefix.trim();
-        if wanted.is_empty() {
-            return Err(ActivationLookup::Unknown(id_or_prefix.to_string()));
-        }
-        let prefix = if wanted.starts_with("act_") { wanted.to_string() } else { format!("act_{wanted}") };
-        let matches: Vec<String> = self.read(|conn| {
-            let exact: Option<String> = conn
-                .prepare_cached("SELECT id FROM activations WHERE id = ?1")?
-                .query_row([wanted], |r| r.get(0))
-                .optional()?;
-            if let Some(id) = exact {
-                return Ok(vec![id]);
-            }
-            // `glob` with a pattern free of glob characters: ids are `act_` and hex digits.
-            if !prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                return Ok(Vec::new());
-            }
-            let mut stmt = conn.prepare_cached("SELECT id FROM activations WHERE id GLOB ?1 ORDER BY id LIMIT 6")?;
-            let rows = stmt.query_map([format!("{prefix}*")], |r| r.get::<_, String>(0))?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })?;
+        let matches = self.read(|conn| Ok(super::ids_starting(conn, super::Shortened::Activations, id_or_prefix)?))?;
         match matches.as_slice() {
             [] => Err(ActivationLookup::Unknown(id_or_prefix.to_string())),
             [one] => Ok(one.clone()),

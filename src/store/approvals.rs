@@ -285,6 +285,18 @@ impl Store {
         })
     }
 
+    /// The request whose id is `id_or_prefix`, or the only one whose id starts with it (with
+    /// or without the `apr_`), as `suzumio show` takes an activation's.
+    pub fn resolve_approval_id(&self, id_or_prefix: &str) -> Result<String, StoreError> {
+        let matches =
+            self.read(|conn| Ok(super::ids_starting(conn, super::Shortened::ApprovalRequests, id_or_prefix)?))?;
+        match matches.as_slice() {
+            [] => Err(StoreError::UnknownApproval(id_or_prefix.to_string())),
+            [one] => Ok(one.clone()),
+            _ => Err(StoreError::AmbiguousApproval { prefix: id_or_prefix.to_string(), matches }),
+        }
+    }
+
     pub fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
         self.read(|conn| Ok(approval_row(conn, id)?))
     }

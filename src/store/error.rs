@@ -66,6 +66,10 @@ pub enum StoreError {
     #[error("Unknown approval request: {0}")]
     UnknownApproval(String),
 
+    /// A shortened id (`approvals allow <prefix>`) that more than one request starts with.
+    #[error("Approval request id {prefix} is ambiguous: it starts {}; give more of it", .matches.join(", "))]
+    AmbiguousApproval { prefix: String, matches: Vec<String> },
+
     #[error("Approval request {id} is already {status}; only a pending request can be allowed or denied")]
     ApprovalResolved { id: String, status: String },
 

@@ -923,6 +923,46 @@ fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
 }
 
+/// The tables whose ids a person may shorten (`show`, `approvals allow|deny`), with the
+/// `<prefix>_` of their ids.
+#[derive(Clone, Copy)]
+enum Shortened {
+    Activations,
+    ApprovalRequests,
+}
+
+/// The id of `table` that is `wanted`, else the ids (at most 6) that start with it, with or
+/// without their `<prefix>_`: one is the id meant, more make the prefix ambiguous.
+fn ids_starting(conn: &Connection, table: Shortened, wanted: &str) -> rusqlite::Result<Vec<String>> {
+    let (exact, starting, kind) = match table {
+        Shortened::Activations => (
+            "SELECT id FROM activations WHERE id = ?1",
+            "SELECT id FROM activations WHERE id GLOB ?1 ORDER BY id LIMIT 6",
+            "act_",
+        ),
+        Shortened::ApprovalRequests => (
+            "SELECT id FROM approval_requests WHERE id = ?1",
+            "SELECT id FROM approval_requests WHERE id GLOB ?1 ORDER BY id LIMIT 6",
+            "apr_",
+        ),
+    };
+    let wanted = wanted.trim();
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    if let Some(id) = conn.prepare_cached(exact)?.query_row([wanted], |r| r.get::<_, String>(0)).optional()? {
+        return Ok(vec![id]);
+    }
+    let prefix = if wanted.starts_with(kind) { wanted.to_string() } else { format!("{kind}{wanted}") };
+    // `glob` with a pattern free of glob characters: ids are the prefix and hex digits.
+    if !prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare_cached(starting)?;
+    let rows = stmt.query_map([format!("{prefix}*")], |r| r.get::<_, String>(0))?;
+    rows.collect()
+}
+
 /// A secret for an agent, a web session or a login link: 32 bytes from the OS random source
 /// (256 bits), base64url without padding (43 characters).
 pub fn new_token() -> String {

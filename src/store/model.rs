@@ -437,6 +437,8 @@ pub struct AgentCounts {
 pub struct ActivationCounts {
     pub total: u64,
     pub running: u64,
+    /// Parked until a person decides one of their calls (`waiting_approval`): not running.
+    pub waiting_approval: u64,
     pub failed: u64,
 }
 

@@ -47,6 +47,7 @@ impl Store {
                 activations: ActivationCounts {
                     total: count("SELECT COUNT(*) FROM activations")?,
                     running: count("SELECT COUNT(*) FROM activations WHERE status = 'running'")?,
+                    waiting_approval: count("SELECT COUNT(*) FROM activations WHERE status = 'waiting_approval'")?,
                     failed: count("SELECT COUNT(*) FROM activations WHERE status = 'failed'")?,
                 },
                 tool_calls: count("SELECT COUNT(*) FROM tool_calls")?,

@@ -256,8 +256,9 @@ impl Store {
             let at = row.started_at;
             items.push(tool_item(Some(row), &name, None, None, None, at));
         }
+        let gated = self.approval_calls(id)?;
         for approval in self.activation_approvals(id)? {
-            place_approval(&mut items, approval);
+            place_approval(&mut items, approval, &gated);
         }
         for fallback in self.activation_fallbacks(id)? {
             place_in_time(&mut items, fallback);
@@ -355,6 +356,19 @@ impl Store {
             }
         }
         Ok(approvals)
+    }
+
+    /// The tool call each approval request of the activation gated (by request id): the call
+    /// that waited on it, the latest one after a restart. A request announced with its turn
+    /// whose call never ran has none.
+    fn approval_calls(&self, activation_id: &str) -> Result<HashMap<String, String>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, tool_call_id FROM approval_requests WHERE activation_id = ?1 AND tool_call_id IS NOT NULL",
+            )?;
+            let rows = stmt.query_map([activation_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            Ok(rows.collect::<Result<HashMap<_, _>, _>>()?)
+        })
     }
 
     /// The model fallbacks of one activation, from their events, oldest first.
@@ -472,16 +486,27 @@ fn tool_item(
     }
 }
 
-/// Put an approval after the latest call of its tool that started before it was requested (the
-/// call that waited for it), else at the end.
-fn place_approval(items: &mut Vec<TimelineItem>, approval: TimelineItem) {
-    let TimelineItem::Approval { at, tool, .. } = &approval else { return };
-    let after = items.iter().rposition(|item| match item {
-        TimelineItem::ToolCall(call) => call.tool == *tool && call.at.as_str() <= at.as_str(),
-        _ => false,
+/// Put an approval just before the call it gated, so that it reads as "asked, decided, then
+/// the call ran (or was refused)": the call that waited on it (`gated`: request id → tool call
+/// id), else the latest call of its tool that started before it was requested (a call asks
+/// once it has started), else the first call of its tool after it (a request announced with
+/// its turn, whose call had not started), else at the end.
+fn place_approval(items: &mut Vec<TimelineItem>, approval: TimelineItem, gated: &HashMap<String, String>) {
+    let TimelineItem::Approval { at, tool, approval_id, .. } = &approval else { return };
+    fn call_of<'a>(item: &'a TimelineItem, tool: &str) -> Option<&'a TimelineToolCall> {
+        match item {
+            TimelineItem::ToolCall(call) if call.tool == tool => Some(call),
+            _ => None,
+        }
+    }
+    let waited = gated.get(approval_id).and_then(|call_id| {
+        items.iter().position(|item| call_of(item, tool).is_some_and(|c| c.id.as_deref() == Some(call_id.as_str())))
     });
-    match after {
-        Some(index) => items.insert(index + 1, approval),
+    let index = waited
+        .or_else(|| items.iter().rposition(|item| call_of(item, tool).is_some_and(|c| c.at.as_str() <= at.as_str())))
+        .or_else(|| items.iter().position(|item| call_of(item, tool).is_some()));
+    match index {
+        Some(index) => items.insert(index, approval),
         None => items.push(approval),
     }
 }
@@ -629,8 +654,8 @@ mod tests {
                 TimelineItem::Ended { .. } => "ended",
             })
             .collect();
-        assert_eq!(kinds, ["prompt", "turn", "messages.send", "signals", "no_such_tool", "file.write", "approval"]);
-        let TimelineItem::Approval { status, reason, .. } = &timeline.items[6] else { panic!("an approval") };
+        assert_eq!(kinds, ["prompt", "turn", "messages.send", "signals", "no_such_tool", "approval", "file.write"]);
+        let TimelineItem::Approval { status, reason, .. } = &timeline.items[5] else { panic!("an approval") };
         assert_eq!((status.as_str(), reason.as_deref()), ("pending", Some("writes a file")));
         let TimelineItem::ModelTurn { usage, duration_ms, .. } = &timeline.items[1] else { panic!("a turn") };
         assert_eq!((usage.cost, *duration_ms), (0.25, Some(900)));
@@ -653,6 +678,79 @@ mod tests {
         assert_eq!(signals[0].sender.as_deref(), Some("user"));
         assert_eq!(timeline.activation.status, ActivationStatus::Running);
         assert_eq!(store.activation_timeline("act_missing").expect("read"), None);
+    }
+
+    /// Regression: an approval was put after the call it gated, and the requests of a turn's
+    /// calls (made with the turn, before the calls started) at the end. Each stands just before
+    /// the call that waited on it.
+    #[test]
+    fn each_approval_stands_before_the_call_it_gated() {
+        let (_dir, store, clock) = store();
+        let a = store.start_activation("pm", "the prompt", &[]).expect("started").id;
+        let turn = HistoryEntry::AssistantOutput {
+            text: "Two writes.".into(),
+            tool_calls: vec![call("c1", "file_write"), call("c2", "file_write")],
+            model: "m".into(),
+            usage: RecordedUsage { input_tokens: 5, output_tokens: 1, cached_input_tokens: 0 },
+        };
+        store.append_history("pm", Some(&a), &turn).expect("recorded");
+        // Both asked with the turn, as `announce_turn` does.
+        let ask = |key: &str| {
+            let input = json!({"n": key});
+            store
+                .request_approval(crate::store::NewApproval {
+                    agent_id: "pm",
+                    activation_id: &a,
+                    tool_call_id: None,
+                    call_key: Some(key),
+                    tool: "file.write",
+                    input: &input,
+                    decision: json!({"behavior": "ask", "source": "rule", "reason": "writes", "risk": "medium"}),
+                    expires_at: "2026-03-01T13:00:00.000Z".into(),
+                })
+                .expect("asked")
+                .id
+        };
+        let requests = [ask("c1"), ask("c2")];
+        let allow = crate::store::Resolution {
+            allow: true,
+            by: "cli (alice)",
+            feedback: None,
+            remember: None,
+            whole_activation: false,
+        };
+        for (key, request) in ["c1", "c2"].iter().zip(&requests) {
+            clock.advance(Duration::milliseconds(100));
+            let row =
+                store.start_tool_call(&a, "pm", "file.write", Some("core"), &json!({"n": key}), None).expect("started");
+            store.attach_approval(request, &row).expect("attached");
+            store.resolve_approval(request, &allow).expect("allowed");
+            store
+                .finish_tool_call(&row, ToolCallOutcome::Completed, Some(&json!({"output": "ok"})), None, None)
+                .expect("done");
+            let result = HistoryEntry::ToolResult {
+                name: "file_write".into(),
+                content: "ok".into(),
+                is_error: false,
+                call_id: Some((*key).into()),
+                images: Vec::new(),
+            };
+            store.append_history("pm", Some(&a), &result).expect("recorded");
+        }
+        let timeline = store.activation_timeline(&a).expect("read").expect("found");
+        let steps: Vec<String> = timeline
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                TimelineItem::ToolCall(c) => Some(format!("call {}", c.call_id.as_deref().unwrap_or("?"))),
+                TimelineItem::Approval { approval_id, resolved_by, .. } => {
+                    let which = if *approval_id == requests[0] { "c1" } else { "c2" };
+                    Some(format!("approval {which} by {}", resolved_by.as_deref().unwrap_or("?")))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(steps, ["approval c1 by cli (alice)", "call c1", "approval c2 by cli (alice)", "call c2"]);
     }
 
     /// A failed model call leaves no history row: its fallback is placed by when it was

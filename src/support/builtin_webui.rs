@@ -53,8 +53,11 @@ fn project_stats(host: &ToolHost) -> Result<ToolOutput, InvokeError> {
     let s = host.store.project_stats()?;
     let agents = s.agents.by_status.iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", ");
     let agents = if agents.is_empty() { "none".to_string() } else { agents };
-    let activations =
-        format!("{} ({} running, {} failed)", s.activations.total, s.activations.running, s.activations.failed);
+    let a = &s.activations;
+    let waiting =
+        if a.waiting_approval > 0 { format!(", {} waiting for approval", a.waiting_approval) } else { String::new() };
+    let counted = format!("{} running{waiting}, {} failed", a.running, a.failed);
+    let activations = format!("{} ({counted})", a.total);
     let mut out = String::new();
     let _ = writeln!(out, "Project {} is {}.", s.name, s.status.as_str());
     let _ = writeln!(out, "Agents: {} ({agents})", s.agents.total);
@@ -67,7 +70,7 @@ fn project_stats(host: &ToolHost) -> Result<ToolOutput, InvokeError> {
         metric("Status", s.status.as_str()),
         json!({ "label": "Agents", "value": s.agents.total, "description": agents }),
         metric("Messages", s.messages),
-        json!({ "label": "Activations", "value": s.activations.total, "description": format!("{} running, {} failed", s.activations.running, s.activations.failed) }),
+        json!({ "label": "Activations", "value": s.activations.total, "description": counted }),
         metric("Tool calls", s.tool_calls),
         metric("History", s.history_compactions),
         metric("Events", s.events),

@@ -7,6 +7,7 @@
 //! what will run.
 
 use axum::extract::Query;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -17,6 +18,7 @@ use super::api::NoCursors;
 use super::body::JsonBody;
 use super::extract::{Id, Project};
 use super::{ApiError, AppState};
+use crate::permissions::approvals::{API_RESOLVER, WEBUI_RESOLVER};
 use crate::store::{RememberScope, Resolution, StoreError};
 use crate::support::ToolHost;
 
@@ -101,15 +103,38 @@ struct Decide {
     all_of_activation: bool,
 }
 
-async fn allow(host: Project, Id(id): Id, JsonBody(body): JsonBody<Decide>) -> Result<Response, ApiError> {
-    decide(&host, &id, body, true)
+async fn allow(
+    host: Project,
+    Id(id): Id,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<Decide>,
+) -> Result<Response, ApiError> {
+    decide(&host, &id, body, decider(&headers), true)
 }
 
-async fn deny(host: Project, Id(id): Id, JsonBody(body): JsonBody<Decide>) -> Result<Response, ApiError> {
-    decide(&host, &id, body, false)
+async fn deny(
+    host: Project,
+    Id(id): Id,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<Decide>,
+) -> Result<Response, ApiError> {
+    decide(&host, &id, body, decider(&headers), false)
 }
 
-fn decide(host: &ToolHost, id: &str, body: Decide, allow: bool) -> Result<Response, ApiError> {
+/// The header the WebUI sends with its requests (`X-Suzumio-Client: webui`).
+const CLIENT_HEADER: &str = "x-suzumio-client";
+
+/// Who a decision is recorded as made by: `webui` for the WebUI's own page, `api` for any other
+/// client. A label, not a credential: who may decide at all is the guard's (token, `Host`,
+/// `Origin`), and any client it lets through may decide under either name.
+fn decider(headers: &HeaderMap) -> &'static str {
+    match headers.get(CLIENT_HEADER).and_then(|v| v.to_str().ok()) {
+        Some(WEBUI_RESOLVER) => WEBUI_RESOLVER,
+        _ => API_RESOLVER,
+    }
+}
+
+fn decide(host: &ToolHost, id: &str, body: Decide, by: &str, allow: bool) -> Result<Response, ApiError> {
     let remember = match body.remember.as_deref().filter(|r| !r.is_empty()) {
         None => None,
         Some(text) => Some(
@@ -118,7 +143,7 @@ fn decide(host: &ToolHost, id: &str, body: Decide, allow: bool) -> Result<Respon
         ),
     };
     let feedback = body.feedback.as_deref().map(str::trim).filter(|f| !f.is_empty());
-    let resolution = Resolution { allow, by: "api", feedback, remember, whole_activation: body.all_of_activation };
+    let resolution = Resolution { allow, by, feedback, remember, whole_activation: body.all_of_activation };
     let (decided, rule) = host.store.resolve_approval(id, &resolution).map_err(not_found)?;
     Ok(Json(json!({ "decided": decided, "rule": rule })).into_response())
 }

@@ -49,7 +49,10 @@ fn main() -> ExitCode {
     }
     let filter = tracing_subscriber::EnvFilter::try_from_env("SUZUMIO_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
+    // Colour only for a terminal: the process backend's runner writes into the controller's
+    // stderr, often a file or a pipe, and a container's into `docker logs`.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).with_ansi(ansi).init();
 
     let config = match RunnerConfig::from_env(|name| std::env::var(name).ok()) {
         Ok(config) => config,

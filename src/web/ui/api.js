@@ -23,7 +23,8 @@ function withQuery(path, query) {
 }
 
 export async function request(method, path, body) {
-  const init = { method, credentials: "same-origin", headers: { Accept: "application/json" } };
+  // X-Suzumio-Client: a decision made here is recorded as the WebUI's (`by webui`).
+  const init = { method, credentials: "same-origin", headers: { Accept: "application/json", "X-Suzumio-Client": "webui" } };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);

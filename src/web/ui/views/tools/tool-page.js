@@ -114,13 +114,25 @@ function toolHeader(tool, def) {
       tool.requiresApproval ? [" ", h("span", { class: "badge warn", text: "requires approval" })] : null,
       def?.annotations?.readOnlyHint ? [" ", h("span", { class: "badge", text: "read-only" })] : null,
       def?.annotations?.destructiveHint ? [" ", h("span", { class: "badge warn", text: "destructive" })] : null,
-      def?.serverAnnotations?.readOnlyHint
-        ? [" ", h("span", { class: "badge", title: "claimed by the MCP server, which is not trusted: not used for permissions", text: "server says read-only (advisory)" })]
-        : null,
+      serverClaims(def),
       def ? [" ", h("span", { class: "badge", text: `runs in the ${def.runsIn}` })] : null,
     ),
     tool.description ? h("p", { class: "desc", text: tool.description }) : null,
   );
+}
+
+/** What an untrusted MCP server claims about the tool, marked advisory (it decides nothing). */
+function serverClaims(def) {
+  const claims = Object.entries(def?.serverAnnotations ?? {});
+  if (!claims.length) return null;
+  const words = {
+    readOnlyHint: ["read-only", "not read-only"],
+    destructiveHint: ["destructive", "not destructive"],
+    idempotentHint: ["idempotent", "not idempotent"],
+    openWorldHint: ["open world", "closed world"],
+  };
+  const said = claims.map(([hint, value]) => (words[hint] ? words[hint][value ? 0 : 1] : `${hint}: ${value}`)).join(", ");
+  return [" ", h("span", { class: "badge", "data-server-claims": "", title: def.serverAnnotationsNote ?? "", text: `server says ${said} (advisory)` })];
 }
 
 function attachedControls(ctx, entries, page) {
