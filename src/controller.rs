@@ -183,6 +183,15 @@ pub async fn run(
         tracing::warn!("{w}");
     }
     let root = project.config.root.clone();
+    let kind = options.backend.unwrap_or(project.config.backend.kind);
+    if kind == crate::config::BackendKind::Docker {
+        // The engine may map uids (then the containers keep 65534): known once it is connected,
+        // which is after the lock; the common case is warned of before anything starts.
+        let user = crate::backend::RunnerUser::owner_of(&root);
+        for w in crate::backend::owner::workspace_warnings(&project.config, user) {
+            tracing::warn!("{w}");
+        }
+    }
     let mut lock = ServeLock::acquire_for_run(&root, &crate::clock::iso(chrono::Utc::now())).await?;
     let tools = open_project(project)?;
     let started_at = crate::clock::iso(tools.store.now());
@@ -207,7 +216,6 @@ pub async fn run(
     if options.start && tools.store.project()?.status == crate::store::ProjectStatus::Initialized {
         tools.store.set_project_status(crate::store::ProjectStatus::Running)?;
     }
-    let kind = options.backend.unwrap_or(tools.project.config.backend.kind);
     let runners = runners(&tools, kind).await?;
     // In the background, beside the MCP servers' discovery: the first activations' runners.
     runners.prewarm_at_start();

@@ -453,6 +453,14 @@ enum ImageCommand {
         /// More Debian packages for the debian image (comma-separated or repeated).
         #[arg(long, value_delimiter = ',')]
         packages: Vec<String>,
+        /// An MCP server from the npm registry for the debian image (`name` or `name@version`;
+        /// repeatable): installed at build time into /opt/mcp, its command in /opt/mcp/bin.
+        #[arg(long, value_name = "PACKAGE")]
+        npm: Vec<String>,
+        /// An MCP server from PyPI for the debian image (`name` or `name==version`; repeatable):
+        /// installed at build time into /opt/mcp/python, a command per console script in /opt/mcp/bin.
+        #[arg(long, value_name = "REQUIREMENT")]
+        pip: Vec<String>,
         /// The Debian suite (default: this machine's, e.g. bookworm).
         #[arg(long)]
         suite: Option<String>,
@@ -649,8 +657,9 @@ fn main() -> ExitCode {
         Command::Ui { dir, target, input, json } => {
             block_on(async move { finish_json(commands::ui(&dir, &target, input.as_deref(), json).await, json) })
         }
-        Command::Image { command: ImageCommand::Build { base, packages, suite, tag, force } } => {
-            let request = ImageBuild { base: base.into(), packages, suite, tag, force };
+        Command::Image { command: ImageCommand::Build { base, packages, npm, pip, suite, tag, force } } => {
+            let mcp = suzumio::backend::McpServers { npm, pip };
+            let request = ImageBuild { base: base.into(), packages, mcp, suite, tag, force };
             block_on(async move { finish(commands::image::build(request).await) })
         }
         Command::Tool { command: ToolCommand::Call { dir, agent, tool, input, backend, json } } => {

@@ -304,7 +304,7 @@ fn a_symlinked_workspace_is_refused_before_anything_is_chowned() {
     std::os::unix::fs::symlink(&target, p.root.join("workspaces/pm")).unwrap();
     let spec = ContainerSpec::for_agent(&project.config, &project.registry, "pm", Path::new("/bin/busybox"))
         .expect("spec builds");
-    let err = spec.prepare_host().unwrap_err().to_string();
+    let err = spec.prepare_host(suzumio::backend::RunnerUser::RUNNER).unwrap_err().to_string();
     assert!(err.contains("workspaces/pm is a symlink"), "{err}");
     use std::os::unix::fs::MetadataExt;
     assert_ne!(std::fs::metadata(&target).unwrap().uid(), 65534, "nothing was chowned through the link");

@@ -4,6 +4,10 @@
 //! ca-certificates) and the `runner` user and mount points of the minimal image, imported into
 //! the engine like the minimal image (`docker import` semantics, streamed from a temporary file).
 //!
+//! With `--npm`/`--pip` MCP servers from those registries are installed into `/opt/mcp` of the
+//! image at build time (`mcp_servers.rs`); the image's labels record what it was built with, and
+//! a request for other servers rebuilds it.
+//!
 //! Built once and kept: `backend.image: suzumio-runner:debian` names it, and a start whose image
 //! is missing says how to build it (the controller never builds it on its own: a minute and the
 //! package mirror are not something to spend behind a user's back).
@@ -18,6 +22,7 @@ use tokio_util::io::ReaderStream;
 use crate::backend::docker::DockerBackend;
 use crate::backend::error::{BackendError, message_of};
 use crate::backend::image::{ImageInfo, inspect, split_tag};
+use crate::backend::mcp_servers::{self, MCP_BIN, McpServers};
 use crate::backend::{IMAGE_KIND_LABEL, RUNNER_GID, RUNNER_UID};
 
 /// The tag `suzumio image build --base debian` builds by default.
@@ -28,6 +33,10 @@ pub const DEBIAN_IMAGE_KIND: &str = "debian";
 
 /// What every Debian image holds; `--packages` adds to it.
 pub const DEBIAN_PACKAGES: &[&str] = &["bash", "coreutils", "git", "python3", "nodejs", "ripgrep", "ca-certificates"];
+
+/// Image labels: the MCP servers it was built with (`npm a; pip b`), and their commands.
+pub const MCP_SERVERS_LABEL: &str = "io.suzumio.mcp-servers";
+pub const MCP_COMMANDS_LABEL: &str = "io.suzumio.mcp-commands";
 
 /// The mount points a read-only rootfs must already have (as in the minimal image).
 const MOUNT_POINTS: &[&str] = &["workspace", "artifacts", "toolpacks", "run/suzumio", "opt/suzumio", "mnt"];
@@ -40,12 +49,20 @@ pub struct DebianBuild {
     pub suite: Option<String>,
     /// Packages beyond [`DEBIAN_PACKAGES`].
     pub packages: Vec<String>,
+    /// MCP servers from npm and PyPI, installed into `/opt/mcp`.
+    pub mcp: McpServers,
     pub force: bool,
 }
 
 impl Default for DebianBuild {
     fn default() -> Self {
-        DebianBuild { tag: DEBIAN_IMAGE.to_string(), suite: None, packages: Vec::new(), force: false }
+        DebianBuild {
+            tag: DEBIAN_IMAGE.to_string(),
+            suite: None,
+            packages: Vec::new(),
+            mcp: McpServers::default(),
+            force: false,
+        }
     }
 }
 
@@ -55,6 +72,10 @@ pub struct DebianImage {
     pub info: ImageInfo,
     pub suite: String,
     pub packages: Vec<String>,
+    /// The MCP servers' commands in the image (`/opt/mcp/bin/…`).
+    pub mcp_commands: Vec<String>,
+    /// What npm or pip said that is worth reading (a package wanting a newer node).
+    pub notes: Vec<String>,
 }
 
 impl std::fmt::Display for DebianImage {
@@ -69,10 +90,21 @@ impl std::fmt::Display for DebianImage {
                 crate::backend::image::short_id(&self.info.id),
                 self.suite,
                 self.packages.join(", ")
-            )
+            )?;
         } else {
-            write!(f, "{}", self.info)
+            write!(f, "{}", self.info)?;
         }
+        if !self.mcp_commands.is_empty() {
+            write!(
+                f,
+                "\nMCP server commands (for `command:` of an `mcp:` toolpack): {}",
+                self.mcp_commands.join(", ")
+            )?;
+        }
+        for note in &self.notes {
+            write!(f, "\nnote: {note}")?;
+        }
+        Ok(())
     }
 }
 
@@ -80,27 +112,57 @@ impl std::fmt::Display for DebianImage {
 /// (or `force`).
 pub async fn build_debian_image(build: &DebianBuild) -> Result<DebianImage, BackendError> {
     let packages = package_list(&build.packages)?;
+    build.mcp.check()?;
     let docker = DockerBackend::connect().await?;
     let suite = match &build.suite {
         Some(suite) => suite.clone(),
         None => host_suite(),
     };
     let previous = inspect(&docker, &build.tag).await?;
-    if let (Some(info), false) = (&previous, build.force) {
-        return Ok(DebianImage { info: info.clone(), suite, packages });
+    if let Some(info) = &previous
+        && !build.force
+    {
+        let labels = image_labels(&docker, &info.id).await;
+        let built_with = labels.get(MCP_SERVERS_LABEL).cloned().unwrap_or_default();
+        if built_with == build.mcp.describe() {
+            let mcp_commands = labels
+                .get(MCP_COMMANDS_LABEL)
+                .map(|c| c.split(',').filter(|c| !c.is_empty()).map(str::to_string).collect())
+                .unwrap_or_default();
+            return Ok(DebianImage { info: info.clone(), suite, packages, mcp_commands, notes: Vec::new() });
+        }
+        tracing::info!(image = %build.tag, had = %built_with, wanted = %build.mcp.describe(), "rebuilding: other MCP servers");
     }
     let dir =
         tempfile::tempdir().map_err(|e| import_error(&build.tag, format!("cannot make a temporary directory: {e}")))?;
     let rootfs = dir.path().join("rootfs.tar");
     run_mmdebstrap(&suite, &packages, &rootfs).await?;
-    let info = import(&docker, &build.tag, &rootfs).await?;
+    let mut installed = mcp_servers::Installed::default();
+    if !build.mcp.is_empty() {
+        let runtimes = mcp_servers::runtimes_of(&rootfs)?;
+        let staging = dir.path().join("staging");
+        installed = mcp_servers::install(&build.mcp, &runtimes, &staging).await?;
+        mcp_servers::append_to_rootfs(&rootfs, &staging)?;
+    }
+    let info = import(&docker, &build.tag, &rootfs, &build.mcp, &installed.commands).await?;
     if let Some(old) = previous.filter(|old| old.id != info.id) {
         let options = RemoveImageOptionsBuilder::new().build();
         if let Err(e) = docker.client().remove_image(&old.id, Some(options), None).await {
             tracing::debug!(image = %old.id, error = %message_of(&e), "previous debian image kept");
         }
     }
-    Ok(DebianImage { info, suite, packages })
+    Ok(DebianImage { info, suite, packages, mcp_commands: installed.commands, notes: installed.notes })
+}
+
+/// The labels of image `id` (none when the engine does not say).
+async fn image_labels(docker: &DockerBackend, id: &str) -> std::collections::HashMap<String, String> {
+    match docker.client().inspect_image(id).await {
+        Ok(image) => image.config.and_then(|c| c.labels).unwrap_or_default(),
+        Err(e) => {
+            tracing::debug!(image = %id, error = %message_of(&e), "cannot read the image's labels");
+            Default::default()
+        }
+    }
 }
 
 /// The base packages and the extra ones, each checked to be a Debian package name.
@@ -169,7 +231,13 @@ async fn run_mmdebstrap(suite: &str, packages: &[String], rootfs: &Path) -> Resu
     Ok(())
 }
 
-async fn import(docker: &DockerBackend, tag: &str, rootfs: &Path) -> Result<ImageInfo, BackendError> {
+async fn import(
+    docker: &DockerBackend,
+    tag: &str,
+    rootfs: &Path,
+    mcp: &McpServers,
+    mcp_commands: &[String],
+) -> Result<ImageInfo, BackendError> {
     let file =
         tokio::fs::File::open(rootfs).await.map_err(|e| import_error(tag, format!("cannot open the rootfs: {e}")))?;
     let (repo, version) = split_tag(tag);
@@ -180,7 +248,10 @@ async fn import(docker: &DockerBackend, tag: &str, rootfs: &Path) -> Result<Imag
         message: Some("suzumio debian runner image (mmdebstrap minbase)".to_string()),
         changes: vec![
             format!("LABEL {IMAGE_KIND_LABEL}={DEBIAN_IMAGE_KIND}"),
-            "ENV PATH=/usr/local/bin:/usr/bin:/bin".to_string(),
+            // JSON strings: a value with spaces stays one label.
+            format!("LABEL {MCP_SERVERS_LABEL}={}", serde_json::Value::from(mcp.describe())),
+            format!("LABEL {MCP_COMMANDS_LABEL}={}", serde_json::Value::from(mcp_commands.join(","))),
+            format!("ENV PATH={MCP_BIN}:/usr/local/bin:/usr/bin:/bin"),
             "ENV LANG=C.UTF-8".to_string(),
             "WORKDIR /workspace".to_string(),
             format!("USER {RUNNER_UID}:{RUNNER_GID}"),

@@ -10,8 +10,9 @@
 //! (and keep their background commands) across a controller restart.
 //!
 //! Hardening (DESIGN.md "Container shape"): no network unless configured, read-only root, a
-//! tmpfs `/tmp`, every capability dropped, `no-new-privileges`, uid/gid 65534, `--init` (so the
-//! runner gets SIGTERM), memory (no swap beyond it), CPU and pid limits, rotated logs.
+//! tmpfs `/tmp`, every capability dropped, `no-new-privileges`, never uid 0: the owner of the
+//! project directory, or uid/gid 65534 when root owns it (`owner.rs`), `--init` (so the runner
+//! gets SIGTERM), memory (no swap beyond it), CPU and pid limits, rotated logs.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -35,8 +36,8 @@ use crate::backend::image::{self, ImageInfo};
 use crate::backend::runner_binary::{self, RunnerBuild};
 use crate::backend::spec::{TMP_SIZE, pack_target};
 use crate::backend::{
-    AGENT_LABEL, BackendError, ContainerSpec, LAST_LOG_LINES, PROJECT_LABEL, ROOT_LABEL, RUNNER_GID, RUNNER_UID,
-    RunnerBackend, RunnerEnd, RunnerLoss, SPEC_LABEL, TokenReader, WORKSPACE_DIR,
+    AGENT_LABEL, BackendError, ContainerSpec, LAST_LOG_LINES, PROJECT_LABEL, ROOT_LABEL, RunnerBackend, RunnerEnd,
+    RunnerLoss, RunnerUser, SPEC_LABEL, TokenReader, WORKSPACE_DIR,
 };
 use crate::config::DEFAULT_IMAGE;
 
@@ -80,9 +81,9 @@ pub struct DockerBackend {
     address: String,
     /// Agents started together must not each import the missing default image.
     image_build: Arc<tokio::sync::Mutex<()>>,
-    /// The uid the controller sees for a container's user: [`RUNNER_UID`], unless the engine maps
-    /// uids (user namespaces, rootless), when it is not known.
-    runner_uid: Option<u32>,
+    /// The engine maps uids (user namespaces, rootless): the controller cannot know a
+    /// container's uid, and containers keep the runner user.
+    maps_uids: bool,
 }
 
 impl DockerBackend {
@@ -105,15 +106,25 @@ impl DockerBackend {
             Ok(Err(e)) => return Err(unreachable(describe_transport(&e))),
             Err(_) => return Err(unreachable(format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()))),
         };
-        let runner_uid = match docker.info().await {
+        let maps_uids = match docker.info().await {
             Ok(info) => {
                 let options = info.security_options.unwrap_or_default();
-                let maps_uids = options.iter().any(|o| o.contains("name=userns") || o.contains("name=rootless"));
-                (!maps_uids).then_some(RUNNER_UID)
+                options.iter().any(|o| o.contains("name=userns") || o.contains("name=rootless"))
             }
             Err(e) => return Err(unreachable(describe_transport(&e))),
         };
-        Ok(DockerBackend { docker, address, image_build: Arc::default(), runner_uid })
+        Ok(DockerBackend { docker, address, image_build: Arc::default(), maps_uids })
+    }
+
+    /// The user the containers of the project at `root` run as: its directory's owner (never
+    /// root), or the runner user when the engine maps uids.
+    pub fn container_user(&self, root: &Path) -> RunnerUser {
+        if self.maps_uids { RunnerUser::RUNNER } else { RunnerUser::owner_of(root) }
+    }
+
+    /// What, besides the spec, makes a container: the image, the runner binary, the user.
+    fn fingerprint(&self, spec: &ContainerSpec, image: &ImageInfo, user: RunnerUser) -> String {
+        spec.fingerprint(&format!("{}|{}|{}:{}", image.id, runner_stamp(spec), user.uid, user.gid))
     }
 
     /// The bollard client, for what this backend does not wrap.
@@ -142,9 +153,10 @@ impl DockerBackend {
 
     /// Start the agent's container unless a running one made from the same spec exists.
     pub async fn ensure_running(&self, spec: &ContainerSpec) -> Result<ContainerHandle, BackendError> {
-        spec.prepare_host()?;
+        let user = self.container_user(&spec.root);
+        spec.prepare_host(user)?;
         let image = self.ensure_image(&spec.image).await?;
-        let fingerprint = spec.fingerprint(&format!("{}|{}", image.id, runner_stamp(spec)));
+        let fingerprint = self.fingerprint(spec, &image, user);
         if let Some(existing) = self.inspect(&spec.name).await? {
             let labels = existing.config.as_ref().and_then(|c| c.labels.clone()).unwrap_or_default();
             let root = spec.root.to_string_lossy();
@@ -168,8 +180,8 @@ impl DockerBackend {
         }
         // After the old container (and every process it had) is gone: nothing but the new
         // runner can read it before its hello.
-        spec.write_token_file(self.runner_uid.map_or(TokenReader::Unknown, TokenReader::Uid))?;
-        let id = self.create(spec, &fingerprint).await?;
+        spec.write_token_file(if self.maps_uids { TokenReader::Unknown } else { TokenReader::User(user) })?;
+        let id = self.create(spec, &fingerprint, user).await?;
         if let Err(e) = self.docker.start_container(&spec.name, None).await {
             // A container that cannot start would only be found and replaced next time.
             let _ = self.remove(&spec.name).await;
@@ -252,7 +264,7 @@ impl DockerBackend {
     async fn runs_as(&self, spec: &ContainerSpec) -> Result<bool, BackendError> {
         let Some(existing) = self.inspect(&spec.name).await? else { return Ok(false) };
         let Some(image) = image::inspect(self, &spec.image).await? else { return Ok(false) };
-        let fingerprint = spec.fingerprint(&format!("{}|{}", image.id, runner_stamp(spec)));
+        let fingerprint = self.fingerprint(spec, &image, self.container_user(&spec.root));
         let labels = existing.config.as_ref().and_then(|c| c.labels.clone()).unwrap_or_default();
         let running = existing.state.as_ref().and_then(|s| s.running).unwrap_or(false);
         Ok(running
@@ -344,9 +356,9 @@ impl DockerBackend {
         }
     }
 
-    async fn create(&self, spec: &ContainerSpec, fingerprint: &str) -> Result<String, BackendError> {
+    async fn create(&self, spec: &ContainerSpec, fingerprint: &str, user: RunnerUser) -> Result<String, BackendError> {
         let options = CreateContainerOptionsBuilder::new().name(&spec.name).build();
-        match self.docker.create_container(Some(options), create_body(spec, fingerprint)).await {
+        match self.docker.create_container(Some(options), create_body(spec, fingerprint, user)).await {
             Ok(created) => {
                 for warning in created.warnings.iter().filter(|w| !w.is_empty()) {
                     tracing::warn!(container = %spec.name, %warning, "docker create");
@@ -410,8 +422,13 @@ impl DockerBackend {
     }
 }
 
-/// The container body: everything in `spec`, hardened.
-fn create_body(spec: &ContainerSpec, fingerprint: &str) -> ContainerCreateBody {
+/// The container body: everything in `spec`, hardened, run as `user`.
+fn create_body(spec: &ContainerSpec, fingerprint: &str, user: RunnerUser) -> ContainerCreateBody {
+    // uid 0 is never a container's user (`RunnerUser::owner_of` never gives it).
+    let user = if user.uid == 0 || user.gid == 0 { RunnerUser::RUNNER } else { user };
+    // A user the image's /etc/passwd does not know would get HOME=/, which is read-only.
+    let mut env = spec.env.clone();
+    env.entry("HOME".to_string()).or_insert_with(|| WORKSPACE_DIR.to_string());
     let labels = HashMap::from([
         (PROJECT_LABEL.to_string(), spec.project.clone()),
         (AGENT_LABEL.to_string(), spec.agent.clone()),
@@ -459,8 +476,8 @@ fn create_body(spec: &ContainerSpec, fingerprint: &str) -> ContainerCreateBody {
         image: Some(spec.image.clone()),
         entrypoint: Some(spec.entrypoint.clone()),
         cmd: Some(spec.cmd.clone()),
-        env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-        user: Some(format!("{RUNNER_UID}:{RUNNER_GID}")),
+        env: Some(env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        user: Some(format!("{}:{}", user.uid, user.gid)),
         working_dir: Some(WORKSPACE_DIR.to_string()),
         labels: Some(labels),
         host_config: Some(host_config),
@@ -505,8 +522,8 @@ impl RunnerBackend for DockerBackend {
         PathBuf::from(pack_target(id))
     }
 
-    fn runner_uid(&self) -> Option<u32> {
-        self.runner_uid
+    fn runner_uid(&self, root: &Path) -> Option<u32> {
+        (!self.maps_uids).then(|| self.container_user(root).uid)
     }
 
     fn logs_hint(&self, spec: &ContainerSpec) -> String {

@@ -25,6 +25,18 @@ pub enum BackendError {
     #[error("{name:?} is not a Debian package name (lowercase letters, digits and + - .)")]
     InvalidPackage { name: String },
 
+    #[error(
+        "--{registry} {spec:?} is not a registry package (a name with an optional version, e.g. \
+         `@modelcontextprotocol/server-filesystem@2026.8.31` or `mcp-server-time==2026.10.19`)"
+    )]
+    InvalidMcpPackage { registry: &'static str, spec: String },
+
+    #[error("the image has no {runtime} to run the MCP servers with: add it with --packages {runtime}")]
+    McpRuntimeMissing { runtime: &'static str },
+
+    #[error("could not install the MCP servers {packages} with {tool} on this machine: {cause}")]
+    McpInstall { tool: &'static str, packages: String, cause: String },
+
     #[error("{path} not found ({cause}): install busybox-static (apt-get install busybox-static)")]
     BusyboxMissing { path: PathBuf, cause: String },
 

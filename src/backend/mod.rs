@@ -6,7 +6,8 @@
 //!   DESIGN.md, limits — derived from the project; and the host directories it needs.
 //! - [`docker`]: [`DockerBackend`], the bollard client: create/start lazily, recreate when the spec
 //!   changed, stop, sweep stale containers, report exits (code, OOM kill).
-//! - [`image`]: the offline minimal runner image (busybox-static) and `suzumio image build`.
+//! - [`image`]: the offline minimal runner image (busybox-static) and `suzumio image build`;
+//!   [`debian`] the Debian one, [`mcp_servers`] the npm and PyPI MCP servers put into it.
 //! - [`process`]: [`ProcessBackend`], runners as local child processes (no isolation).
 //! - [`runner_binary`]: where the `suzumio-runner` binary a backend runs is found.
 //! - [`RunnerBackend`]: the seam. Code above this module holds an `Arc<dyn RunnerBackend>` and
@@ -22,6 +23,8 @@ pub mod debian;
 pub mod docker;
 mod error;
 pub mod image;
+pub mod mcp_servers;
+pub mod owner;
 pub mod process;
 pub mod runner_binary;
 pub mod spec;
@@ -35,11 +38,14 @@ pub use debian::{DEBIAN_IMAGE, DEBIAN_PACKAGES, DebianBuild, DebianImage, build_
 pub use docker::{ContainerHandle, DockerBackend, ExitInfo};
 pub use error::BackendError;
 pub use image::{ImageInfo, build_minimal_image, ensure_minimal_image, rebuild_minimal_image};
+pub use mcp_servers::{MCP_BIN, McpServers};
+pub use owner::RunnerUser;
 pub use process::ProcessBackend;
 pub use runner_binary::RunnerBuild;
 pub use spec::{ContainerSpec, HostDir, Limits, MountSpec, TokenReader, container_name};
 
-/// Uid and gid every runner container runs as (`runner` in `runner-image/minimal/etc/passwd`).
+/// Uid and gid of the images' runner user (`runner` in `runner-image/minimal/etc/passwd`): a
+/// container's user when root owns the project directory (otherwise its owner: see [`owner`]).
 pub const RUNNER_UID: u32 = 65534;
 pub const RUNNER_GID: u32 = 65534;
 
@@ -78,9 +84,9 @@ pub trait RunnerBackend: Send + Sync {
     /// Where the runner sees the root of the local toolpack `id`, whose files are at `host_root`.
     fn pack_root_in_runner(&self, id: &str, host_root: &Path) -> PathBuf;
 
-    /// The uid the controller sees (`SO_PEERCRED`) on the connections of this backend's runners,
-    /// when it knows it; `None` when it cannot (then no uid is checked).
-    fn runner_uid(&self) -> Option<u32>;
+    /// The uid the controller sees (`SO_PEERCRED`) on the connections of the runners of the
+    /// project at `root`, when it knows it; `None` when it cannot (then no uid is checked).
+    fn runner_uid(&self, root: &Path) -> Option<u32>;
 
     /// What to look at when a started runner never connected, e.g. "check `docker logs <name>`".
     fn logs_hint(&self, spec: &ContainerSpec) -> String;

@@ -20,7 +20,7 @@ use tokio::process::{Child, Command};
 use super::runner_binary::{self, RunnerBuild};
 use super::{
     BackendError, ContainerHandle, ContainerSpec, ExitInfo, RUNNER_PATH, RunnerBackend, RunnerEnd, RunnerLoss,
-    TokenReader, WORKSPACE_DIR,
+    RunnerUser, TokenReader, WORKSPACE_DIR,
 };
 
 #[derive(Default)]
@@ -63,7 +63,8 @@ fn spawn(spec: &ContainerSpec) -> Result<Child, BackendError> {
     }
     let run_dir = socket_path(root, &spec.agent).parent().map(Path::to_path_buf).unwrap_or_default();
     std::fs::create_dir_all(&run_dir).map_err(|source| BackendError::HostDir { path: run_dir.clone(), source })?;
-    spec.write_token_file(TokenReader::Uid(nix::unistd::geteuid().as_raw()))?;
+    let me = RunnerUser { uid: nix::unistd::geteuid().as_raw(), gid: nix::unistd::getegid().as_raw() };
+    spec.write_token_file(TokenReader::User(me))?;
     let mut command = Command::new(&binary);
     command
         .env_clear()
@@ -97,7 +98,7 @@ impl RunnerBackend for ProcessBackend {
     }
 
     /// The runner runs as the controller's user.
-    fn runner_uid(&self) -> Option<u32> {
+    fn runner_uid(&self, _root: &Path) -> Option<u32> {
         Some(nix::unistd::geteuid().as_raw())
     }
 

@@ -29,8 +29,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::backend::{
-    ARTIFACTS_DIR, BackendError, CONTROL_DIR, RUNNER_GID, RUNNER_PATH, RUNNER_UID, TOKEN_FILE, TOOLPACKS_DIR,
-    WORKSPACE_DIR,
+    ARTIFACTS_DIR, BackendError, CONTROL_DIR, RUNNER_PATH, RunnerUser, TOKEN_FILE, TOOLPACKS_DIR, WORKSPACE_DIR,
 };
 use crate::config::ProjectConfig;
 use crate::toolpack::{PackSource, ToolpackRegistry};
@@ -39,11 +38,11 @@ use crate::toolpack::{PackSource, ToolpackRegistry};
 /// write beyond the size fails with ENOSPC, so `/tmp` never reaches the host's disk).
 pub const TMP_SIZE: &str = "64m";
 
-/// Who reads the token file: the runner's uid on the host, or unknown (e.g. Docker with user
+/// Who reads the token file: the runner's user on the host, or unknown (e.g. Docker with user
 /// namespaces).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TokenReader {
-    Uid(u32),
+    User(RunnerUser),
     Unknown,
 }
 
@@ -244,13 +243,12 @@ impl ContainerSpec {
             std::fs::OpenOptions::new().write(true).create_new(true).mode(0o400).open(&path).map_err(fail)?;
         file.write_all(self.runner_token.as_bytes()).map_err(fail)?;
         match reader {
-            TokenReader::Uid(uid) if uid == me.as_raw() => {}
-            TokenReader::Uid(uid) if me.is_root() => {
-                let owner = nix::unistd::Uid::from_raw(uid);
-                let group = nix::unistd::Gid::from_raw(if uid == RUNNER_UID { RUNNER_GID } else { uid });
+            TokenReader::User(user) if user.uid == me.as_raw() => {}
+            TokenReader::User(user) if me.is_root() => {
+                let (owner, group) = (nix::unistd::Uid::from_raw(user.uid), nix::unistd::Gid::from_raw(user.gid));
                 nix::unistd::fchown(&file, Some(owner), Some(group)).map_err(|e| fail(e.into()))?;
             }
-            TokenReader::Uid(_) | TokenReader::Unknown => {
+            TokenReader::User(_) | TokenReader::Unknown => {
                 file.set_permissions(std::fs::Permissions::from_mode(0o444)).map_err(fail)?
             }
         }
@@ -269,14 +267,15 @@ impl ContainerSpec {
 
     /// Create the host directories and check that every mount source exists.
     ///
-    /// Directories the container writes are chowned to the runner uid when the controller runs as
-    /// root (the normal case with a rootful engine). Otherwise chown is not permitted, and they are
-    /// made world-writable (0777) instead, so the container user can still write; files the
-    /// container creates are then owned by uid 65534 on the host. Only the directory itself is
-    /// changed, never content a user put inside it.
-    pub fn prepare_host(&self) -> Result<(), BackendError> {
+    /// Directories the container writes are given to `user`, the container's user, when the
+    /// controller runs as root (the normal case with a rootful engine). A controller running as
+    /// `user` itself has nothing to change; otherwise chown is not permitted, and they are made
+    /// world-writable (0777) instead, so the container user can still write. Only the directory
+    /// itself is changed, never content a user put inside it.
+    pub fn prepare_host(&self, user: RunnerUser) -> Result<(), BackendError> {
         use std::os::unix::fs::PermissionsExt;
-        let is_root = nix::unistd::geteuid().is_root();
+        let me = nix::unistd::geteuid();
+        let is_root = me.is_root();
         for dir in &self.host_dirs {
             let fail = |source: std::io::Error| BackendError::HostDir { path: dir.path.clone(), source };
             refuse_symlinks(&self.root, &dir.path).map_err(fail)?;
@@ -285,10 +284,11 @@ impl ContainerSpec {
                 // Whatever the umask, the container user must be able to reach the socket inside.
                 (false, _) => 0o755,
                 (true, true) => {
-                    let (uid, gid) = (nix::unistd::Uid::from_raw(RUNNER_UID), nix::unistd::Gid::from_raw(RUNNER_GID));
+                    let (uid, gid) = (nix::unistd::Uid::from_raw(user.uid), nix::unistd::Gid::from_raw(user.gid));
                     nix::unistd::chown(&dir.path, Some(uid), Some(gid)).map_err(|e| fail(e.into()))?;
                     continue;
                 }
+                (true, false) if user.uid == me.as_raw() => continue,
                 (true, false) => 0o777,
             };
             std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(mode)).map_err(fail)?;

@@ -17,6 +17,12 @@ pub async fn check(dir: &Path, as_json: bool, backend: Option<BackendKind>) -> R
         let listed = crate::support::mcp_discovery::discover(dir, backend).await?;
         project = Project::load_with(dir, &ProcessEnv, &listed)?;
     }
+    // What the agents' containers could not change in their workspaces (Docker: they run as
+    // the project directory's owner; local processes as whoever runs `run`).
+    if backend.unwrap_or(project.config.backend.kind) == BackendKind::Docker {
+        let user = crate::backend::RunnerUser::owner_of(&project.config.root);
+        project.warnings.warnings.extend(crate::backend::owner::workspace_warnings(&project.config, user));
+    }
     let modules = check_modules(&project).await;
     if modules.has_errors() {
         return Err(CliError::Invalid(InvalidInput(modules)));

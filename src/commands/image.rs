@@ -1,6 +1,6 @@
 //! `suzumio image build`: a runner image built offline, the minimal one or a Debian one.
 
-use crate::backend::{self, BackendError, DebianBuild};
+use crate::backend::{self, BackendError, DebianBuild, McpServers};
 
 use super::{CliError, Output};
 
@@ -17,26 +17,31 @@ pub enum ImageBase {
 pub struct ImageBuild {
     pub base: ImageBase,
     pub packages: Vec<String>,
+    /// MCP servers from npm and PyPI, for `--base debian`.
+    pub mcp: McpServers,
     pub suite: Option<String>,
     pub tag: Option<String>,
     pub force: bool,
 }
 
-/// `suzumio image build [--base minimal|debian] [--packages …] [--suite S] [--tag T] [--force]`.
+/// `suzumio image build [--base minimal|debian] [--packages …] [--npm …] [--pip …] [--suite S]
+/// [--tag T] [--force]`.
 pub async fn build(request: ImageBuild) -> Result<Output, CliError> {
-    let ImageBuild { base, packages, suite, tag, force } = request;
+    let ImageBuild { base, packages, mcp, suite, tag, force } = request;
     match base {
-        ImageBase::Minimal if !packages.is_empty() || suite.is_some() || tag.is_some() => {
-            Err(CliError::Input("--packages, --suite and --tag apply to --base debian only".to_string()))
+        ImageBase::Minimal if !packages.is_empty() || !mcp.is_empty() || suite.is_some() || tag.is_some() => {
+            Err(CliError::Input("--packages, --npm, --pip, --suite and --tag apply to --base debian only".to_string()))
         }
         ImageBase::Minimal => {
             backend::build_minimal_image(force).await.map(|info| format!("{info}\n").into()).map_err(CliError::from)
         }
         ImageBase::Debian => {
-            let build =
-                DebianBuild { tag: tag.unwrap_or_else(|| backend::DEBIAN_IMAGE.to_string()), suite, packages, force };
+            let tag = tag.unwrap_or_else(|| backend::DEBIAN_IMAGE.to_string());
+            let build = DebianBuild { tag, suite, packages, mcp, force };
             backend::build_debian_image(&build).await.map(|image| format!("{image}\n").into()).map_err(|e| match e {
-                e @ BackendError::InvalidPackage { .. } => CliError::Input(e.to_string()),
+                e @ (BackendError::InvalidPackage { .. } | BackendError::InvalidMcpPackage { .. }) => {
+                    CliError::Input(e.to_string())
+                }
                 e => CliError::from(e),
             })
         }

@@ -29,6 +29,12 @@ pub async fn start_with_image(prefix: &str, image: &str) -> ContainerProject {
     start_with_backend("containers", prefix, &format!("  image: {image}\n"), BackendKind::Docker).await
 }
 
+/// The fixture (default image) opened after `prepare` had its directory: e.g. to give the
+/// project to another user before the runners learn whose it is.
+pub async fn start_prepared(prefix: &str, prepare: impl FnOnce(&std::path::Path)) -> ContainerProject {
+    start_with_backend_prepared("containers", prefix, "", BackendKind::Docker, prepare).await
+}
+
 /// [`start`] with another fixture project, whose name line is `name: <fixture>` and whose
 /// agents are `a` and `b` (or a subset).
 pub async fn start_fixture(fixture: &str, prefix: &str, docker: Option<&str>, kind: BackendKind) -> ContainerProject {
@@ -38,6 +44,16 @@ pub async fn start_fixture(fixture: &str, prefix: &str, docker: Option<&str>, ki
 
 /// The fixture with `lines` (indented YAML keys) added to its `backend:` section.
 async fn start_with_backend(fixture: &str, prefix: &str, lines: &str, kind: BackendKind) -> ContainerProject {
+    start_with_backend_prepared(fixture, prefix, lines, kind, |_| {}).await
+}
+
+async fn start_with_backend_prepared(
+    fixture: &str,
+    prefix: &str,
+    lines: &str,
+    kind: BackendKind,
+    prepare: impl FnOnce(&std::path::Path),
+) -> ContainerProject {
     let project = TempProject::copy_of(fixture);
     let unique = project.dir.file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_string();
     let path = project.dir.join("suzumio.yaml");
@@ -48,6 +64,7 @@ async fn start_with_backend(fixture: &str, prefix: &str, lines: &str, kind: Back
         yaml = yaml.replace("backend:\n", &format!("backend:\n{lines}"));
     }
     std::fs::write(&path, yaml).unwrap();
+    prepare(&project.dir);
     let tools = suzumio::controller::open(&project.dir).unwrap_or_else(|e| panic!("{e}"));
     let runners = suzumio::controller::runners_with(&tools, kind, super::static_runner())
         .await

@@ -6,7 +6,8 @@
 //!   bound through `/proc/self/fd/<dir>/control.sock`, so the path the kernel records (and shows
 //!   in the container's `/proc/net/unix`) names no host directory.
 //! - Before a connection is trusted (ARCHITECTURE.md "Threat model"): the peer's uid
-//!   (`SO_PEERCRED`) must be the runner's as the backend knows it, or the controller's own; at
+//!   (`SO_PEERCRED`) must be the runner's as the backend knows it (for Docker the project
+//!   directory's owner, 65534 when root owns it), or the controller's own; at
 //!   most [`MAX_PENDING_HELLOS`] connections per socket may be waiting for their hello; the first
 //!   frame must be `hello`, at most [`rpc::MAX_HELLO_FRAME_BYTES`], within [`HELLO_DEADLINE`].
 //! - The hello carries a one-time token: each runner start gets a fresh one in
@@ -180,7 +181,8 @@ impl AgentRunners {
         // The controller's own uid may connect too: a process with it can read the controller's
         // memory and files anyway, so refusing it would protect nothing.
         let me = nix::unistd::geteuid().as_raw();
-        let peer_uids = backend.runner_uid().map(|uid| if uid == me { vec![uid] } else { vec![uid, me] });
+        // The project's owner at this start (its containers run as it; root's keep 65534).
+        let peer_uids = backend.runner_uid(&root).map(|uid| if uid == me { vec![uid] } else { vec![uid, me] });
         Arc::new_cyclic(|me: &Weak<AgentRunners>| {
             tools.link_runners(me.clone());
             AgentRunners {
