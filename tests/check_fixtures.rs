@@ -111,6 +111,7 @@ mod invalid {
         runner_syntax_error,
         runner_tool_without_handler,
         mcp_entries,
+        manifest_two_schema_errors,
     );
 }
 
@@ -129,6 +130,8 @@ mod valid {
         permissions,
         opaque,
         mcp_pinned,
+        tool_allowed_to_nobody,
+        script_calls_disallowed_tool,
     );
 }
 

@@ -120,6 +120,8 @@ pub enum ToolLoading {
 pub struct Allowlist {
     /// Each pattern with where it was written.
     pub entries: Vec<(AllowPattern, Loc)>,
+    /// Where the list's key is written (none when the agent has no such list).
+    pub declared_at: Option<Loc>,
 }
 
 impl Allowlist {
