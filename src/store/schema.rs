@@ -308,6 +308,13 @@ pub const MIGRATIONS: &[&str] = &[
         UNION ALL
         SELECT '', substr(started_at, 1, 13), COUNT(*) FROM activations GROUP BY 2;
     "#,
+    // 14 (branch u1): the model's id of the call a tool-call row records (its turn's call id),
+    // so a timeline pairs each row with its call and result; and the calls of an activation
+    // refused before they were recorded (an unknown tool, one the agent may not use), counted.
+    r#"
+    ALTER TABLE tool_calls ADD COLUMN call_key TEXT;
+    ALTER TABLE activations ADD COLUMN rejected_tool_calls INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The schema version this build writes.
