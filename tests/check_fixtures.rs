@@ -112,6 +112,7 @@ mod invalid {
         runner_tool_without_handler,
         mcp_entries,
         manifest_two_schema_errors,
+        no_coordinator_for_policy_or_nudge,
     );
 }
 

@@ -341,7 +341,9 @@ pub struct SchedulerConfig {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct CommunicationConfig {
-    pub coordinator_agent: String,
+    /// `coordinatorAgent`, else an agent called `pm`; none without either: then nothing names a
+    /// coordinator (prompts, nudges, policy), and a policy or nudge that needs one is an error.
+    pub coordinator_agent: Option<String>,
     pub restrict_non_coordinator_to_coordinator: bool,
     pub non_coordinator_max_priority: Priority,
 }
