@@ -92,6 +92,9 @@ pub struct RunOptions {
 pub struct RunOutcome {
     /// Activations that failed during this run.
     pub failed_activations: Vec<String>,
+    /// Activations of this run whose model made calls refused before they ran, with how many
+    /// (an unknown tool, one the agent may not use, one not loaded yet).
+    pub rejected_calls: Vec<(String, u64)>,
 }
 
 /// Nothing runs and nothing is due within a minute: no running activation, no ready signal,
@@ -274,5 +277,6 @@ pub async fn run(
         _ => {}
     }
     let failed_activations = tools.store.activations_failed_since(&started_at)?;
-    Ok(RunOutcome { failed_activations })
+    let rejected_calls = tools.store.activations_with_rejected_calls_since(&started_at)?;
+    Ok(RunOutcome { failed_activations, rejected_calls })
 }

@@ -26,6 +26,8 @@ struct AgentLine {
     activations: u64,
     tool_calls: u64,
     failed: u64,
+    /// Calls refused (unknown tool, not allowed, not loaded, invalid input).
+    rejected: u64,
 }
 
 /// The state behind the live view.
@@ -71,9 +73,26 @@ impl Progress {
                 }
                 Some(format!("{agent}: {tool}"))
             }
-            Event::ToolCallFinished { tool, status, error, .. } => {
+            Event::ToolCallRejected { tool, reason, .. } => {
+                if let Some(l) = line {
+                    l.tool_calls += 1;
+                    l.rejected += 1;
+                }
+                Some(format!("{agent}: {tool} rejected: {}", first_line_of(reason)))
+            }
+            Event::ToolCallFinished { tool, status, error, error_kind, .. } => {
+                let rejected = error_kind.as_deref() == Some("rejected");
                 if let Some(l) = line {
                     l.tool = None;
+                    if rejected {
+                        l.rejected += 1;
+                    }
+                }
+                if rejected {
+                    return Some(format!(
+                        "{agent}: {tool} rejected: {}",
+                        first_line_of(error.as_deref().unwrap_or(""))
+                    ));
                 }
                 // The reason in one line: its first line, cut to fit a terminal.
                 let why = error.as_deref().and_then(|e| e.lines().find(|l| !l.trim().is_empty())).map(|first| {
@@ -144,12 +163,19 @@ impl Progress {
             None => l.status.clone(),
         };
         Some(format!(
-            "{id:<16} {status:<8}{tool:<28} {} activation(s), {} tool call(s){}",
+            "{id:<16} {status:<8}{tool:<28} {} activation(s), {} tool call(s){}{}",
             l.activations,
             l.tool_calls,
-            if l.failed > 0 { format!(", {} failed", l.failed) } else { String::new() }
+            if l.failed > 0 { format!(", {} failed", l.failed) } else { String::new() },
+            if l.rejected > 0 { format!(", {} rejected", l.rejected) } else { String::new() }
         ))
     }
+}
+
+/// A reason in one line: its first non-empty line, cut to fit a terminal.
+fn first_line_of(text: &str) -> String {
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    cut(first, 160)
 }
 
 /// How much of a model's reply a plain line shows.
@@ -376,6 +402,35 @@ mod tests {
         );
         assert_eq!(view.show(&denied).as_deref(), Some("writer: file.delete denied by cli (alice) (#apr_1): keep it"));
         assert!(message(&view).starts_with("writer running"), "{}", message(&view));
+    }
+
+    /// Regression: a call of a tool the agent may not use (or that does not exist) left no
+    /// line: the model was told, the person watching was not.
+    #[test]
+    fn a_rejected_call_says_why_and_is_counted_on_the_live_line() {
+        let terminal = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let mut view = LiveView::new(&terminal, &["pm".into()], true);
+        let rejected = event(
+            "tool_call.rejected",
+            json!({"activationId": "act_1", "agentId": "pm", "tool": "notes.add", "callId": "call_1",
+                   "reason": "Tool not allowed for pm: notes.add"}),
+        );
+        assert_eq!(view.show(&rejected).as_deref(), Some("pm: notes.add rejected: Tool not allowed for pm: notes.add"));
+        view.show(&event(
+            "tool_call.started",
+            json!({"toolCallId": "tc_1", "activationId": "act_1", "agentId": "pm", "tool": "file.write", "toolpackId": "core"}),
+        ));
+        let invalid = event(
+            "tool_call.finished",
+            json!({"toolCallId": "tc_1", "activationId": "act_1", "agentId": "pm", "tool": "file.write",
+                   "status": "failed", "error": "Invalid input for file.write: /path: is required", "errorKind": "rejected"}),
+        );
+        assert_eq!(
+            view.show(&invalid).as_deref(),
+            Some("pm: file.write rejected: Invalid input for file.write: /path: is required")
+        );
+        let message = view.bars["pm"].message().split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(message, "pm quiet 0 activation(s), 2 tool call(s), 2 rejected");
     }
 
     #[test]

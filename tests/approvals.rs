@@ -1031,3 +1031,62 @@ activations:
     assert_eq!(all.iter().map(|r| &r.id).collect::<Vec<_>>(), [&both[0].id, &both[1].id], "no request asked again");
     assert_eq!(ctl.stop(), Some(0));
 }
+
+/// Regression: after a restart, `show` put the resumed call's record at the very end (after the
+/// model's last turn) and the record the restart closed under the call's result. Now the
+/// interrupted try stands where it happened, then the try whose result the model got, and the
+/// steps are in time order.
+#[test]
+fn show_lists_a_call_interrupted_by_a_restart_in_time_order() {
+    let p = project(REMOVE_THEN_WAIT);
+    let dir = p.dir.to_string_lossy().to_string();
+    say(&p.dir, "writer", "P2", "Clean up.");
+    let ctl = Controller::start(&p.dir, &[]);
+    let request = pending(&p.dir, 1, &ctl).remove(0);
+    let act = request.activation_id.clone();
+    wait_for("waiting_approval", Some(&ctl), || {
+        (store(&p.dir).store.activation(&act).unwrap().unwrap().status == ActivationStatus::WaitingApproval)
+            .then_some(())
+    });
+    assert_eq!(ctl.stop(), Some(0));
+    cli(&p.dir, &["approvals", "allow", &dir, &request.id]);
+    let ctl = Controller::start(&p.dir, &[]);
+    let ended = activation_ended(&p.dir, &act, &ctl);
+    assert_eq!(ended.status, ActivationStatus::Completed, "{}", ctl.stderr());
+    assert_eq!(ctl.stop(), Some(0));
+
+    let timeline: Value = serde_json::from_str(&cli(&p.dir, &["show", &dir, &act, "--json"])).unwrap();
+    let items = timeline["items"].as_array().unwrap();
+    let steps: Vec<String> = items
+        .iter()
+        .filter(|i| i["kind"] != "approval")
+        .map(|i| match i["kind"].as_str().unwrap() {
+            "tool_call" => format!("{} {}", i["tool"].as_str().unwrap(), i["status"].as_str().unwrap()),
+            kind => kind.to_string(),
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "prompt",
+            "model_turn",
+            "danger.remove failed",
+            "danger.remove completed",
+            "model_turn",
+            "coordination.wait_for_signal completed",
+            "ended"
+        ],
+        "{timeline:#}"
+    );
+    let calls: Vec<&Value> = items.iter().filter(|i| i["kind"] == "tool_call").collect();
+    assert!(
+        calls[0]["error"].as_str().unwrap().contains("the controller stopped while this call waited"),
+        "{timeline:#}"
+    );
+    assert_eq!(calls[1]["output"]["output"], "removed old.txt (run 1)", "{timeline:#}");
+    let times: Vec<&str> =
+        items.iter().filter(|i| i["kind"] != "approval").map(|i| i["at"].as_str().unwrap()).collect();
+    let mut sorted = times.clone();
+    sorted.sort();
+    assert_eq!(times, sorted, "steps in the order they happened: {timeline:#}");
+}

@@ -111,6 +111,8 @@ mod invalid {
         runner_syntax_error,
         runner_tool_without_handler,
         mcp_entries,
+        manifest_two_schema_errors,
+        no_coordinator_for_policy_or_nudge,
     );
 }
 
@@ -129,6 +131,8 @@ mod valid {
         permissions,
         opaque,
         mcp_pinned,
+        tool_allowed_to_nobody,
+        script_calls_disallowed_tool,
     );
 }
 

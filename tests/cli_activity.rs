@@ -55,15 +55,16 @@ fn run(dir: &str, args: &[&str], code: i32) -> (String, String) {
     (text(&out.stdout), text(&out.stderr))
 }
 
-/// `suzumio run --until-idle`; its stdout (one line per event: stdout is not a terminal).
-fn run_until_idle(dir: &str) -> String {
+/// `suzumio run --until-idle`; its stdout (one line per event: stdout is not a terminal) and
+/// its stderr.
+fn run_until_idle(dir: &str) -> (String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_suzumio"))
         .args(["run", dir, "--port", "0", "--backend", "process", "--until-idle"])
         .env("SUZUMIO_RUNNER_BIN", support::runner_binary())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    text(&out.stdout)
+    (text(&out.stdout), text(&out.stderr))
 }
 
 /// Output with what changes from run to run replaced: ids (`act_<1>`, numbered in order of
@@ -166,15 +167,23 @@ fn a_scripted_run_shown_by_activations_show_logs_and_history() {
     let project = project();
     let dir = project.dir.to_str().unwrap();
     run(dir, &["send", "reviewer", "Review PR 7"], 0);
-    let progress = run_until_idle(dir);
-    // Regression: a model's text replies showed only as "started/completed".
+    let (progress, notes) = run_until_idle(dir);
+    // Regression: a model's text replies showed only as "started/completed"; a call of a tool
+    // that does not exist showed nothing at all.
     for line in [
         "reviewer: \"Let me write my notes.\"",
+        "reviewer: file_raed rejected: Unknown tool: file_raed",
         "reviewer: file.read failed: No such file or directory: /workspace/missing.md",
         "reviewer: \"All reviewed.\"",
     ] {
         assert!(progress.lines().any(|l| l == line), "{line} in:\n{progress}");
     }
+    assert!(
+        notes.contains(
+            "suzumio: 1 tool call(s) were rejected in 1 activation(s): the model called a tool it may not use"
+        ),
+        "the run says so at its end: {notes}"
+    );
 
     let (list, _) = run(dir, &["activations"], 0);
     golden("review.activations.txt").assert_eq(&table(&normalize(&list, dir)));
@@ -441,4 +450,62 @@ fn tick_json_says_what_a_tick_did() {
     let ticked: Value = serde_json::from_str(&ticked).unwrap();
     assert_eq!(ticked["ran"], true);
     assert_eq!(ticked["started"][0]["agentId"], "pm", "{ticked}");
+}
+
+/// Regression: a deferred tool called before `tool_search` loaded it has no record, and `show`
+/// gave it the record of the later call that ran — a success under the refused call, and the
+/// refusal's text under the call that succeeded. Each call now gets its own record, or none.
+#[test]
+fn show_pairs_each_call_with_its_own_record_when_a_deferred_tool_was_called_too_soon() {
+    let script = r#"
+activations:
+  - agent: reviewer
+    steps:
+      - call: [{tool: file.write, input: {path: "/workspace/early.md", content: "too soon"}}]
+      - call: [{tool: tool_search, input: {mode: activate, names: [file.write]}}]
+      - call: [{tool: file.write, input: {path: "/workspace/notes.md", content: "LGTM"}}]
+      - say: "Noted."
+"#;
+    let project = TempProject::scripted(
+        "review",
+        script,
+        &[("  reviewer:\n    tools:", "  reviewer:\n    toolLoading: deferred\n    tools:")],
+    );
+    let dir = project.dir.to_str().unwrap();
+    run(dir, &["send", "reviewer", "Write the notes."], 0);
+    let (progress, _) = run_until_idle(dir);
+    assert!(
+        progress.lines().any(|l| l.starts_with("reviewer: file.write rejected: file.write is not loaded yet")),
+        "{progress}"
+    );
+    let (json, _) = run(dir, &["activations", "--json", "--agent", "reviewer"], 0);
+    // Newest first: the one the message started is the oldest.
+    let list: Value = serde_json::from_str(&json).unwrap();
+    let id = list.as_array().unwrap().last().unwrap()["id"].as_str().unwrap().to_string();
+    let (timeline, _) = run(dir, &["show", &id, "--json"], 0);
+    let timeline: Value = serde_json::from_str(&timeline).unwrap();
+    let calls: Vec<&Value> =
+        timeline["items"].as_array().unwrap().iter().filter(|i| i["kind"] == "tool_call").collect();
+    let shape: Vec<(&str, &str, Option<&str>, bool)> = calls
+        .iter()
+        .map(|c| {
+            (c["tool"].as_str().unwrap(), c["status"].as_str().unwrap(), c["errorKind"].as_str(), c["id"].is_string())
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("file_write", "failed", Some("rejected"), false),
+            ("tool_search", "completed", None, true),
+            ("file.write", "completed", None, true),
+        ],
+        "{timeline:#}"
+    );
+    assert!(calls[0]["error"].as_str().unwrap().contains("is not loaded yet"), "{timeline:#}");
+    assert_eq!(calls[0]["output"], Value::Null);
+    assert_eq!(calls[2]["input"]["path"], "/workspace/notes.md");
+    assert!(calls[2]["output"]["output"].as_str().unwrap().contains("notes.md"), "{timeline:#}");
+    assert_eq!(timeline["toolCalls"], serde_json::json!({"total": 3, "failed": 0, "rejected": 1}));
+    let (shown, _) = run(dir, &["show", &id], 0);
+    assert!(shown.contains("; 3 tool call(s), 1 rejected\n"), "{shown}");
 }

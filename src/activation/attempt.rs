@@ -215,6 +215,16 @@ impl Attempt<'_> {
             .iter()
             .map(|call| self.names.iter().find(|(_, safe)| *safe == call.name).map(|(real, _)| real.clone()))
             .collect();
+        // A registered tool the agent may not use: the pipeline refuses it by its real name,
+        // with the reason (not as an unknown tool).
+        let project = self.owner.tools.project.snapshot();
+        let registered = |name: &str| {
+            project
+                .registry
+                .tools()
+                .find(|(_, t)| crate::toolpack::sanitize_tool_name(&t.name) == name)
+                .map(|(_, t)| t.name.clone())
+        };
         let announced: Vec<(String, String, Value)> = calls
             .iter()
             .zip(&real_names)
@@ -231,10 +241,21 @@ impl Attempt<'_> {
             progress.tool_calls += 1;
             // A deferred tool the agent has not activated is answered, not run.
             let not_loaded = real.as_deref().and_then(|r| self.tools.not_loaded(r));
-            let (content, is_error, ends, images) = match (real, not_loaded) {
-                (None, _) => (format!("Unknown tool: {}", call.name), true, false, Vec::new()),
-                (Some(_), Some(why)) => (why, true, false, Vec::new()),
-                (Some(real), None) => {
+            if let (Some(real), Some(why)) = (&real, &not_loaded) {
+                crate::calls::rejected(
+                    &self.owner.tools,
+                    &self.agent.id,
+                    &self.activation.id,
+                    Some(&call.id),
+                    real,
+                    why,
+                );
+            }
+            // Unknown or not allowed: the pipeline refuses it, and counts it.
+            let real = real.or_else(|| registered(&call.name)).unwrap_or_else(|| call.name.clone());
+            let (content, is_error, ends, images) = match not_loaded {
+                Some(why) => (why, true, false, Vec::new()),
+                None => {
                     let outcome = tokio::select! {
                         r = self.tool_call(&call.id, &real, call.arguments.clone()) => r,
                         _ = cancel.changed() => {

@@ -143,8 +143,8 @@ fn render_each(out: &mut String, signals: &[SignalRecord]) {
 
 fn contract_section(out: &mut String, input: &SystemInput<'_>) {
     let c = input.config;
-    let coordinator = &c.communication.coordinator_agent;
-    let is_coordinator = input.agent.id == *coordinator;
+    let coordinator = c.communication.coordinator_agent.as_deref().unwrap_or_default();
+    let is_coordinator = c.communication.coordinator_agent.as_deref() == Some(input.agent.id.as_str());
     out.push_str("# Tool And Reporting Contract\n\n");
     let tools = if input.tools.is_empty() { "none".to_string() } else { input.tools.join(", ") };
     let _ = writeln!(out, "- Available tools: {tools}.");
@@ -153,7 +153,7 @@ fn contract_section(out: &mut String, input: &SystemInput<'_>) {
          next tool call; P2 is continuation or control work delivered before routine work; P3 is routine work and \
          the default.\n",
     );
-    if c.communication.restrict_non_coordinator_to_coordinator && !is_coordinator {
+    if c.communication.restrict_non_coordinator_to_coordinator && !is_coordinator && !coordinator.is_empty() {
         let _ = writeln!(
             out,
             "- Communication policy: send direct messages only to {coordinator}, at {} or lower; channels are not \
@@ -176,7 +176,7 @@ fn contract_section(out: &mut String, input: &SystemInput<'_>) {
     );
     // Speak of a coordinator only when there is one, and of `completion.submit` only to agents
     // that may call it.
-    let has_coordinator = c.agent(coordinator).is_some();
+    let has_coordinator = !coordinator.is_empty() && c.agent(coordinator).is_some();
     let can_submit = input.tools.iter().any(|t| t == "completion.submit");
     match (is_coordinator, can_submit) {
         (true, true) => out.push_str(
@@ -276,7 +276,7 @@ mod tests {
     #[test]
     fn a_project_without_a_coordinator_names_none() {
         let mut c = config();
-        c.communication.coordinator_agent = "nobody-here".into();
+        c.communication.coordinator_agent = None;
         let agent = c.agent("worker-1").unwrap();
         let tools = vec!["messages.send".to_string(), "completion.submit".to_string()];
         let system = system(&SystemInput { config: &c, agent, tools: &tools, ending: &[] });

@@ -10,7 +10,8 @@
 //! ```
 //!
 //! - *resolve*: the tool in the registry (`Unknown tool`), *allowlist*: the agent may call it.
-//!   Both refuse with `ToolError::Rejected` and record nothing: the call never existed.
+//!   Both refuse with `ToolError::Rejected` and record no tool call; a model's call so refused
+//!   is counted with its activation (`tool_call.rejected`, [`rejected`]).
 //! - *schema*: the input against the tool's `inputSchema` (or the model's arguments were not
 //!   JSON); a refusal is recorded with the call.
 //! - *before-hooks* (`hooks.rs`): packs' `beforeToolCall`, a verdict joins the rules, a changed
@@ -88,16 +89,32 @@ async fn execute(
     let store = &host.store;
     let agent =
         project.config.agent(agent_id).ok_or_else(|| ToolError::Rejected(format!("Unknown agent: {agent_id}")))?;
-    let Some((pack, def)) = project.registry.tool(tool) else {
-        return Err(ToolError::Rejected(format!("Unknown tool: {tool}")));
+    let refused = match project.registry.tool(tool) {
+        None => Err(format!("Unknown tool: {tool}")),
+        Some(_) if !project.registry.may_call(agent, tool) => Err(format!("Tool not allowed for {agent_id}: {tool}")),
+        Some(found) => Ok(found),
     };
-    if !project.registry.may_call(agent, tool) {
-        return Err(ToolError::Rejected(format!("Tool not allowed for {agent_id}: {tool}")));
-    }
+    let (pack, def) = match refused {
+        Ok(found) => found,
+        Err(reason) => {
+            // A model's call is counted with its activation and shown as it happens; other
+            // callers get the error back at once.
+            if call_key.is_some() {
+                rejected(host, agent_id, activation_id, call_key, tool, &reason);
+            }
+            return Err(ToolError::Rejected(reason));
+        }
+    };
     let input = if input.is_null() { json!({}) } else { input };
     // Every call of a known, allowed tool is recorded, including the ones refused for their input.
-    let call_id =
-        store.start_tool_call(activation_id, agent_id, tool, Some(&pack.id), &input, def.target(&input).as_deref())?;
+    let call_id = store.start_tool_call_of(
+        activation_id,
+        agent_id,
+        (tool, Some(&pack.id)),
+        &input,
+        def.target(&input).as_deref(),
+        call_key,
+    )?;
     let caller = Caller { agent_id: agent_id.to_string(), activation_id: activation_id.to_string() };
     let invalid = match input.as_object().and_then(|m| m.get(INVALID_JSON_KEY)).and_then(Value::as_str) {
         Some(raw) => Some(ToolError::Rejected(format!("The arguments are not valid JSON: {raw}"))),
@@ -125,6 +142,22 @@ async fn execute(
         tracing::error!(agent = %agent_id, tool, call = %call_id, "recording the end of a tool call: {e}");
     }
     result
+}
+
+/// Record that a model's call was refused before it was recorded (`tool` as the model named
+/// it), with the reason: the activation counts it and `run`, `show` and the WebUI say so. A
+/// failure to record it only loses the count.
+pub fn rejected(
+    host: &ToolHost,
+    agent_id: &str,
+    activation_id: &str,
+    call_key: Option<&str>,
+    tool: &str,
+    reason: &str,
+) {
+    if let Err(e) = host.store.record_rejected_call(activation_id, agent_id, tool, call_key, reason) {
+        tracing::warn!(agent = %agent_id, activation = %activation_id, tool, "recording a rejected call: {e}");
+    }
 }
 
 /// Before the calls of one model turn run: the calls that will be asked get their requests

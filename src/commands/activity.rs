@@ -67,10 +67,11 @@ pub fn activations(
                 a.status.as_str().to_string(),
                 iso(a.started_at),
                 a.duration_ms.map(duration).unwrap_or_else(|| "-".into()),
-                if a.failed_tool_calls > 0 {
-                    format!("{} ({} failed)", a.tool_calls, a.failed_tool_calls)
-                } else {
-                    a.tool_calls.to_string()
+                match (a.failed_tool_calls, a.rejected_tool_calls) {
+                    (0, 0) => a.tool_calls.to_string(),
+                    (failed, 0) => format!("{} ({failed} failed)", a.tool_calls),
+                    (0, rejected) => format!("{} ({rejected} rejected)", a.tool_calls),
+                    (failed, rejected) => format!("{} ({failed} failed, {rejected} rejected)", a.tool_calls),
                 },
                 a.usage.tokens().to_string(),
                 outcome,
@@ -126,14 +127,15 @@ pub fn render_timeline(a: &ActivationSummary, t: &ActivationTimeline) -> String 
     let cost = if a.usage.cost > 0.0 { format!(", cost {:.4}", a.usage.cost) } else { String::new() };
     let _ = writeln!(
         out,
-        "  {} model call(s), tokens {} (input {}, cached {}, output {}){cost}; {} tool call(s){}",
+        "  {} model call(s), tokens {} (input {}, cached {}, output {}){cost}; {} tool call(s){}{}",
         a.usage.model_calls,
         a.usage.tokens(),
         a.usage.input_tokens,
         a.usage.cached_input_tokens,
         a.usage.output_tokens,
         a.tool_calls,
-        if a.failed_tool_calls > 0 { format!(", {} failed", a.failed_tool_calls) } else { String::new() }
+        if a.failed_tool_calls > 0 { format!(", {} failed", a.failed_tool_calls) } else { String::new() },
+        if a.rejected_tool_calls > 0 { format!(", {} rejected", a.rejected_tool_calls) } else { String::new() }
     );
     for (n, item) in t.items.iter().enumerate() {
         let _ = write!(out, "{:>3}. ", n + 1);
@@ -316,6 +318,7 @@ fn describe(event: &Event) -> String {
             let error = error.as_deref().map(|x| format!(": {}", first_line(x, 160))).unwrap_or_default();
             format!("{agent} {tool} {tool_call_id} {status}{error}")
         }
+        Event::ToolCallRejected { tool, reason, .. } => format!("{agent} {tool} rejected: {}", first_line(reason, 160)),
         Event::MessageCreated { sender, recipient, channel, priority, message_id } => {
             let to = recipient.as_deref().or(channel.as_deref()).unwrap_or("-");
             format!("{sender} -> {to} {priority} {message_id}")

@@ -23,10 +23,12 @@ pub async fn check(dir: &Path, as_json: bool, backend: Option<BackendKind>) -> R
         let user = crate::backend::RunnerUser::owner_of(&project.config.root);
         project.warnings.warnings.extend(crate::backend::owner::workspace_warnings(&project.config, user));
     }
-    let modules = check_modules(&project).await;
+    let mut modules = check_modules(&project).await;
+    modules.extend(check_scripts(&project));
     if modules.has_errors() {
         return Err(CliError::Invalid(InvalidInput(modules)));
     }
+    project.warnings.warnings.extend(modules.warnings);
     let c = &project.config;
     let r = &project.registry;
     if as_json {
@@ -158,6 +160,90 @@ async fn check_modules(project: &Project) -> Diagnostics {
                     );
                 }
             }
+        }
+    }
+    d
+}
+
+/// The scripts of scripted models: each one's own mistakes (located), and a warning for each
+/// call of a tool that the agent playing it may not use or that no pack declares — the loop
+/// would reject it at run time.
+fn check_scripts(project: &Project) -> Diagnostics {
+    use crate::activation::providers::{entry_plays_for, resolve_presets, script_calls};
+    use crate::config::ProviderKind;
+    let c = &project.config;
+    // Each script with the agents that play it (one per configured entry: counted agents share
+    // their allowlist).
+    let mut scripts: Vec<(std::path::PathBuf, Vec<&crate::config::AgentConfig>)> = Vec::new();
+    for agent in &c.agents {
+        let Ok(models) = resolve_presets(&c.models, &agent.model) else { continue };
+        for model in models.iter().filter(|m| m.provider.kind == ProviderKind::Scripted) {
+            let Some(script) = model.script() else { continue };
+            let at = match scripts.iter().position(|(p, _)| p == script) {
+                Some(at) => at,
+                None => {
+                    scripts.push((script.to_path_buf(), Vec::new()));
+                    scripts.len() - 1
+                }
+            };
+            let players = &mut scripts[at].1;
+            if !players.iter().any(|a| a.base_id == agent.base_id) {
+                players.push(agent);
+            }
+        }
+    }
+    let line_of =
+        |loc: &crate::config::node::Loc| format!("{}:{}", crate::config::diag::display_path(&loc.file), loc.line);
+    let list_of = |agent: &crate::config::AgentConfig| match &agent.tools.declared_at {
+        Some(loc) => format!("agents.{}.tools ({})", agent.base_id, line_of(loc)),
+        None => format!("agents.{}, which has no tools list ({})", agent.base_id, line_of(&agent.loc)),
+    };
+    let registry = &project.registry;
+    let safe = crate::toolpack::sanitize_tool_name;
+    let mut d = Diagnostics::default();
+    for (script, players) in &scripts {
+        for call in script_calls(script, &mut d) {
+            // The loop maps a model-facing name (`notes_add`) back as well.
+            let tool = registry.tool(&call.tool).map(|(_, t)| t.name.clone()).or_else(|| {
+                registry.tools().find(|(_, t)| safe(&t.name) == safe(&call.tool)).map(|(_, t)| t.name.clone())
+            });
+            let Some(tool) = tool else {
+                let hint =
+                    crate::config::diag::did_you_mean(&call.tool, registry.tools().map(|(_, t)| t.name.as_str()));
+                d.warning_hint(
+                    Some(&call.loc),
+                    "",
+                    format!(
+                        "`{}` is called by the script but no toolpack declares it; the call will be rejected",
+                        call.tool
+                    ),
+                    hint,
+                );
+                continue;
+            };
+            let playing: Vec<&&crate::config::AgentConfig> = players
+                .iter()
+                .filter(|a| {
+                    entry_plays_for(call.agent.as_deref(), &a.id) || entry_plays_for(call.agent.as_deref(), &a.base_id)
+                })
+                .collect();
+            let refused: Vec<&&crate::config::AgentConfig> =
+                playing.iter().copied().filter(|a| !registry.may_call(a, &tool)).collect();
+            // An entry for any agent is wrong only when none of its players may make the call.
+            if refused.is_empty() || (call.agent.is_none() && refused.len() < playing.len()) {
+                continue;
+            }
+            let ids: Vec<&str> = refused.iter().map(|a| a.base_id.as_str()).collect();
+            let lists: Vec<String> = refused.iter().map(|a| list_of(a)).collect();
+            d.warning(
+                Some(&call.loc),
+                "",
+                format!(
+                    "`{tool}` is called for {} but is not in {}; the call will be rejected",
+                    ids.join(", "),
+                    lists.join(", ")
+                ),
+            );
         }
     }
     d

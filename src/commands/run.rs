@@ -77,6 +77,12 @@ pub async fn run<C: Console>(
         }
     };
     let outcome = controller::run(dir, options, announce, shutdown).await?;
+    if let Some(rejected) = rejected_note(&outcome.rejected_calls) {
+        match log_format {
+            LogFormat::Text => console.note(&format!("suzumio: {rejected}")),
+            LogFormat::Json => tracing::warn!("{rejected}"),
+        }
+    }
     if outcome.failed_activations.is_empty() {
         return Ok(Served { failed: false });
     }
@@ -87,6 +93,18 @@ pub async fn run<C: Console>(
         LogFormat::Json => tracing::error!("{failed}"),
     }
     Ok(Served { failed: true })
+}
+
+/// `3 tool call(s) were rejected in 2 activation(s) (suzumio show act_…)`, or nothing.
+fn rejected_note(rejected: &[(String, u64)]) -> Option<String> {
+    let total: u64 = rejected.iter().map(|(_, n)| n).sum();
+    let (first, _) = rejected.first()?;
+    let more = if rejected.len() > 1 { " and the others" } else { "" };
+    Some(format!(
+        "{total} tool call(s) were rejected in {} activation(s): the model called a tool it may not use, one \
+         that does not exist or one not loaded yet (suzumio show {first}{more} says which and why)",
+        rejected.len()
+    ))
 }
 
 /// Live lines per agent on a terminal's stderr; plain lines (one per event) on stdout when the

@@ -45,6 +45,7 @@ fn tool(name: &str, requires_approval: bool, read_only: Option<bool>, destructiv
         output_validator: None,
         server_annotations: None,
         effects: builtin_effects(name),
+        declared_at: None,
     }
 }
 

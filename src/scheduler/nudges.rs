@@ -50,9 +50,11 @@ pub fn no_effect_nudge(tools: &ToolHost, activation: &ActivationRecord) -> Resul
     let delay_ms = if attempt == 1 { 0 } else { backoff(cfg, attempt - 2) };
     let now = tools.store.now();
     let not_before = now + Duration::milliseconds(delay_ms as i64);
-    let coordinator = &config.communication.coordinator_agent;
+    let coordinator = config.communication.coordinator_agent.as_deref();
+    // Report to the coordinator when there is one; else to whoever the work is for.
+    let report_to = coordinator.map_or_else(|| "the agent (or user) your work is for".to_string(), str::to_string);
     let message = cfg.message.clone().unwrap_or_else(|| {
-        if activation.agent_id == *coordinator {
+        if coordinator == Some(activation.agent_id.as_str()) {
             "Your last activation ended without an externally visible effect. Check the project state \
              (messages, plan, artifacts) and move the task forward: delegate or do the next piece of work, \
              report progress, submit the final report with completion.submit when the task is done, or call \
@@ -61,7 +63,7 @@ pub fn no_effect_nudge(tools: &ToolHost, activation: &ActivationRecord) -> Resul
         } else {
             format!(
                 "Your last activation ended without an externally visible effect. Continue your assigned work \
-                 and report progress to {coordinator} with messages.send, or call coordination.wait_for_signal \
+                 and report progress to {report_to} with messages.send, or call coordination.wait_for_signal \
                  with a reason if you are blocked or waiting."
             )
         }
@@ -111,7 +113,8 @@ pub(super) fn failed_nudges(s: &Scheduler, report: &mut TickReport) -> Result<()
             format!(
                 "Your previous activation {} failed: {error}\nRecover: check what was done, fix or work around the \
                  problem, and continue the task; report blockers to {} with messages.send.",
-                failed.id, config.communication.coordinator_agent
+                failed.id,
+                config.communication.coordinator_agent.as_deref().unwrap_or("whoever can help (an agent or user)")
             )
         });
         let payload = json!({

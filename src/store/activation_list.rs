@@ -26,8 +26,13 @@ pub struct ActivationSummary {
     pub duration_ms: Option<u64>,
     /// The signals it was started with.
     pub signal_ids: Vec<String>,
+    /// Every call its model made: the ones recorded, and the ones refused before that.
     pub tool_calls: u64,
+    /// Calls that ran (or were decided) and failed; rejected ones are not among them.
     pub failed_tool_calls: u64,
+    /// Calls refused: an unknown tool, one the agent may not use or not loaded yet, an input
+    /// against the schema, the communication policy.
+    pub rejected_tool_calls: u64,
     /// Its model calls (compactions included).
     pub usage: TokenUsage,
     pub error: Option<String>,
@@ -57,13 +62,16 @@ pub enum ActivationLookup {
 
 const SUMMARY_COLUMNS: &str =
     "a.id, a.agent_id, a.status, a.started_at, a.ended_at, a.signal_ids_json, a.error, a.text,
-    (SELECT COUNT(*) FROM tool_calls t WHERE t.activation_id = a.id),
-    (SELECT COUNT(*) FROM tool_calls t WHERE t.activation_id = a.id AND t.status = 'failed'),
+    (SELECT COUNT(*) FROM tool_calls t WHERE t.activation_id = a.id) + a.rejected_tool_calls,
+    (SELECT COUNT(*) FROM tool_calls t WHERE t.activation_id = a.id AND t.status = 'failed'
+        AND COALESCE(t.error_kind, '') <> 'rejected'),
     (SELECT COUNT(*) FROM model_calls m WHERE m.activation_id = a.id),
     (SELECT COALESCE(SUM(input_tokens), 0) FROM model_calls m WHERE m.activation_id = a.id),
     (SELECT COALESCE(SUM(cached_input_tokens), 0) FROM model_calls m WHERE m.activation_id = a.id),
     (SELECT COALESCE(SUM(output_tokens), 0) FROM model_calls m WHERE m.activation_id = a.id),
-    (SELECT COALESCE(SUM(cost), 0.0) FROM model_calls m WHERE m.activation_id = a.id)";
+    (SELECT COALESCE(SUM(cost), 0.0) FROM model_calls m WHERE m.activation_id = a.id),
+    (SELECT COUNT(*) FROM tool_calls t WHERE t.activation_id = a.id AND t.status = 'failed'
+        AND t.error_kind = 'rejected') + a.rejected_tool_calls";
 
 fn summary_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActivationSummary> {
     let started_at = crate::store::time_column(r, 3)?;
@@ -85,6 +93,7 @@ fn summary_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActivationSummary
         text: r.get(7)?,
         tool_calls: count(8)?,
         failed_tool_calls: count(9)?,
+        rejected_tool_calls: count(15)?,
         usage: TokenUsage {
             model_calls: count(10)?,
             input_tokens: count(11)?,

@@ -157,6 +157,21 @@ impl Store {
         input: &Value,
         target: Option<&str>,
     ) -> Result<String, StoreError> {
+        self.start_tool_call_of(activation_id, agent_id, (tool, toolpack_id), input, target, None)
+    }
+
+    /// [`start_tool_call`](Self::start_tool_call) of a model's call, with the model's id of it
+    /// (`call_key`): the timeline pairs the row with that call, also when a restart made the
+    /// call again.
+    pub fn start_tool_call_of(
+        &self,
+        activation_id: &str,
+        agent_id: &str,
+        (tool, toolpack_id): (&str, Option<&str>),
+        input: &Value,
+        target: Option<&str>,
+        call_key: Option<&str>,
+    ) -> Result<String, StoreError> {
         self.write(|w| {
             let activation = activation_row(w.tx, activation_id)?
                 .ok_or_else(|| StoreError::UnknownActivation(activation_id.to_string()))?;
@@ -175,9 +190,9 @@ impl Store {
             }
             let id = new_id("tc");
             w.tx.execute(
-                "INSERT INTO tool_calls (id, activation_id, agent_id, tool, toolpack_id, status, input_json, started_at, target)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8)",
-                params![id, activation_id, agent_id, tool, toolpack_id, input.to_string(), w.now, target],
+                "INSERT INTO tool_calls (id, activation_id, agent_id, tool, toolpack_id, status, input_json, started_at, target, call_key)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9)",
+                params![id, activation_id, agent_id, tool, toolpack_id, input.to_string(), w.now, target, call_key],
             )?;
             // Inputs stay out of events: they can be large and hold file contents.
             w.event(Event::ToolCallStarted {
@@ -188,6 +203,36 @@ impl Store {
                 toolpack_id: toolpack_id.map(str::to_string),
             })?;
             Ok(id)
+        })
+    }
+
+    /// A call of `agent_id`'s model in its activation refused before it was recorded (`tool` as
+    /// the model named it: unknown, not allowed, not loaded yet): counted with the activation and
+    /// told as a `tool_call.rejected` event with the reason.
+    pub fn record_rejected_call(
+        &self,
+        activation_id: &str,
+        agent_id: &str,
+        tool: &str,
+        call_key: Option<&str>,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        self.write(|w| {
+            let counted = w.tx.execute(
+                "UPDATE activations SET rejected_tool_calls = rejected_tool_calls + 1 WHERE id = ?1 AND agent_id = ?2",
+                params![activation_id, agent_id],
+            )?;
+            if counted == 0 {
+                return Err(StoreError::UnknownActivation(activation_id.to_string()));
+            }
+            w.event(Event::ToolCallRejected {
+                activation_id: activation_id.to_string(),
+                agent_id: agent_id.to_string(),
+                tool: tool.to_string(),
+                call_id: call_key.map(str::to_string),
+                reason: reason.to_string(),
+            })?;
+            Ok(())
         })
     }
 

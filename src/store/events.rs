@@ -58,6 +58,11 @@ pub enum Event {
         error: Option<String>,
         error_kind: Option<String>,
     },
+    /// A model's call refused before it ran or was recorded as a tool call: an unknown tool, one
+    /// the agent may not use, a deferred one not loaded yet. `tool` is as the model named it,
+    /// `call_id` the model's id of the call.
+    #[serde(rename = "tool_call.rejected", rename_all = "camelCase")]
+    ToolCallRejected { activation_id: String, agent_id: String, tool: String, call_id: Option<String>, reason: String },
     #[serde(rename = "message.created", rename_all = "camelCase")]
     MessageCreated {
         message_id: String,
@@ -250,6 +255,7 @@ impl Event {
             | Event::ActivationStarted { agent_id, .. }
             | Event::ToolCallStarted { agent_id, .. }
             | Event::ToolCallFinished { agent_id, .. }
+            | Event::ToolCallRejected { agent_id, .. }
             | Event::SignalsDelivered { agent_id, .. }
             | Event::SignalWithdrawn { agent_id, .. }
             | Event::HistoryAppended { agent_id, .. }
@@ -321,6 +327,7 @@ pub const EVENT_TYPES: &[EventType] = &[
     kind("model.fallback", true, false),
     kind("tool_call.started", false, false),
     kind("tool_call.finished", true, true),
+    kind("tool_call.rejected", true, true),
     kind("message.created", true, true),
     kind("signal.created", false, false),
     kind("signal.withdrawn", true, false),

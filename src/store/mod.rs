@@ -89,7 +89,9 @@ pub use observe::{EventQuery, FOLLOW_INTERVAL};
 pub use schema::latest_version as schema_version;
 pub use state_files::{StateError, StateFiles, StateLock};
 pub use stats::LAST_ERROR_CAP;
-pub use timeline::{ActivationTimeline, MessageEdge, TimelineHead, TimelineItem, TimelineSignal, TimelineToolCall};
+pub use timeline::{
+    ActivationTimeline, MessageEdge, TimelineHead, TimelineItem, TimelineSignal, TimelineToolCall, ToolCallCounts,
+};
 pub use usage::RESUMED_KIND;
 
 /// The directory (under the project root) that holds the controller's own state.

@@ -328,6 +328,19 @@ impl Store {
 }
 
 impl Store {
+    /// The activations started at or after `since` (ISO) that had model calls refused before they
+    /// ran (`rejected_tool_calls`), with how many, oldest first.
+    pub fn activations_with_rejected_calls_since(&self, since: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, rejected_tool_calls FROM activations
+                 WHERE started_at >= ?1 AND rejected_tool_calls > 0 ORDER BY started_at",
+            )?;
+            let rows = stmt.query_map([since], |r| Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64)))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
     /// The id of the newest event (0 when there is none).
     pub fn last_event_id(&self) -> Result<i64, StoreError> {
         self.read(|conn| Ok(conn.query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?))

@@ -308,7 +308,14 @@ pub const MIGRATIONS: &[&str] = &[
         UNION ALL
         SELECT '', substr(started_at, 1, 13), COUNT(*) FROM activations GROUP BY 2;
     "#,
-    // 14: the row `Store::make_durable` changes, so the durable commit that carries the deferred
+    // 14 (branch u1): the model's id of the call a tool-call row records (its turn's call id),
+    // so a timeline pairs each row with its call and result; and the calls of an activation
+    // refused before they were recorded (an unknown tool, one the agent may not use), counted.
+    r#"
+    ALTER TABLE tool_calls ADD COLUMN call_key TEXT;
+    ALTER TABLE activations ADD COLUMN rejected_tool_calls INTEGER NOT NULL DEFAULT 0;
+    "#,
+    // 15: the row `Store::make_durable` changes, so the durable commit that carries the deferred
     // ones before it has a frame of its own to sync (SQLite writes nothing for an UPDATE that
     // leaves a row as it was).
     r#"

@@ -32,7 +32,36 @@ pub struct ActivationTimeline {
     pub activation: TimelineHead,
     /// All of its model calls (compaction summaries included).
     pub usage: TokenUsage,
+    /// Its tool calls in numbers, as the items show them.
+    pub tool_calls: ToolCallCounts,
     pub items: Vec<TimelineItem>,
+}
+
+/// How many tool calls a timeline shows: all, the ones that failed, and the ones refused
+/// (unknown, not allowed or not loaded, an input against the schema, the policy) — failed and
+/// rejected never overlap.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallCounts {
+    pub total: u64,
+    pub failed: u64,
+    pub rejected: u64,
+}
+
+impl ToolCallCounts {
+    fn of(items: &[TimelineItem]) -> ToolCallCounts {
+        let mut counts = ToolCallCounts::default();
+        for item in items {
+            let TimelineItem::ToolCall(call) = item else { continue };
+            counts.total += 1;
+            if call.error_kind.as_deref() == Some("rejected") {
+                counts.rejected += 1;
+            } else if call.status == ToolCallStatus::Failed {
+                counts.failed += 1;
+            }
+        }
+        counts
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -162,6 +191,8 @@ impl Store {
         let signals: HashMap<String, SignalRecord> =
             self.signals_delivered_to(id)?.into_iter().map(|s| (s.id.clone(), s)).collect();
         let mut calls = self.activation_tool_call_rows(id)?.into_iter().map(Some).collect::<Vec<_>>();
+        // Rows of an earlier try of a call (the controller stopped while it waited) are shown
+        // where they happened, before the try whose result the model got.
         let mut model_calls = self.activation_model_calls(id)?;
         let usage = self.activation_usage(id)?;
         let pick = |ids: &[String]| -> Vec<TimelineSignal> {
@@ -221,7 +252,9 @@ impl Store {
                         .or_else(|| pending.iter().position(|c| c.name == *name));
                     let recorded = position.map(|p| pending.remove(p));
                     let arguments = recorded.as_ref().map(|c| c.arguments.clone());
-                    let row = take_row(&mut calls, name);
+                    let (earlier, row) = take_rows(&mut calls, call_id.as_deref(), name, Some(at));
+                    items
+                        .extend(earlier.into_iter().map(|r| tool_item(Some(r), name, call_id.clone(), None, None, at)));
                     items.push(tool_item(row, name, call_id.clone(), arguments, Some((content, *is_error)), at));
                     items.append(&mut boundary);
                 }
@@ -245,16 +278,21 @@ impl Store {
         // Calls made but not answered yet: the one running now (the signals after it already
         // handed over), and the ones after it.
         for call in pending {
-            let row = take_row(&mut calls, &call.name);
+            let (earlier, row) = take_rows(&mut calls, call.id.as_deref(), &call.name, None);
+            let id = call.id.clone();
+            items.extend(
+                earlier.into_iter().map(|r| tool_item(Some(r), &call.name, id.clone(), None, None, previous_at)),
+            );
             items.push(tool_item(row, &call.name, call.id.clone(), Some(call.arguments), None, previous_at));
             items.append(&mut boundary);
         }
         items.append(&mut boundary);
-        // Rows no history entry accounts for (the end of a call not recorded in history).
-        for row in calls.into_iter().flatten() {
+        // Rows no history entry accounts for (the end of a call not recorded in history), at
+        // the time they started.
+        for (row, _) in calls.into_iter().flatten() {
             let name = row.tool.clone();
             let at = row.started_at;
-            items.push(tool_item(Some(row), &name, None, None, None, at));
+            place_in_time(&mut items, tool_item(Some(row), &name, None, None, None, at));
         }
         let gated = self.approval_calls(id)?;
         for approval in self.activation_approvals(id)? {
@@ -271,6 +309,7 @@ impl Store {
             });
         }
         Ok(Some(ActivationTimeline {
+            tool_calls: ToolCallCounts::of(&items),
             activation: TimelineHead {
                 duration_ms: activation.ended_at.and_then(|end| millis_from(activation.started_at, end)),
                 id: activation.id,
@@ -399,13 +438,25 @@ impl Store {
             .collect())
     }
 
-    fn activation_tool_call_rows(&self, activation_id: &str) -> Result<Vec<ToolCallRecord>, StoreError> {
-        let ids: Vec<String> = self.read(|conn| {
-            let mut stmt = conn.prepare_cached("SELECT id FROM tool_calls WHERE activation_id = ?1 ORDER BY rowid")?;
-            let rows = stmt.query_map([activation_id], |r| r.get(0))?;
+    /// An activation's tool-call rows in the order they started, each with the model's id of
+    /// its call (none for rows of other callers, and of builds before it was recorded).
+    fn activation_tool_call_rows(
+        &self,
+        activation_id: &str,
+    ) -> Result<Vec<(ToolCallRecord, Option<String>)>, StoreError> {
+        let ids: Vec<(String, Option<String>)> = self.read(|conn| {
+            let mut stmt =
+                conn.prepare_cached("SELECT id, call_key FROM tool_calls WHERE activation_id = ?1 ORDER BY rowid")?;
+            let rows = stmt.query_map([activation_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })?;
-        Ok(ids.iter().map(|id| self.tool_call(id)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect())
+        let mut rows = Vec::with_capacity(ids.len());
+        for (id, key) in ids {
+            if let Some(row) = self.tool_call(&id)? {
+                rows.push((row, key));
+            }
+        }
+        Ok(rows)
     }
 
     fn activation_model_calls(&self, activation_id: &str) -> Result<Vec<ModelCall>, StoreError> {
@@ -431,11 +482,41 @@ impl Store {
     }
 }
 
-/// The first unclaimed tool call row for the model-facing `name`. Calls run one at a time in
-/// the order the model made them, and a call refused before it was recorded has no row, so the
-/// next row of the same tool is this call's.
-fn take_row(rows: &mut [Option<ToolCallRecord>], name: &str) -> Option<ToolCallRecord> {
-    rows.iter_mut().find(|r| r.as_ref().is_some_and(|r| sanitize_tool_name(&r.tool) == name)).and_then(Option::take)
+type KeyedRow = (ToolCallRecord, Option<String>);
+
+/// The rows of the model's call `call_id` (named `name` by the model): the last one is the
+/// call whose result the model got, the ones before it earlier tries a restart ended. A call
+/// refused before it was recorded has none. Rows recorded without the model's id (older
+/// builds) are matched as before: the next unclaimed row of the same tool, calls running one at
+/// a time in the order the model made them. `until`: when the result was recorded (a later
+/// turn may reuse the id: a scripted model numbers its calls afresh after a restart).
+fn take_rows(
+    rows: &mut [Option<KeyedRow>],
+    call_id: Option<&str>,
+    name: &str,
+    until: Option<DateTime<Utc>>,
+) -> (Vec<ToolCallRecord>, Option<ToolCallRecord>) {
+    let mut mine: Vec<ToolCallRecord> = Vec::new();
+    if let Some(id) = call_id {
+        for slot in rows.iter_mut() {
+            if slot.as_ref().is_some_and(|(row, key)| {
+                key.as_deref() == Some(id) && until.is_none_or(|until| row.started_at <= until)
+            }) && let Some((row, _)) = slot.take()
+            {
+                mine.push(row);
+            }
+        }
+    }
+    if mine.is_empty() {
+        let legacy = rows
+            .iter_mut()
+            .find(|r| r.as_ref().is_some_and(|(row, key)| key.is_none() && sanitize_tool_name(&row.tool) == name))
+            .and_then(Option::take)
+            .map(|(row, _)| row);
+        return (Vec::new(), legacy);
+    }
+    let last = mine.pop();
+    (mine, last)
 }
 
 /// A tool call item from its row (when it was recorded) and what the model got back (when it

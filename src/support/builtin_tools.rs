@@ -96,8 +96,10 @@ fn send(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOutput, I
 fn wait_for_signal(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOutput, InvokeError> {
     let communication = &host.project.config.communication;
     let reason = text(input, "reason").unwrap_or_default();
-    let pm = text(input, "pm").unwrap_or_else(|| communication.coordinator_agent.clone());
-    let is_coordinator = caller.agent_id == communication.coordinator_agent;
+    let coordinator = communication.coordinator_agent.as_deref();
+    // No coordinator and none named: there is nobody to tell.
+    let pm = text(input, "pm").or_else(|| coordinator.map(str::to_string)).unwrap_or_default();
+    let is_coordinator = coordinator == Some(caller.agent_id.as_str());
     let notify = input.get("notifyPm").and_then(Value::as_bool).unwrap_or(!is_coordinator);
     let mut message_id = None;
     if notify && pm != caller.agent_id && host.project.config.agent(&pm).is_some() {
@@ -105,7 +107,7 @@ fn wait_for_signal(host: &ToolHost, caller: &Caller, input: &Value) -> Result<To
         // policy as in the reference; `pm` naming anyone else is an ordinary message to them.
         // A coordinator that is itself only waiting gets the note without being woken by it:
         // two waiting agents notifying each other would otherwise wake each other for ever.
-        if pm != communication.coordinator_agent {
+        if coordinator != Some(pm.as_str()) {
             let route = policy::Route { recipient: Some(&pm), channel: None, priority: Priority::P2 };
             policy::check_message(communication, &caller.agent_id, None, route)?;
         }

@@ -121,7 +121,10 @@ fn send(host: &ToolHost, input: &Value) -> Result<ToolOutput, InvokeError> {
     let recipient = match (&recipient, &channel) {
         (None, None) => Some(
             config
-                .agent(&config.communication.coordinator_agent)
+                .communication
+                .coordinator_agent
+                .as_deref()
+                .and_then(|id| config.agent(id))
                 .or(config.agents.first())
                 .map(|a| a.id.clone())
                 .unwrap_or_else(|| "user".into()),

@@ -63,13 +63,13 @@ pub fn check_message(
     if !restricted(policy, agent) {
         return Ok(());
     }
-    let coordinator = &policy.coordinator_agent;
+    let coordinator = policy.coordinator_agent.as_deref().unwrap_or_default();
     if given(route.channel).is_some() {
         return Err(Refused(format!(
             "Communication policy allows non-coordinator agents to send direct messages only to {coordinator}; channels are not allowed."
         )));
     }
-    if given(route.recipient) != Some(coordinator.as_str()) {
+    if given(route.recipient) != Some(coordinator) {
         return Err(Refused(format!(
             "Communication policy allows non-coordinator agents to message only {coordinator}."
         )));
@@ -104,7 +104,7 @@ pub fn check_signal(
     if !restricted(policy, agent) {
         return Ok(());
     }
-    let coordinator = &policy.coordinator_agent;
+    let coordinator = policy.coordinator_agent.as_deref().unwrap_or_default();
     if given(route.channel).is_some() {
         return Err(Refused(format!(
             "Communication policy allows non-coordinator agents to signal only {coordinator}; channels are not allowed."
@@ -163,7 +163,8 @@ fn given(text: Option<&str>) -> Option<&str> {
 }
 
 fn restricted(policy: &CommunicationConfig, agent: &str) -> bool {
-    policy.restrict_non_coordinator_to_coordinator && agent != policy.coordinator_agent
+    // Validation refuses the policy without a coordinator.
+    policy.restrict_non_coordinator_to_coordinator && policy.coordinator_agent.as_deref() != Some(agent)
 }
 
 fn check_priority(policy: &CommunicationConfig, priority: Priority) -> Result<(), Refused> {

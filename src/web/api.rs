@@ -459,7 +459,14 @@ async fn request_changes(
     JsonBody(request): JsonBody<body::RequestChanges>,
 ) -> Result<Response, ApiError> {
     let text = body::required(request.body, "body")?;
-    let coordinator = host.project.config.communication.coordinator_agent.clone();
+    // Without a coordinator: the first agent.
+    let config = &host.project.config;
+    let coordinator = config
+        .communication
+        .coordinator_agent
+        .clone()
+        .or_else(|| config.agents.first().map(|a| a.id.clone()))
+        .unwrap_or_else(|| "user".into());
     let sent = host.store.send_message(SendMessage {
         sender: "user".into(),
         recipient: Some(coordinator),

@@ -152,7 +152,7 @@ pub struct Summary<'a> {
     pub submitted_report: Option<&'a str>,
     pub stats: ProjectStats,
     pub channels: &'a [String],
-    pub coordinator: &'a str,
+    pub coordinator: Option<&'a str>,
     pub updated_at: String,
     /// The whole project's usage today against `budgets.project`.
     pub budget: BudgetView,
@@ -195,7 +195,7 @@ impl<'a> Summary<'a> {
             submitted_report: p.submitted_report.as_deref(),
             stats,
             channels: &config.channels,
-            coordinator: &config.communication.coordinator_agent,
+            coordinator: config.communication.coordinator_agent.as_deref(),
             updated_at: iso(p.updated_at),
             budget,
         })

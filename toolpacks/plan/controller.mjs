@@ -94,7 +94,7 @@ function roster(context) {
   const config = context.store.config();
   return {
     agentIds: (config.agents ?? []).map((a) => a.id),
-    coordinator: config.communication?.coordinatorAgent ?? "pm",
+    coordinator: config.communication?.coordinatorAgent ?? null,
   };
 }
 
@@ -103,6 +103,9 @@ function resolveTarget(context, requested) {
   if (requested !== undefined) {
     if (!agentIds.includes(requested)) throw new Error(`Unknown targetAgent: ${requested}`);
     return requested;
+  }
+  if (coordinator === null) {
+    throw new Error("The project has no coordinator (communication.coordinatorAgent) to own the plan; pass targetAgent");
   }
   if (!agentIds.includes(coordinator)) {
     throw new Error(

@@ -395,7 +395,7 @@ function routeFromInput(config, agentIds, input) {
     if (recipient !== "user" && !agentIds.includes(recipient)) throw new Error(`Unknown recipient: ${recipient}`);
     return { recipient };
   }
-  const coordinator = config.communication?.coordinatorAgent ?? "pm";
+  const coordinator = config.communication?.coordinatorAgent ?? null;
   if (agentIds.includes(coordinator)) return { recipient: coordinator };
   return { recipient: agentIds.length > 0 ? agentIds[0] : "user" };
 }

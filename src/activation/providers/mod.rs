@@ -30,7 +30,7 @@ use serde_json::Value;
 use crate::config::{ModelsConfig, PresetConfig, PresetTarget, ProviderConfig, ProviderKind};
 use crate::toolpack::sanitize_tool_name;
 
-pub use scripted::ScriptedProvider;
+pub use scripted::{ScriptedCallSite, ScriptedProvider, entry_plays_for, script_calls};
 
 // ---------------------------------------------------------------------------------------------
 // Provider-neutral request and response

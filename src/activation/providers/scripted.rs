@@ -67,7 +67,7 @@ use super::{
     Usage, is_context_overflow,
 };
 use crate::config::diag::{Diagnostics, sorted};
-use crate::config::node::{Node, Value as NodeValue, parse_yaml};
+use crate::config::node::{Loc, Node, Value as NodeValue, parse_yaml};
 use crate::config::read::{Obj, index};
 use crate::toolpack::sanitize_tool_name;
 
@@ -98,6 +98,53 @@ enum Step {
 struct ScriptCall {
     tool: String,
     input: Value,
+    /// Where the script names the tool.
+    loc: Loc,
+}
+
+/// One tool call a script makes, for `suzumio check`: the `agent` of its entry (`None`: any
+/// agent that plays the script), the tool as written, and where.
+#[derive(Clone, Debug)]
+pub struct ScriptedCallSite {
+    pub agent: Option<String>,
+    pub tool: String,
+    pub loc: Loc,
+}
+
+/// Every tool call the script at `path` makes; its problems (located) go into `d`.
+pub fn script_calls(path: &Path, d: &mut Diagnostics) -> Vec<ScriptedCallSite> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => {
+            let loc = Loc::file(Arc::from(path));
+            d.error(Some(&loc), "", format!("cannot read the script: {e}"));
+            return Vec::new();
+        }
+    };
+    let root = match parse_yaml(&text, Arc::from(path)) {
+        Ok(root) => root,
+        Err(e) => {
+            d.error(Some(&e.loc), "", e.message);
+            return Vec::new();
+        }
+    };
+    let mut sites = Vec::new();
+    for entry in read_script(&root, d) {
+        for step in &entry.steps {
+            let Step::Reply { calls, .. } = step else { continue };
+            sites.extend(calls.iter().map(|c| ScriptedCallSite {
+                agent: entry.agent.clone(),
+                tool: c.tool.clone(),
+                loc: c.loc.clone(),
+            }));
+        }
+    }
+    sites
+}
+
+/// Whether a script entry's `agent` (exact id, or a base id) names `agent`.
+pub fn entry_plays_for(entry_agent: Option<&str>, agent: &str) -> bool {
+    entry_agent.is_none_or(|pattern| agent_matches(pattern, agent))
 }
 
 #[derive(Default)]
@@ -415,6 +462,7 @@ fn read_step(node: &Node, path: &str, d: &mut Diagnostics) -> Option<Step> {
 fn read_call(node: &Node, path: &str, d: &mut Diagnostics) -> Option<ScriptCall> {
     let c = Obj::open(node, path, CALL_KEYS, &[], d)?;
     let tool = c.req_string("tool", d)?;
+    let loc = c.get("tool").map_or_else(|| c.key_loc("tool"), |n| n.loc.clone());
     if tool.trim().is_empty() {
         d.error(Some(&c.key_loc("tool")), c.path_of("tool"), "must name a tool");
         return None;
@@ -431,7 +479,7 @@ fn read_call(node: &Node, path: &str, d: &mut Diagnostics) -> Option<ScriptCall>
             return None;
         }
     };
-    Some(ScriptCall { tool, input })
+    Some(ScriptCall { tool, input, loc })
 }
 
 #[cfg(test)]

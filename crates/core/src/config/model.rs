@@ -120,6 +120,8 @@ pub enum ToolLoading {
 pub struct Allowlist {
     /// Each pattern with where it was written.
     pub entries: Vec<(AllowPattern, Loc)>,
+    /// Where the list's key is written (none when the agent has no such list).
+    pub declared_at: Option<Loc>,
 }
 
 impl Allowlist {
@@ -339,7 +341,9 @@ pub struct SchedulerConfig {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct CommunicationConfig {
-    pub coordinator_agent: String,
+    /// `coordinatorAgent`, else an agent called `pm`; none without either: then nothing names a
+    /// coordinator (prompts, nudges, policy), and a policy or nudge that needs one is an error.
+    pub coordinator_agent: Option<String>,
     pub restrict_non_coordinator_to_coordinator: bool,
     pub non_coordinator_max_priority: Priority,
 }

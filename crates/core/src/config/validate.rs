@@ -76,7 +76,8 @@ pub fn validate(
     let channels = communication::read_channels(&top, d);
     let agent_ids: Vec<&str> = agents.iter().map(|a| a.id.as_str()).collect();
     let communication = communication::read(top.get("communication").unwrap_or(&null), &agent_ids, d);
-    let scheduler = scheduler::read(top.get("scheduler").unwrap_or(&null), &agent_ids, d);
+    let coordinator = communication.as_ref().and_then(|c| c.coordinator_agent.clone());
+    let scheduler = scheduler::read(top.get("scheduler").unwrap_or(&null), &agent_ids, coordinator.as_deref(), d);
     if d.has_errors() {
         return (None, toolpacks);
     }

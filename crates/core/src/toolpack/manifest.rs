@@ -93,6 +93,8 @@ pub struct ToolDefinition {
     pub server_annotations: Option<ToolAnnotations>,
     /// What a call touches and does (built-in tools declare it; see `effects.rs`).
     pub effects: ToolEffects,
+    /// Where the manifest declares it (none for an MCP server's tools).
+    pub declared_at: Option<Loc>,
 }
 
 impl ToolDefinition {
@@ -300,13 +302,9 @@ fn parse_tools(
                 let json = s.to_json();
                 match schema::compile(&json) {
                     Ok(v) => Some((json, v)),
-                    Err(e) => {
-                        let tool = name.as_deref().unwrap_or("?");
-                        d.error(
-                            Some(&s.at_pointer(&e.pointer).unwrap_or(s).loc),
-                            t.path_of("inputSchema"),
-                            format!("invalid inputSchema for tool {tool} at {}: {}", e.pointer, e.message),
-                        );
+                    Err(errors) => {
+                        let what = format!("inputSchema for tool {}", name.as_deref().unwrap_or("?"));
+                        schema_errors(s, &t.path_of("inputSchema"), &what, &errors, d);
                         None
                     }
                 }
@@ -368,6 +366,7 @@ fn parse_tools(
                 output_schema: output_schema.map(|(json, _)| json),
                 server_annotations: None,
                 effects,
+                declared_at: Some(item.loc.clone()),
             });
             validators.push(validator);
         }
@@ -385,14 +384,21 @@ fn optional_schema(t: &Obj, key: &str, tool: &str, d: &mut Diagnostics) -> Optio
     let json = s.to_json();
     match schema::compile(&json) {
         Ok(v) => Some((json, v)),
-        Err(e) => {
-            d.error(
-                Some(&s.at_pointer(&e.pointer).unwrap_or(s).loc),
-                t.path_of(key),
-                format!("invalid {key} for tool {tool} at {}: {}", e.pointer, e.message),
-            );
+        Err(errors) => {
+            schema_errors(s, &t.path_of(key), &format!("{key} for tool {tool}"), &errors, d);
             None
         }
+    }
+}
+
+/// Each mistake of a schema (`what`: "inputSchema for tool x") at its own place in the file.
+fn schema_errors(s: &Node, path: &str, what: &str, errors: &[schema::SchemaError], d: &mut Diagnostics) {
+    for e in errors {
+        d.error(
+            Some(&s.at_pointer(&e.pointer).unwrap_or(s).loc),
+            path,
+            format!("invalid {what} at {}: {}", e.pointer, e.message),
+        );
     }
 }
 
@@ -498,13 +504,9 @@ fn parse_webui(m: &Obj, d: &mut Diagnostics) -> Vec<WebuiEntry> {
                 // WebUI inputs are validated like tool inputs, so the schema must compile.
                 match schema::compile(&json) {
                     Ok(v) => Some(Some((json, v))),
-                    Err(e) => {
-                        let entry = id.as_deref().unwrap_or("?");
-                        d.error(
-                            Some(&s.at_pointer(&e.pointer).unwrap_or(s).loc),
-                            w.path_of("inputSchema"),
-                            format!("invalid inputSchema for WebUI entry {entry} at {}: {}", e.pointer, e.message),
-                        );
+                    Err(errors) => {
+                        let what = format!("inputSchema for WebUI entry {}", id.as_deref().unwrap_or("?"));
+                        schema_errors(s, &w.path_of("inputSchema"), &what, &errors, d);
                         None
                     }
                 }
@@ -565,6 +567,7 @@ mod tests {
             output_validator: None,
             server_annotations: None,
             effects: ToolEffects::default(),
+            declared_at: None,
         }
     }
 

@@ -257,13 +257,13 @@ pub fn tool_definitions(
         };
         let validator = match schema::compile(&input_schema) {
             Ok(v) => v,
-            Err(e) => {
+            Err(errors) => {
                 d.warning(
                     Some(&pack.loc),
                     "",
                     format!(
-                        "the input schema of `{server_name}` does not compile ({} at {}); the tool is left out",
-                        e.message, e.pointer
+                        "the input schema of `{server_name}` does not compile ({}); the tool is left out",
+                        schema_reasons(&errors)
                     ),
                 );
                 continue;
@@ -272,8 +272,8 @@ pub fn tool_definitions(
         let output_schema = tool.get("outputSchema").filter(|s| s.is_object()).cloned();
         let output_validator = match output_schema.as_ref().map(schema::compile) {
             Some(Ok(v)) => Some(v),
-            Some(Err(e)) => {
-                d.warning(Some(&pack.loc), "", format!("the output schema of `{server_name}` does not compile ({} at {}); results are not checked against it", e.message, e.pointer));
+            Some(Err(errors)) => {
+                d.warning(Some(&pack.loc), "", format!("the output schema of `{server_name}` does not compile ({}); results are not checked against it", schema_reasons(&errors)));
                 None
             }
             None => None,
@@ -300,6 +300,7 @@ pub fn tool_definitions(
             output_schema,
             server_annotations: (!pack.trusted && claimed != ToolAnnotations::default()).then_some(claimed),
             effects: Default::default(),
+            declared_at: None,
         });
         validators.push(validator);
     }
@@ -330,6 +331,11 @@ fn advisory(claimed: &ToolAnnotations) -> ToolAnnotations {
         idempotent_hint: None,
         open_world_hint: claimed.open_world_hint.filter(|o| *o),
     }
+}
+
+/// A schema's mistakes in one line: `why at /pointer; …`.
+fn schema_reasons(errors: &[schema::SchemaError]) -> String {
+    errors.iter().map(|e| format!("{} at {}", e.message, e.pointer)).collect::<Vec<_>>().join("; ")
 }
 
 #[cfg(test)]

@@ -256,7 +256,8 @@ impl ToolpackRegistry {
         agent.tools.allows(tool)
     }
 
-    /// Warnings for allowlist patterns that match no registered tool (once per configured agent).
+    /// Warnings for allowlist patterns that match no registered tool (once per configured agent),
+    /// and for a local pack's tools no agent may call.
     pub fn check_allowlists(&self, agents: &[AgentConfig], d: &mut Diagnostics) {
         let mut seen: Vec<&str> = Vec::new();
         for agent in agents {
@@ -317,6 +318,32 @@ impl ToolpackRegistry {
                         format!("`{pattern}` matches none of this agent's deferrable allowed tools"),
                     );
                 }
+            }
+        }
+        self.check_unallowed_tools(agents, d);
+    }
+}
+
+impl ToolpackRegistry {
+    /// A local pack's tool in no agent's allowlist: written for nothing, or a name the
+    /// allowlists miss. (Built-in packs and MCP servers offer more than a project needs.)
+    fn check_unallowed_tools(&self, agents: &[AgentConfig], d: &mut Diagnostics) {
+        for pack in self.packs.iter().filter(|p| p.is_local()) {
+            for (i, tool) in pack.tools.iter().enumerate() {
+                if agents.iter().any(|a| a.tools.allows(&tool.name)) {
+                    continue;
+                }
+                let mut w = Diagnostics::default();
+                w.warning(
+                    tool.declared_at.as_ref(),
+                    format!("tools[{i}]"),
+                    format!(
+                        "`{}` is in no agent's tools, so no model can call it: add it to `agents.<id>.tools` in the \
+                         project config, or remove it from the manifest",
+                        tool.name
+                    ),
+                );
+                d.extend_for_pack(w, Some(&pack.id));
             }
         }
     }

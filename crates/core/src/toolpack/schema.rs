@@ -11,29 +11,48 @@ pub struct SchemaError {
     pub message: String,
 }
 
-/// Compile a tool input schema. The meta-schema check catches typos such as `"type": "strng"`;
+/// Compile a tool input schema, or say everything that is wrong with it (one error per place,
+/// in the schema's order). The meta-schema check catches typos such as `"type": "strng"`;
 /// tool inputs are always JSON objects, so a root `type` other than `object` is refused too.
-pub fn compile(schema: &Value) -> Result<Validator, SchemaError> {
+pub fn compile(schema: &Value) -> Result<Validator, Vec<SchemaError>> {
+    let mut errors = Vec::new();
     if let Some(t) = schema.get("type")
         && t != "object"
     {
-        return Err(SchemaError {
+        errors.push(SchemaError {
             pointer: "/type".into(),
             message: format!("tool input schemas must have type \"object\", got {t}"),
         });
     }
-    jsonschema::options().should_validate_formats(true).build(schema).map_err(|e| {
-        let pointer = e.instance_path().to_string();
-        // The meta-schema's own wording for a misspelt type ("not valid under any of the schemas
-        // listed in the 'anyOf' keyword") does not tell a pack author what to write instead.
-        let message = match (pointer.ends_with("/type"), e.instance().as_ref()) {
-            (true, Value::String(t)) => format!(
-                "\"{t}\" is not a valid JSON Schema type (use one of array, boolean, integer, null, number, object, string)"
-            ),
-            _ => e.to_string(),
-        };
-        SchemaError { pointer: if pointer.is_empty() { "/".to_string() } else { pointer }, message }
-    })
+    // The validator stops at the first problem; the meta-schema's own validator lists them all.
+    if let Ok(meta) = jsonschema::meta::validator_for(schema) {
+        for e in meta.iter_errors(schema) {
+            let error = schema_error(e.instance_path().to_string(), e.instance().as_ref(), e.to_string());
+            if !errors.iter().any(|known: &SchemaError| known.pointer == error.pointer) {
+                errors.push(error);
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    // What the meta-schema cannot see (a `$ref` to nowhere, a bad regex) fails the build.
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .map_err(|e| vec![schema_error(e.instance_path().to_string(), e.instance().as_ref(), e.to_string())])
+}
+
+fn schema_error(pointer: String, instance: &Value, message: String) -> SchemaError {
+    // The meta-schema's own wording for a misspelt type ("not valid under any of the schemas
+    // listed in the 'anyOf' keyword") does not tell a pack author what to write instead.
+    let message = match (pointer.ends_with("/type"), instance) {
+        (true, Value::String(t)) => format!(
+            "\"{t}\" is not a valid JSON Schema type (use one of array, boolean, integer, null, number, object, string)"
+        ),
+        _ => message,
+    };
+    SchemaError { pointer: if pointer.is_empty() { "/".to_string() } else { pointer }, message }
 }
 
 /// One reason an input does not match its schema: where in the input, and why.
@@ -77,12 +96,21 @@ mod tests {
     #[test]
     fn typo_in_type_names_the_schema_path() {
         let err = compile(&json!({"type": "object", "properties": {"a": {"type": "strng"}}})).unwrap_err();
-        assert_eq!(err.pointer, "/properties/a/type");
+        assert_eq!(err.iter().map(|e| e.pointer.as_str()).collect::<Vec<_>>(), ["/properties/a/type"]);
     }
 
     #[test]
     fn root_must_be_an_object_schema() {
-        assert_eq!(compile(&json!({"type": "string"})).unwrap_err().pointer, "/type");
+        assert_eq!(compile(&json!({"type": "string"})).unwrap_err()[0].pointer, "/type");
+    }
+
+    /// Regression: only the first of two mistakes was reported, the next after a fix.
+    #[test]
+    fn every_mistake_of_a_schema_is_reported() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "strng"}, "b": {"minLength": -1}}});
+        let mut pointers: Vec<String> = compile(&schema).unwrap_err().into_iter().map(|e| e.pointer).collect();
+        pointers.sort();
+        assert_eq!(pointers, ["/properties/a/type", "/properties/b/minLength"]);
     }
 
     #[test]

@@ -101,7 +101,7 @@ function renderList(root, ctx, agent) {
 
 function renderDetail(root, ctx, id) {
   const head = h("div", {}, h("header", { class: "page-head" }, h("h2", {}, "Activation ", h("code", { text: id }))));
-  const timeline = activationTimeline(ctx, id, { onHead: (a, t) => replace(head, headView(ctx, a, t.usage)) });
+  const timeline = activationTimeline(ctx, id, { onHead: (a, t) => replace(head, headView(ctx, a, t.usage, t.toolCalls)) });
   root.append(
     h("p", { class: "crumbs" }, h("a", { href: ctx.href("activations"), text: "← All activations" })),
     head,
@@ -111,8 +111,10 @@ function renderDetail(root, ctx, id) {
 }
 
 /** The activation's status, agent, times, totals and error above its timeline. */
-function headView(ctx, a, usage) {
+function headView(ctx, a, usage, calls) {
   const u = usage ?? {};
+  const c = calls ?? {};
+  const callText = [`${c.total ?? 0}`, c.failed ? `${c.failed} failed` : null, c.rejected ? `${c.rejected} rejected` : null].filter(Boolean).join(" · ");
   return [
     h(
       "header",
@@ -129,6 +131,8 @@ function headView(ctx, a, usage) {
       h("dd", {}, a.endedAt ? [timeAgo(a.endedAt), ` (${duration(a.startedAt, a.endedAt)})`] : h("span", { class: "muted", text: "still running" })),
       h("dt", { text: "Model calls" }),
       h("dd", { "data-total-usage": "", text: `${u.modelCalls ?? 0} · ${u.inputTokens ?? 0} in / ${u.outputTokens ?? 0} out tokens${u.cost ? ` · $${Number(u.cost).toFixed(4)}` : ""}` }),
+      h("dt", { text: "Tool calls" }),
+      h("dd", { "data-tool-calls": "", text: callText }),
       a.error ? [h("dt", { text: "Error" }), h("dd", {}, h("pre", { class: "error-pre", text: a.error }))] : null,
     ),
   ];

@@ -166,7 +166,7 @@ fn resolve_agent_model(agent: &Obj, base_id: &str, models: &ModelsConfig, d: &mu
 /// `tools` (the allowlist) or `deferredTools` (the allowed tools loaded only through
 /// `tool_search`): tool patterns.
 fn read_allowlist(agent: &Obj, key: &str, d: &mut Diagnostics) -> Allowlist {
-    let mut out = Allowlist::default();
+    let mut out = Allowlist { declared_at: agent.get(key).map(|_| agent.key_loc(key)), ..Allowlist::default() };
     for (i, (text, loc)) in agent.string_list(key, d).unwrap_or_default().into_iter().enumerate() {
         match AllowPattern::parse(&text) {
             Ok(p) if out.entries.iter().any(|(q, _)| *q == p) => {

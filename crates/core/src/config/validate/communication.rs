@@ -47,13 +47,17 @@ pub(super) fn read(node: &Node, agents: &[&str], d: &mut Diagnostics) -> Option<
         );
     }
     // Unset: the reference's default, `pm`, which only counts if there is such an agent.
-    let coordinator = named.unwrap_or_else(|| "pm".to_string());
+    let coordinator = named.or_else(|| agents.contains(&"pm").then(|| "pm".to_string()));
     let restrict = c.bool("restrictNonCoordinatorToCoordinator", d).unwrap_or(false);
-    if restrict && !agents.contains(&coordinator.as_str()) && !agents.is_empty() {
-        d.warning(
-            Some(&c.node.loc),
-            "communication.coordinatorAgent",
-            format!("restrictNonCoordinatorToCoordinator is on but the coordinator `{coordinator}` is not an agent: non-coordinators will be able to message no one"),
+    if restrict && coordinator.is_none() && !agents.is_empty() {
+        d.error(
+            Some(&c.key_loc("restrictNonCoordinatorToCoordinator")),
+            "communication.restrictNonCoordinatorToCoordinator",
+            format!(
+                "this policy lets the other agents message only the coordinator, and the project has none: set \
+                 communication.coordinatorAgent to one of {}, or turn the policy off",
+                agents.join(", ")
+            ),
         );
     }
     Some(CommunicationConfig {

@@ -30,7 +30,12 @@ const MONITOR_KEYS: &[&str] = &["enabled", "rules"];
 const RULE_KEYS: &[&str] =
     &["id", "enabled", "agent", "recipient", "sender", "priority", "initialDelayMs", "repeatDelayMs", "message"];
 
-pub(super) fn read(node: &Node, agents: &[&str], d: &mut Diagnostics) -> Option<SchedulerConfig> {
+pub(super) fn read(
+    node: &Node,
+    agents: &[&str],
+    coordinator: Option<&str>,
+    d: &mut Diagnostics,
+) -> Option<SchedulerConfig> {
     let s = Obj::open(node, "scheduler", SCHEDULER_KEYS, SCHEDULER_RETIRED, d)?;
     if s.get("maxSignalsPerActivation").is_some() && s.get("maxPromptMessages").is_some() {
         d.error(
@@ -68,9 +73,9 @@ pub(super) fn read(node: &Node, agents: &[&str], d: &mut Diagnostics) -> Option<
         hook_timeout_ms,
         no_effect_nudge: read_nudge(&s, "noEffectNudge", no_effect, d),
         failed_nudge: read_nudge(&s, "failedNudge", failed, d),
-        all_quiet_nudge: read_all_quiet(&s, agents, d),
-        quiet_agent_monitor: read_monitor(&s, "quietAgentMonitor", Priority::P3, 1_800_000, agents, d),
-        failed_agent_monitor: read_monitor(&s, "failedAgentMonitor", Priority::P2, 300_000, agents, d),
+        all_quiet_nudge: read_all_quiet(&s, agents, coordinator, d),
+        quiet_agent_monitor: read_monitor(&s, "quietAgentMonitor", (Priority::P3, 1_800_000), agents, coordinator, d),
+        failed_agent_monitor: read_monitor(&s, "failedAgentMonitor", (Priority::P2, 300_000), agents, coordinator, d),
     })
 }
 
@@ -100,10 +105,12 @@ fn read_nudge(s: &Obj, key: &str, defaults: NudgeConfig, d: &mut Diagnostics) ->
     }
 }
 
-fn read_all_quiet(s: &Obj, agents: &[&str], d: &mut Diagnostics) -> AllQuietNudgeConfig {
+/// `coordinator`: the nudge's default target (without one, `targetAgent` is needed: an empty
+/// target wakes nobody, and is refused when the nudge is on).
+fn read_all_quiet(s: &Obj, agents: &[&str], coordinator: Option<&str>, d: &mut Diagnostics) -> AllQuietNudgeConfig {
     let defaults = AllQuietNudgeConfig {
         enabled: false,
-        target_agent: "pm".into(),
+        target_agent: coordinator.unwrap_or_default().to_string(),
         priority: Priority::P3,
         cooldown_ms: 300_000,
         message: None,
@@ -121,7 +128,17 @@ fn read_all_quiet(s: &Obj, agents: &[&str], d: &mut Diagnostics) -> AllQuietNudg
         cooldown_ms: n.int_at_least("cooldownMs", 1, d).map_or(defaults.cooldown_ms, |v| v as u64),
         message: n.string("message", d),
     };
-    if config.enabled && !agents.is_empty() && !agents.contains(&config.target_agent.as_str()) {
+    if config.enabled && !agents.is_empty() && config.target_agent.is_empty() {
+        d.error(
+            Some(&n.node.loc),
+            "scheduler.allQuietNudge.targetAgent",
+            format!(
+                "the nudge wakes targetAgent, else the coordinator, and the project has neither: set targetAgent to \
+                 one of {} (or communication.coordinatorAgent)",
+                agents.join(", ")
+            ),
+        );
+    } else if config.enabled && !agents.is_empty() && !agents.contains(&config.target_agent.as_str()) {
         d.error(
             Some(&n.node.loc),
             "scheduler.allQuietNudge.targetAgent",
@@ -134,9 +151,9 @@ fn read_all_quiet(s: &Obj, agents: &[&str], d: &mut Diagnostics) -> AllQuietNudg
 fn read_monitor(
     s: &Obj,
     key: &str,
-    default_priority: Priority,
-    default_initial: u64,
+    (default_priority, default_initial): (Priority, u64),
     agents: &[&str],
+    coordinator: Option<&str>,
     d: &mut Diagnostics,
 ) -> MonitorConfig {
     let mut config = MonitorConfig { enabled: false, rules: Vec::new() };
@@ -161,7 +178,15 @@ fn read_monitor(
         let Some(agent) = r.req_string("agent", d) else {
             continue;
         };
-        let recipient = r.string("recipient", d).unwrap_or_else(|| "pm".into());
+        // The coordinator by default; without one the rule must say whom it tells.
+        let Some(recipient) = r.string("recipient", d).or_else(|| coordinator.map(str::to_string)) else {
+            d.error(
+                Some(&r.node.loc),
+                r.path_of("recipient"),
+                "the project has no coordinator (communication.coordinatorAgent) to tell: set recipient (an agent or user)",
+            );
+            continue;
+        };
         let sender = r.string("sender", d).unwrap_or_else(|| "monitor".into());
         let known = |id: &str| agents.is_empty() || agents.contains(&id);
         if !known(&agent) {

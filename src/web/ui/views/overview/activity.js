@@ -66,6 +66,8 @@ export function describe(e, href) {
       return d.status === "failed"
         ? { text: `${d.agentId} called ${d.tool}: failed — ${clip(d.error ?? "", 160)}`, href: act, failed: true }
         : { text: `${d.agentId} called ${d.tool}`, href: act };
+    case "tool_call.rejected":
+      return { text: `${d.agentId} called ${d.tool}: rejected — ${clip(d.reason ?? "", 160)}`, href: act, failed: true };
     case "signals.delivered":
       return { text: `${(d.signalIds || []).length} signal(s) reached ${d.agentId} between tool calls`, href: act };
     case "signal.created":
