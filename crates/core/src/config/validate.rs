@@ -29,8 +29,19 @@ pub use agents::VIRTUAL_PARTICIPANTS;
 pub use mounts::RESERVED_MOUNT_TARGETS;
 pub use permissions::{check_command_pattern, check_host_pattern, check_path_glob};
 
-const TOP_KEYS: &[&str] =
-    &["name", "task", "agents", "tools", "scheduler", "communication", "channels", "backend", "budgets", "permissions"];
+const TOP_KEYS: &[&str] = &[
+    "name",
+    "task",
+    "kickoff",
+    "agents",
+    "tools",
+    "scheduler",
+    "communication",
+    "channels",
+    "backend",
+    "budgets",
+    "permissions",
+];
 const TOP_RETIRED: Retired = &[
     ("platforms", "Feishu platform bridges are not supported by this controller"),
     ("models", "models live under backend.runner.models"),
@@ -77,6 +88,13 @@ pub fn validate(
     let agent_ids: Vec<&str> = agents.iter().map(|a| a.id.as_str()).collect();
     let communication = communication::read(top.get("communication").unwrap_or(&null), &agent_ids, d);
     let scheduler = scheduler::read(top.get("scheduler").unwrap_or(&null), &agent_ids, d);
+    let kickoff = top.bool("kickoff", d).unwrap_or(false);
+    if kickoff
+        && let Some(c) = &communication
+        && let Err(why) = kickoff_recipient(&agent_ids, &c.coordinator_agent)
+    {
+        d.error(Some(&top.key_loc("kickoff")), "kickoff", why);
+    }
     if d.has_errors() {
         return (None, toolpacks);
     }
@@ -86,6 +104,7 @@ pub fn validate(
             config_file: config_file.to_path_buf(),
             name: name?,
             task: task?,
+            kickoff,
             agents,
             toolpacks: toolpacks.clone(),
             scheduler: scheduler?,
@@ -100,6 +119,19 @@ pub fn validate(
         })
     })();
     (config, toolpacks)
+}
+
+/// Who `kickoff` sends the task to: the coordinator, when it is an agent. The error says why
+/// not, for `kickoff: true` (located at the key) and for `suzumio run --kickoff` alike.
+pub fn kickoff_recipient<'a>(agents: &[&str], coordinator: &'a str) -> Result<&'a str, String> {
+    if agents.contains(&coordinator) {
+        return Ok(coordinator);
+    }
+    Err(format!(
+        "kickoff sends the project's task to the coordinator, but the coordinator `{coordinator}` is not an agent: \
+         name one with communication.coordinatorAgent (agents: {})",
+        agents.join(", ")
+    ))
 }
 
 fn is_safe_id(id: &str) -> bool {
