@@ -11,8 +11,7 @@ demo="${DEMO_DIR:-$(mktemp -d /tmp/suzumio-demo.XXXXXX)}"
 rm -rf "$demo" && mkdir -p "$demo" && cp -r projects/demo/. "$demo/"
 suzumio=target/debug/suzumio
 $suzumio check "$demo"
-$suzumio start "$demo"
-$suzumio send "$demo" pm --priority P2 "Start the report."
+# `kickoff: true` in its suzumio.yaml: the first run sends the task to the manager, then runs.
 $suzumio run "$demo" --port 0 --until-idle
 $suzumio status "$demo"
 echo "--- final report ($demo/final-report.md)"

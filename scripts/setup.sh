@@ -8,7 +8,8 @@
 #   chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver). The tests run them headless.
 # - npm and pip, which fetch the MCP servers of the MCP test image from the npm registry and PyPI
 #   (the image itself is built from the local debian image; nothing is pulled).
-# - The Python MCP SDK, pinned (tests/fixtures/mcp/python-requirements.txt), in its own venv.
+# - The Python MCP SDK, pinned (tests/fixtures/mcp/python-requirements.txt), in its own venv;
+#   fastmcp, a second MCP client library, pinned (tests/fixtures/mcp/fastmcp-requirements.txt), in another.
 # - cargo-nextest, the test runner of scripts/test.sh (installed from crates.io when missing).
 # Safe to run again: it only does what is missing.
 set -euo pipefail
@@ -52,6 +53,17 @@ if [ "$("$MCP_VENV/bin/python" -c 'import importlib.metadata as m; print(m.versi
   log "installing the Python MCP SDK $MCP_PIN (pinned in $MCP_REQUIREMENTS) into $MCP_VENV"
   $SUDO python3 -m venv "$MCP_VENV"
   $SUDO "$MCP_VENV/bin/pip" install -q -r "$MCP_REQUIREMENTS"
+fi
+
+# A second MCP client library, fastmcp, pinned likewise, in a venv of its own (its tree is larger
+# than the SDK's and must not move the SDK's pins): tests/mcp_conformance.rs.
+FASTMCP_VENV=/opt/suzumio-fastmcp-venv
+FASTMCP_REQUIREMENTS="$(cd "$(dirname "$0")/.." && pwd)/tests/fixtures/mcp/fastmcp-requirements.txt"
+FASTMCP_PIN=$(sed -n 's/^fastmcp==//p' "$FASTMCP_REQUIREMENTS")
+if [ "$("$FASTMCP_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("fastmcp"))' 2>/dev/null)" != "$FASTMCP_PIN" ]; then
+  log "installing fastmcp $FASTMCP_PIN (pinned in $FASTMCP_REQUIREMENTS) into $FASTMCP_VENV"
+  $SUDO python3 -m venv "$FASTMCP_VENV"
+  $SUDO "$FASTMCP_VENV/bin/pip" install -q -r "$FASTMCP_REQUIREMENTS"
 fi
 
 # The suite runs under cargo-nextest, one process per test: some tests change process-wide

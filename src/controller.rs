@@ -41,6 +41,9 @@ pub enum RunError {
     /// Another process serves the project (or uses its runners).
     #[error("{0}")]
     Lock(#[from] crate::support::serving::LockError),
+    /// `--kickoff` on a project whose coordinator is not an agent.
+    #[error("--kickoff: {0}")]
+    Kickoff(String),
 }
 
 impl From<StartError> for RunError {
@@ -59,7 +62,7 @@ impl RunError {
     /// Exit code: 2 for what the user must fix in their input, 1 for failures at run time.
     pub fn exit_code(&self) -> u8 {
         match self {
-            RunError::Invalid(_) | RunError::Serve(ServeError::TokenRequired(_)) => 2,
+            RunError::Invalid(_) | RunError::Serve(ServeError::TokenRequired(_)) | RunError::Kickoff(_) => 2,
             _ => 1,
         }
     }
@@ -85,6 +88,9 @@ pub struct RunOptions {
     /// Start a project that was never started (`initialized`): what `suzumio run` means unless
     /// `--paused`. A stopped, submitted or completed project keeps its status either way.
     pub start: bool,
+    /// Send the task to the coordinator as the user's first message (`--kickoff`; also when
+    /// the config says `kickoff: true`), unless the project has a message already.
+    pub kickoff: bool,
 }
 
 /// How a run ended.
@@ -95,6 +101,46 @@ pub struct RunOutcome {
     /// Activations of this run whose model made calls refused before they ran, with how many
     /// (an unknown tool, one the agent may not use, one not loaded yet).
     pub rejected_calls: Vec<(String, u64)>,
+    /// The run found the project idle with nothing done: no activation ran while it served a
+    /// running project.
+    pub nothing_to_do: Option<NothingToDo>,
+}
+
+/// What a user can do about a run that had nothing to do.
+#[derive(Debug)]
+pub struct NothingToDo {
+    /// The agent a first message would go to (the coordinator, else the first agent).
+    pub recipient: String,
+    /// The project has no message yet: `--kickoff` would send its task.
+    pub kickoff_would_send: bool,
+}
+
+/// The kickoff, at the start of a run that asks for it: the project's task as the user's first
+/// message to the coordinator. A project that already has a message (an earlier kickoff, or a
+/// `suzumio send`) gets none: the task goes once.
+fn kickoff(tools: &ToolHost, asked: bool) -> Result<(), RunError> {
+    let config = &tools.project.config;
+    if !asked && !config.kickoff {
+        return Ok(());
+    }
+    let recipient = config.kickoff_recipient().map_err(RunError::Kickoff)?;
+    let first = tools.store.send_first_message(crate::store::SendMessage {
+        sender: "user".into(),
+        recipient: Some(recipient.to_string()),
+        channel: None,
+        priority: None,
+        body: config.task.trim().to_string(),
+        source_agent: None,
+        source_activation: None,
+    })?;
+    match first {
+        Some(sent) => tracing::info!("kickoff: the project's task was sent to {recipient} ({})", sent.message_id),
+        None if asked => {
+            tracing::info!("kickoff: not sent: the project has messages already (the task goes only first)")
+        }
+        None => {}
+    }
+    Ok(())
 }
 
 /// Nothing runs and nothing is due within a minute: no running activation, no ready signal,
@@ -160,6 +206,14 @@ async fn became_idle(
     }
 }
 
+/// Who a first message would go to: the coordinator, else the first agent.
+fn first_recipient(config: &crate::config::ProjectConfig) -> String {
+    match config.kickoff_recipient() {
+        Ok(coordinator) => coordinator.to_string(),
+        Err(_) => config.agents.first().map(|a| a.id.clone()).unwrap_or_default(),
+    }
+}
+
 /// How long the permission audit gets to write what is queued, at shutdown.
 pub const AUDIT_FLUSH: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -184,6 +238,9 @@ pub async fn run(
     let project = crate::project::Project::load(dir, &crate::config::load::ProcessEnv)?;
     for w in crate::config::diag::sorted(&project.warnings.warnings) {
         tracing::warn!("{w}");
+    }
+    if options.kickoff {
+        project.config.kickoff_recipient().map_err(RunError::Kickoff)?;
     }
     let root = project.config.root.clone();
     let kind = options.backend.unwrap_or(project.config.backend.kind);
@@ -219,6 +276,7 @@ pub async fn run(
     if options.start && tools.store.project()?.status == crate::store::ProjectStatus::Initialized {
         tools.store.set_project_status(crate::store::ProjectStatus::Running)?;
     }
+    kickoff(&tools, options.kickoff)?;
     let runners = runners(&tools, kind).await?;
     // In the background, beside the MCP servers' discovery: the first activations' runners.
     runners.prewarm_at_start();
@@ -247,9 +305,13 @@ pub async fn run(
     on_listening(&tools, address);
     let idle = became_idle(tools.clone(), activations.clone(), scheduler.clone(), runners.clone());
     let mut failure = None;
+    let mut went_idle = false;
     tokio::select! {
         _ = shutdown => {}
-        _ = idle, if options.until_idle => tracing::info!("the project is idle"),
+        _ = idle, if options.until_idle => {
+            tracing::info!("the project is idle");
+            went_idle = true;
+        }
         result = &mut served => failure = Some(result),
     }
     stopping.cancel();
@@ -278,5 +340,12 @@ pub async fn run(
     }
     let failed_activations = tools.store.activations_failed_since(&started_at)?;
     let rejected_calls = tools.store.activations_with_rejected_calls_since(&started_at)?;
-    Ok(RunOutcome { failed_activations, rejected_calls })
+    let running = tools.store.project()?.status == crate::store::ProjectStatus::Running;
+    let nothing_to_do = if went_idle && running && tools.store.activations_started_since(&started_at)? == 0 {
+        let recipient = first_recipient(&tools.project.config);
+        Some(NothingToDo { recipient, kickoff_would_send: !tools.store.has_messages()? })
+    } else {
+        None
+    };
+    Ok(RunOutcome { failed_activations, rejected_calls, nothing_to_do })
 }

@@ -101,6 +101,11 @@ enum Command {
         /// stopped, submitted or completed one keeps its status.)
         #[arg(long)]
         paused: bool,
+        /// Send the project's task to the coordinator as the user's first message, as
+        /// `kickoff: true` in suzumio.yaml does: only while the project has no message yet, so
+        /// a restart does not send it again.
+        #[arg(long)]
+        kickoff: bool,
         /// How log lines are written on stderr: `text` for people, `json` (one object per
         /// line: timestamp, level, fields, target) for log collectors.
         #[arg(long, value_enum, default_value_t = LogFormat::Text)]
@@ -633,7 +638,7 @@ fn main() -> ExitCode {
             )
         }
         Command::Tools { dir, agent, json } => finish_json(commands::tools(&dir, agent.as_deref(), json), json),
-        Command::Run { dir, host, port, token, allowed_hosts, backend, until_idle, paused, log_format } => {
+        Command::Run { dir, host, port, token, allowed_hosts, backend, until_idle, paused, kickoff, log_format } => {
             block_on(async move {
                 let backend = backend.map(BackendKind::from);
                 let options = RunOptions {
@@ -645,6 +650,7 @@ fn main() -> ExitCode {
                     login_code: None,
                     allowed_hosts,
                     start: !paused,
+                    kickoff,
                 };
                 let console = Terminal(terminal.clone());
                 match commands::run::run(&dir, options, log_format.into(), console, stop_signal()).await {
@@ -800,8 +806,16 @@ fn finish(result: Result<Output, CliError>) -> ExitCode {
 
 fn init_logging(verbose: bool, format: LogFormat, terminal: &MultiProgress) {
     let default = if verbose { "info" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SUZUMIO_LOG")
+    let asked = std::env::var("SUZUMIO_LOG").ok();
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("SUZUMIO_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // rmcp's own info lines name a stateless client as rmcp itself, once per request; the MCP
+    // server logs each client as it names itself. Named in SUZUMIO_LOG, rmcp logs as asked.
+    if !asked.is_some_and(|a| a.contains("rmcp"))
+        && let Ok(quiet) = "rmcp=warn".parse()
+    {
+        filter = filter.add_directive(quiet);
+    }
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let logs =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(suzumio::progress::LogWriter::new(terminal));

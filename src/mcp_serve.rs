@@ -14,6 +14,10 @@
 //! client gave), so the waiting call, the records and the audit go the one way of
 //! `permissions::approvals`. A client that cannot be asked (or does not answer) leaves the
 //! request to the CLI, the API and the WebUI, and to its deadline.
+//!
+//! Served as an [`McpService`]: every peer answers `ping` whatever protocol it negotiated (rmcp's
+//! dispatch refuses it on 2026-07-28, which fastmcp's clients use over Streamable HTTP), and the
+//! client is logged by the name and version it gives, as `serverInfo` names Suzumio.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -21,16 +25,17 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as McpBlock, ElicitRequest,
-    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, InputRequest, InputRequests,
-    InputRequiredResult, InputResponses, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest,
+    ContentBlock as McpBlock, DiscoverResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationSchema, Implementation, InitializeRequestParams, InitializeResult, InputRequest, InputRequests,
+    InputRequiredResult, InputResponses, ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    ServerCapabilities, ServerConfig, ServerResult, Tool, ToolAnnotations,
 };
-use rmcp::service::{ElicitationMode, RequestContext};
+use rmcp::service::{ElicitationMode, NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, Service};
 use rustix::fs::{CWD, Mode, OFlags};
 use serde_json::Value;
 use tokio::sync::broadcast::{self, error::RecvError};
@@ -121,6 +126,11 @@ impl McpServer {
         McpServer { host, agent, runners, parked: Arc::default() }
     }
 
+    /// The server as the MCP service `suzumio mcp` and `/mcp/<agent>` serve.
+    pub fn into_service(self) -> McpService {
+        McpService(self)
+    }
+
     fn tools(&self) -> Vec<Tool> {
         let project = self.host.project.snapshot();
         let registry = &project.registry;
@@ -144,6 +154,9 @@ impl McpServer {
                 annotations.open_world_hint = a.open_world_hint;
                 let mut tool = Tool::new(def.name.clone(), def.description.clone(), Arc::new(schema))
                     .with_annotations(annotations);
+                // What the result's `structuredContent` matches (checked before it is returned):
+                // a client may rely on it, as it could on the pack's own server.
+                tool.output_schema = def.output_schema.as_ref().and_then(Value::as_object).cloned().map(Arc::new);
                 if let Some(label) = def.presentation.as_ref().and_then(|p| p.label.clone()).or(a.title.clone()) {
                     tool = tool.with_title(label);
                 }
@@ -425,10 +438,29 @@ fn to_result(out: ToolOutput) -> CallToolResult {
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder().enable_tools().enable_resources().build();
-        ServerConfig::new(capabilities).with_instructions(format!(
+        ServerConfig::new(capabilities).with_server_info(server_info()).with_instructions(format!(
             "The Suzumio agent `{}`: its allowed tools, and its artifacts as resources.",
             self.agent
         ))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        log_client(&self.agent, &request.client_info, &request.protocol_version);
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    /// The stateless protocol's opener: its client is named in the request's `_meta`.
+    async fn discover(&self, context: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
+        if let (Some(client), Some(protocol)) = (context.meta.client_info(), context.meta.protocol_version()) {
+            log_client(&self.agent, &client, &protocol);
+        }
+        let versions = ServerHandler::supported_protocol_versions(self).into_owned();
+        Ok(DiscoverResult::from_server_info(versions, ServerHandler::get_info(self)))
     }
 
     async fn list_tools(
@@ -460,7 +492,11 @@ impl ServerHandler for McpServer {
             .into_iter()
             .map(|(rel, size)| {
                 let rel = rel.to_string_lossy().into_owned();
-                Resource::new(format!("{prefix}{rel}"), rel).with_size(size)
+                let resource = Resource::new(format!("{prefix}{rel}"), rel.clone()).with_size(size);
+                match known_mime_type(&rel) {
+                    Some(mime) => resource.with_mime_type(mime),
+                    None => resource,
+                }
             })
             .collect();
         Ok(ListResourcesResult::with_all_items(resources))
@@ -478,13 +514,15 @@ impl ServerHandler for McpServer {
             ReadError::Refused => refused(),
             ReadError::Io(e) => ErrorData::internal_error(format!("reading {}: {e}", request.uri), None),
         })?;
-        // Text as text; anything else (the saved images of rich results) as a base64 blob.
+        // Text as text; anything else (the saved images of rich results) as a base64 blob. Each
+        // with the type its name gives, as listed (text of no known type is text/plain).
+        let known = known_mime_type(rel);
         let contents = match String::from_utf8(bytes) {
-            Ok(text) => ResourceContents::text(text, request.uri.clone()),
-            Err(e) => {
-                let blob = base64::engine::general_purpose::STANDARD.encode(e.into_bytes());
-                ResourceContents::blob(blob, request.uri.clone()).with_mime_type(mime_type(rel))
+            Ok(text) if known.is_none_or(is_text_type) => {
+                ResourceContents::text(text, request.uri.clone()).with_mime_type(known.unwrap_or("text/plain"))
             }
+            Ok(text) => blob(text.into_bytes(), &request.uri, known),
+            Err(e) => blob(e.into_bytes(), &request.uri, known),
         };
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
@@ -509,16 +547,85 @@ enum ReadError {
     Io(std::io::Error),
 }
 
-/// The type of a binary artifact, from its name.
-fn mime_type(name: &str) -> &'static str {
+/// An artifact's bytes as a base64 blob of type `known` (else `application/octet-stream`).
+fn blob(bytes: Vec<u8>, uri: &str, known: Option<&'static str>) -> ResourceContents {
+    let blob = base64::engine::general_purpose::STANDARD.encode(bytes);
+    ResourceContents::blob(blob, uri).with_mime_type(known.unwrap_or("application/octet-stream"))
+}
+
+/// The type of an artifact from its name's extension, when it is one agents commonly write.
+fn known_mime_type(name: &str) -> Option<&'static str> {
     let ext = Path::new(name).extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
-    match ext.as_str() {
+    Some(match ext.as_str() {
+        "md" | "markdown" => "text/markdown",
+        "txt" | "log" => "text/plain",
+        "csv" => "text/csv",
+        "html" | "htm" => "text/html",
+        "css" => "text/css",
+        "js" | "mjs" => "text/javascript",
+        "json" => "application/json",
+        "yaml" | "yml" => "application/yaml",
+        "xml" => "application/xml",
+        "svg" => "image/svg+xml",
         "png" => "image/png",
         "jpg" | "jpeg" => "image/jpeg",
         "gif" => "image/gif",
         "webp" => "image/webp",
         "pdf" => "application/pdf",
-        _ => "application/octet-stream",
+        _ => return None,
+    })
+}
+
+/// Whether content of type `mime` is sent as text (else as a blob, even when it decodes).
+fn is_text_type(mime: &str) -> bool {
+    mime.starts_with("text/")
+        || matches!(mime, "application/json" | "application/yaml" | "application/xml" | "image/svg+xml")
+}
+
+/// Who answers: Suzumio, with the version of this build (rmcp would name itself).
+fn server_info() -> Implementation {
+    Implementation::new("suzumio", env!("CARGO_PKG_VERSION")).with_title("Suzumio")
+}
+
+/// A client as it names itself, with the protocol it speaks, in the log.
+fn log_client(agent: &str, client: &Implementation, protocol: &ProtocolVersion) {
+    tracing::info!(agent, "MCP client {} {} connected (protocol {protocol})", client.name, client.version);
+}
+
+/// [`McpServer`] as the MCP service of `suzumio mcp` (stdio). rmcp's dispatch of a
+/// [`ServerHandler`] refuses `ping` on protocol 2026-07-28 ("method not found"), but every peer
+/// must answer it, so it is answered here whatever the protocol. (rmcp's Streamable HTTP service
+/// takes only a `ServerHandler`: `/mcp/<agent>` answers a stateless `ping` in front of it, in
+/// `web::mcp`.)
+#[derive(Clone)]
+pub struct McpService(McpServer);
+
+impl Service<RoleServer> for McpService {
+    async fn handle_request(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        if let ClientRequest::PingRequest(_) = request {
+            return Ok(ServerResult::empty(()));
+        }
+        <McpServer as Service<RoleServer>>::handle_request(&self.0, request, context).await
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ClientNotification,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        <McpServer as Service<RoleServer>>::handle_notification(&self.0, notification, context).await
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        ServerHandler::get_info(&self.0)
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        <McpServer as Service<RoleServer>>::supported_protocol_versions(&self.0)
     }
 }
 

@@ -516,9 +516,12 @@ fn a_login_link_works_once_and_opens_a_session() {
         .unwrap();
     use std::io::BufRead;
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let _served = lines.next().unwrap().unwrap();
+    let served = lines.next().unwrap().unwrap();
+    assert!(served.contains("on every address of this machine"), "{served}");
     let link_line = lines.next().unwrap().unwrap();
-    let link = link_line.split_whitespace().last().unwrap().replace("0.0.0.0", "127.0.0.1");
+    // Bound to every address, the link names one a browser can open, as printed.
+    let link = link_line.split_whitespace().last().unwrap().to_string();
+    assert!(link.starts_with("http://127.0.0.1:"), "{link_line}");
     let first = http("GET", &link, &[], None);
     assert_eq!(first.status, 303, "{}", first.body);
     let cookie = first.header("set-cookie").unwrap().to_string();

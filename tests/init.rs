@@ -7,7 +7,8 @@ mod support;
 
 use std::path::Path;
 
-use support::{suzumio, text};
+use serde_json::Value;
+use support::{repo_root, suzumio, text};
 
 fn ok(cwd: &Path, args: &[&str]) -> String {
     let out = suzumio(cwd, args);
@@ -76,7 +77,7 @@ fn the_team_and_demo_templates_run_to_a_submitted_report() {
     for template in ["team", "demo"] {
         ok(cwd, &["init", template, "--template", template]);
         ok(cwd, &["check", template]);
-        ok(cwd, &["send", template, "pm", "Start the report."]);
+        // No `send`: the templates say `kickoff: true`, so the first run sends the task.
         let run = ok(cwd, &["run", template, "--port", "0", "--backend", "process", "--until-idle"]);
         assert!(run.contains("project is submitted"), "{template}: {run}");
         let status = ok(cwd, &["status", template]);
@@ -92,6 +93,111 @@ fn the_team_and_demo_templates_run_to_a_submitted_report() {
         let versions: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
         assert_eq!(versions.len(), 1, "one materialized version of {pack}");
     }
+}
+
+/// The bodies of the messages the user sent `agent`, oldest first, from the real CLI.
+fn user_messages(dir: &str, agent: &str) -> Vec<String> {
+    let out = suzumio(Path::new(dir), &["signals", dir, "--agent", agent, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let signals: Vec<Value> = serde_json::from_slice(&out.stdout).expect("signals JSON");
+    let mut from_user: Vec<(String, String)> = signals
+        .iter()
+        .filter(|s| s["kind"] == "message.created" && s["payload"]["sender"] == "user")
+        .map(|s| {
+            (
+                s["createdAt"].as_str().unwrap_or_default().into(),
+                s["payload"]["body"].as_str().unwrap_or_default().into(),
+            )
+        })
+        .collect();
+    from_user.sort();
+    from_user.into_iter().map(|(_, body)| body).collect()
+}
+
+/// `suzumio run <dir> --until-idle` (the process backend) with `extra`, which must succeed:
+/// stdout and stderr.
+fn run_until_idle(dir: &str, extra: &[&str]) -> (String, String) {
+    let mut args = vec!["run", dir, "--port", "0", "--backend", "process", "--until-idle"];
+    args.extend_from_slice(extra);
+    let out = suzumio(Path::new(dir), &args);
+    assert_eq!(out.status.code(), Some(0), "{args:?}\nstdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
+    (text(&out.stdout), text(&out.stderr))
+}
+
+/// "Copy the demo and run it": `--kickoff` sends the task to the coordinator and the scripted
+/// run reaches its report; a later run with `--kickoff` does not send it again.
+#[test]
+fn a_copied_demo_run_with_kickoff_sends_its_task_once_and_runs_to_its_report() {
+    let project = support::TempProject::copy_of_path(&repo_root().join("projects/demo"));
+    let dir = project.dir.to_str().expect("utf-8 path").to_string();
+    // The flag, not the config, is what sends it here.
+    let config = project.dir.join("suzumio.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap();
+    assert!(yaml.contains("\nkickoff: true\n"), "the demo kicks off by itself: {yaml}");
+    std::fs::write(&config, yaml.replace("\nkickoff: true\n", "\n")).unwrap();
+
+    let (printed, said) = run_until_idle(&dir, &["--kickoff"]);
+    assert!(printed.contains("project is submitted"), "{printed}\n{said}");
+    let task = std::fs::read_to_string(project.dir.join("fragments/task.md")).unwrap();
+    assert_eq!(user_messages(&dir, "pm"), [task.trim()], "the task, as the user's first message");
+    let report = std::fs::read_to_string(project.dir.join("final-report.md")).unwrap();
+    assert!(report.contains("Plan \"Sampling report\" completed."), "{report}");
+
+    // Run again with the flag (a restart): the task is not sent a second time.
+    let (_, said) = run_until_idle(&dir, &["--kickoff"]);
+    assert!(said.contains("kickoff: not sent: the project has messages already"), "{said}");
+    assert_eq!(user_messages(&dir, "pm"), [task.trim()], "still one");
+}
+
+/// Regression: `run --until-idle` on a project with nothing pending ended silently. It says
+/// what to do, and that `--kickoff` would send the task while the project has no message.
+#[test]
+fn a_run_with_nothing_to_do_says_to_send_a_message_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path();
+    ok(cwd, &["init", "hello"]);
+    let config = cwd.join("hello/suzumio.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, yaml.replace("\nkickoff: true\n", "\n")).unwrap();
+    let dir = cwd.join("hello").to_str().expect("utf-8 path").to_string();
+    let (_, said) = run_until_idle(&dir, &[]);
+    let hint = format!(
+        "suzumio: nothing to do: send a message first (suzumio send {dir} pm \"…\"), or run with --kickoff to send \
+         the project's task\n"
+    );
+    assert!(said.contains(&hint), "{said}");
+    assert!(user_messages(&dir, "pm").is_empty());
+}
+
+/// `--kickoff` and `kickoff: true` need a coordinator to send the task to: named, located.
+#[test]
+fn kickoff_without_a_coordinator_agent_is_refused_with_where() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path();
+    ok(cwd, &["init", "solo"]);
+    let config = cwd.join("solo/suzumio.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, yaml.replace("\n  pm:\n", "\n  writer:\n")).unwrap();
+    let checked = suzumio(cwd, &["check", "solo"]);
+    assert_eq!(checked.status.code(), Some(2), "{}", text(&checked.stdout));
+    let said = format!("{}{}", text(&checked.stdout), text(&checked.stderr));
+    let line = yaml.lines().position(|l| l == "kickoff: true").expect("the template kicks off") + 1;
+    assert!(said.contains(&format!("suzumio.yaml:{line}:1: kickoff:")), "{said}");
+    assert!(
+        said.contains(
+            "kickoff sends the project's task to the coordinator, but the project has none: name one with communication.coordinatorAgent (agents: writer)"
+        ),
+        "{said}"
+    );
+
+    std::fs::write(&config, yaml.replace("\n  pm:\n", "\n  writer:\n").replace("kickoff: true\n", "")).unwrap();
+    let run = suzumio(cwd, &["run", "solo", "--port", "0", "--backend", "process", "--until-idle", "--kickoff"]);
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stderr).contains("--kickoff: kickoff sends the project's task to the coordinator"),
+        "{}",
+        text(&run.stderr)
+    );
 }
 
 #[test]

@@ -29,16 +29,21 @@ pub async fn serve(dir: &Path, agent: &str, backend: Option<BackendKind>) -> Res
         tokio::spawn(async move { store.follow_other_writers(stop).await });
     }
     let runners = Runners::on_demand(calls);
-    let server = McpServer::new(Arc::clone(&host), agent.to_string(), Arc::clone(&runners));
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| CliError::Failed(format!("starting the MCP session: {e}")))?;
-    let ended = running.waiting().await;
+    let server = McpServer::new(Arc::clone(&host), agent.to_string(), Arc::clone(&runners)).into_service();
+    let ended = match server.serve(rmcp::transport::stdio()).await {
+        Ok(running) => running
+            .waiting()
+            .await
+            .map(|_| ())
+            .map_err(|e| CliError::Failed(format!("the MCP session ended badly: {e}"))),
+        // A client that only discovered or pinged, then closed: no session began, nothing failed.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => Ok(()),
+        Err(e) => Err(CliError::Failed(format!("starting the MCP session: {e}"))),
+    };
     following.cancel();
     runners.shutdown().await;
     if !host.audit.flush_async(crate::controller::AUDIT_FLUSH).await {
         tracing::warn!("the permission audit was not written within {} s", crate::controller::AUDIT_FLUSH.as_secs());
     }
-    ended.map(|_| ()).map_err(|e| CliError::Failed(format!("the MCP session ended badly: {e}")))
+    ended
 }

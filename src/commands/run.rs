@@ -59,9 +59,11 @@ pub async fn run<C: Console>(
             Ok(other) => format!(" ({}: no agent runs until it is started)", other.as_str()),
             Err(e) => format!(" (status unknown: {e})"),
         };
-        live.line(&format!("suzumio: project {}{note} is served at http://{addr} (Ctrl-C to stop)", tools.name()));
+        let url = browsable(addr);
+        let every = if addr.ip().is_unspecified() { "on every address of this machine; " } else { "" };
+        live.line(&format!("suzumio: project {}{note} is served at {url} ({every}Ctrl-C to stop)", tools.name()));
         if let Some(code) = &link_code {
-            live.line(&format!("suzumio: WebUI login link (works once): http://{addr}/login/{code}"));
+            live.line(&format!("suzumio: WebUI login link (works once): {url}/login/{code}"));
         }
         // Structured logs are for a collector, not a terminal: no live lines then.
         if log_format == LogFormat::Text {
@@ -81,6 +83,18 @@ pub async fn run<C: Console>(
         match log_format {
             LogFormat::Text => console.note(&format!("suzumio: {rejected}")),
             LogFormat::Json => tracing::warn!("{rejected}"),
+        }
+    }
+    if let Some(idle) = &outcome.nothing_to_do {
+        let kickoff = if idle.kickoff_would_send { ", or run with --kickoff to send the project's task" } else { "" };
+        let hint = format!(
+            "nothing to do: send a message first (suzumio send {} {} \"…\"){kickoff}",
+            dir.display(),
+            idle.recipient
+        );
+        match log_format {
+            LogFormat::Text => console.note(&format!("suzumio: {hint}")),
+            LogFormat::Json => tracing::warn!("{hint}"),
         }
     }
     if outcome.failed_activations.is_empty() {
@@ -105,6 +119,16 @@ fn rejected_note(rejected: &[(String, u64)]) -> Option<String> {
          that does not exist or one not loaded yet (suzumio show {first}{more} says which and why)",
         rejected.len()
     ))
+}
+
+/// The URL a browser on this machine opens for a server bound to `addr`: a server bound to
+/// every address (`0.0.0.0`, `::`) is reached on loopback, which its host check accepts.
+fn browsable(addr: SocketAddr) -> String {
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => format!("http://127.0.0.1:{}", addr.port()),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => format!("http://[::1]:{}", addr.port()),
+        _ => format!("http://{addr}"),
+    }
 }
 
 /// Live lines per agent on a terminal's stderr; plain lines (one per event) on stdout when the

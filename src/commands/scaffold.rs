@@ -29,9 +29,6 @@ pub struct InitOptions {
     pub copy_packs: bool,
 }
 
-/// The message the templates' scripts start on.
-const START: &str = "Start the report.";
-
 const MINIMAL: &[(&str, &str)] = &[
     ("suzumio.yaml", include_str!("../../templates/minimal/suzumio.yaml")),
     ("script.yaml", include_str!("../../templates/minimal/script.yaml")),
@@ -113,8 +110,8 @@ pub fn init(dir: &Path, options: &InitOptions) -> Result<Output, CliError> {
     }
     let _ = write!(
         out,
-        "\nNext:\n  suzumio check {shown}\n  suzumio send {shown} pm \"{START}\"\n  suzumio run {shown} --until-idle    \
-         # Docker; --backend process runs without containers (no isolation)\n  \
+        "\nNext:\n  suzumio check {shown}\n  suzumio run {shown} --until-idle    \
+         # sends the task to pm first (kickoff: true); Docker, or --backend process without containers (no isolation)\n  \
          then open the WebUI: suzumio run {shown} serves it at http://127.0.0.1:39400\n\
          The model is scripted (script.yaml): no API key needed. To use a real one, see the comments \
          under backend.runner.models in suzumio.yaml.\n"

@@ -23,16 +23,24 @@ impl Store {
     /// `store.sendMessage` (reference §4.2): one `messages` row, a `message.created` event and
     /// the `message.created` signals, in one transaction.
     pub fn send_message(&self, input: SendMessage) -> Result<MessageSent, StoreError> {
-        self.send(input, true)
+        self.send(input, true, false).map(|sent| sent.expect("sent unconditionally"))
+    }
+
+    /// [`Store::send_message`] only while the project has no message at all, decided in the
+    /// same transaction: the project's first message (a kickoff), sent once. `None` when the
+    /// project already had one.
+    pub fn send_first_message(&self, input: SendMessage) -> Result<Option<MessageSent>, StoreError> {
+        self.send(input, true, true)
     }
 
     /// [`Store::send_message`] for a note its recipients see without being woken by it: the
     /// message is recorded as usual, its signals are recorded `closed`.
     pub fn send_note(&self, input: SendMessage) -> Result<MessageSent, StoreError> {
-        self.send(input, false)
+        self.send(input, false, false).map(|sent| sent.expect("sent unconditionally"))
     }
 
-    fn send(&self, input: SendMessage, wake: bool) -> Result<MessageSent, StoreError> {
+    /// The message, unless `first_only` and the project already has one (`None`).
+    fn send(&self, input: SendMessage, wake: bool, first_only: bool) -> Result<Option<MessageSent>, StoreError> {
         let recipient = given(&input.recipient);
         let channel = given(&input.channel);
         match (recipient, channel) {
@@ -82,6 +90,9 @@ impl Store {
         }
 
         self.write(|w| {
+            if first_only && w.tx.query_row("SELECT EXISTS (SELECT 1 FROM messages)", [], |r| r.get::<_, bool>(0))? {
+                return Ok(None);
+            }
             w.tx.execute(
                 "INSERT INTO messages (id, sender, recipient, channel, priority, body, source_agent, source_activation, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -117,8 +128,13 @@ impl Store {
                 )?;
                 signal_ids.push(record.id);
             }
-            Ok(MessageSent { message_id: message_id.clone(), signal_ids })
+            Ok(Some(MessageSent { message_id: message_id.clone(), signal_ids }))
         })
+    }
+
+    /// Whether anyone ever sent a message in this project.
+    pub fn has_messages(&self) -> Result<bool, StoreError> {
+        self.read(|conn| Ok(conn.query_row("SELECT EXISTS (SELECT 1 FROM messages)", [], |r| r.get(0))?))
     }
 
     pub fn message(&self, id: &str) -> Result<Option<MessageRecord>, StoreError> {

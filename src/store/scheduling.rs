@@ -316,6 +316,15 @@ impl WriteTx<'_> {
 
 impl Store {
     /// Ids of activations that failed and started at or after `since` (an ISO timestamp).
+    /// How many activations started at or after `since` (an ISO time of this store's clock).
+    pub fn activations_started_since(&self, since: &str) -> Result<usize, StoreError> {
+        self.read(|conn| {
+            let n: i64 =
+                conn.query_row("SELECT COUNT(*) FROM activations WHERE started_at >= ?1", [since], |r| r.get(0))?;
+            Ok(usize::try_from(n).unwrap_or(0))
+        })
+    }
+
     pub fn activations_failed_since(&self, since: &str) -> Result<Vec<String>, StoreError> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(

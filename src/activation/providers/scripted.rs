@@ -129,7 +129,7 @@ pub fn script_calls(path: &Path, d: &mut Diagnostics) -> Vec<ScriptedCallSite> {
         }
     };
     let mut sites = Vec::new();
-    for entry in read_script(&root, d) {
+    for entry in read_script(&root, d).entries {
         for step in &entry.steps {
             let Step::Reply { calls, .. } = step else { continue };
             sites.extend(calls.iter().map(|c| ScriptedCallSite {

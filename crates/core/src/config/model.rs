@@ -47,6 +47,9 @@ pub struct ProjectConfig {
     pub config_file: PathBuf,
     pub name: String,
     pub task: String,
+    /// `kickoff`: the first `suzumio run` of the project sends `task` to the coordinator as the
+    /// user's first message (only while the project has no message at all: once).
+    pub kickoff: bool,
     /// Expanded agent instances, in config order.
     pub agents: Vec<AgentConfig>,
     pub toolpacks: Vec<ToolpackRef>,
@@ -73,6 +76,12 @@ pub struct WebFetchConfig {
 impl ProjectConfig {
     pub fn agent(&self, id: &str) -> Option<&AgentConfig> {
         self.agents.iter().find(|a| a.id == id)
+    }
+
+    /// The agent `kickoff` sends the task to (the coordinator), or why there is none.
+    pub fn kickoff_recipient(&self) -> Result<&str, String> {
+        let agents: Vec<&str> = self.agents.iter().map(|a| a.id.as_str()).collect();
+        crate::config::validate::kickoff_recipient(&agents, self.communication.coordinator_agent.as_deref())
     }
 }
 

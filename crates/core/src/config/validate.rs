@@ -29,8 +29,19 @@ pub use agents::VIRTUAL_PARTICIPANTS;
 pub use mounts::RESERVED_MOUNT_TARGETS;
 pub use permissions::{check_command_pattern, check_host_pattern, check_path_glob};
 
-const TOP_KEYS: &[&str] =
-    &["name", "task", "agents", "tools", "scheduler", "communication", "channels", "backend", "budgets", "permissions"];
+const TOP_KEYS: &[&str] = &[
+    "name",
+    "task",
+    "kickoff",
+    "agents",
+    "tools",
+    "scheduler",
+    "communication",
+    "channels",
+    "backend",
+    "budgets",
+    "permissions",
+];
 const TOP_RETIRED: Retired = &[
     ("platforms", "Feishu platform bridges are not supported by this controller"),
     ("models", "models live under backend.runner.models"),
@@ -78,6 +89,13 @@ pub fn validate(
     let communication = communication::read(top.get("communication").unwrap_or(&null), &agent_ids, d);
     let coordinator = communication.as_ref().and_then(|c| c.coordinator_agent.clone());
     let scheduler = scheduler::read(top.get("scheduler").unwrap_or(&null), &agent_ids, coordinator.as_deref(), d);
+    let kickoff = top.bool("kickoff", d).unwrap_or(false);
+    if kickoff
+        && communication.is_some()
+        && let Err(why) = kickoff_recipient(&agent_ids, coordinator.as_deref())
+    {
+        d.error(Some(&top.key_loc("kickoff")), "kickoff", why);
+    }
     if d.has_errors() {
         return (None, toolpacks);
     }
@@ -87,6 +105,7 @@ pub fn validate(
             config_file: config_file.to_path_buf(),
             name: name?,
             task: task?,
+            kickoff,
             agents,
             toolpacks: toolpacks.clone(),
             scheduler: scheduler?,
@@ -101,6 +120,24 @@ pub fn validate(
         })
     })();
     (config, toolpacks)
+}
+
+/// Who `kickoff` sends the task to: the coordinator, when it is an agent. The error says why
+/// not, for `kickoff: true` (located at the key) and for `suzumio run --kickoff` alike.
+pub fn kickoff_recipient<'a>(agents: &[&str], coordinator: Option<&'a str>) -> Result<&'a str, String> {
+    match coordinator {
+        Some(c) if agents.contains(&c) => Ok(c),
+        Some(c) => Err(format!(
+            "kickoff sends the project's task to the coordinator, but the coordinator `{c}` is not an agent: \
+             name one with communication.coordinatorAgent (agents: {})",
+            agents.join(", ")
+        )),
+        None => Err(format!(
+            "kickoff sends the project's task to the coordinator, but the project has none: \
+             name one with communication.coordinatorAgent (agents: {})",
+            agents.join(", ")
+        )),
+    }
 }
 
 fn is_safe_id(id: &str) -> bool {
