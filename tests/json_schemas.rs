@@ -69,6 +69,7 @@ const MANIFEST_REJECTED: &[&str] = &[
     "manifest_id_bad_charset",     // pattern
     "manifest_id_missing",         // required
     "manifest_tools_not_array",    // type
+    "manifest_two_schema_errors",  // the JSON Schema meta-schema, twice
     "pack_without_tools_or_webui", // anyOf minItems
     "runner_https",                // pattern
     "runner_js_module",            // pattern
@@ -95,6 +96,7 @@ const SEMANTIC_ONLY: &[(&str, &str)] = &[
     ("manifest_id_mismatch", "cross-reference between suzumio.yaml and the manifest"),
     ("manifest_missing", "a file on disk"),
     ("mount_source_missing", "a file on disk"),
+    ("no_coordinator_for_policy_or_nudge", "whether an agent called pm exists"),
     ("permissions_hook_pack", "cross-reference to the packs"),
     ("runner_module_missing", "a file on disk"),
     ("runner_syntax_error", "JavaScript"),

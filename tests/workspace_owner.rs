@@ -93,7 +93,7 @@ async fn a_file_a_user_put_into_the_workspace_is_edited_by_the_agent_in_its_cont
 /// The warning `check` and `run` print for the data set below, in the project at `dir`.
 fn expected_warning(dir: &Path) -> String {
     format!(
-        "workspaces/a: agent a cannot change 2 of the 3 entries in its workspace (e.g. workspaces/a/data, owned by \
+        "workspaces/a: agent a cannot change 2 of the 2 entries in its workspace (e.g. workspaces/a/data, owned by \
          uid 0 gid 0, mode 755): its container runs as uid {USER} gid {USER}, the owner of the project directory; \
          fix, as root: chown -R {USER}:{USER} {}",
         dir.join("workspaces/a").display()
@@ -146,13 +146,14 @@ fn a_root_owned_project_keeps_uid_65534_and_names_what_it_cannot_change() {
     let p = TempProject::copy_of("containers");
     // The user made the workspace; root still owns the project.
     std::fs::create_dir_all(p.dir.join("workspaces/a")).unwrap();
-    std::fs::set_permissions(p.dir.join("workspaces/a"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(p.dir.join("workspaces/a/notes.txt"), "the user's").unwrap();
+    std::fs::set_permissions(p.dir.join("workspaces/a/notes.txt"), std::fs::Permissions::from_mode(0o644)).unwrap();
     chown_all(&p.dir.join("workspaces/a"), &format!("{USER}:{USER}"));
     let check = suzumio(&p.dir, &["check", "."]);
     let stderr = text(&check.stderr);
     let expected = format!(
-        "workspaces/a: agent a cannot change 1 of the 1 entries in its workspace (e.g. workspaces/a, owned by uid \
-         {USER} gid {USER}, mode 755): its container runs as uid 65534 gid 65534, the runner user, as root owns the \
+        "workspaces/a: agent a cannot change 1 of the 1 entries in its workspace (e.g. workspaces/a/notes.txt, owned \
+         by uid {USER} gid {USER}, mode 644): its container runs as uid 65534 gid 65534, the runner user, as root owns the \
          project directory (the containers of a project directory of yours run as you); fix, as root: chown -R \
          65534:65534 {}",
         p.dir.join("workspaces/a").display()

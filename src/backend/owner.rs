@@ -76,10 +76,16 @@ pub struct Unwritable {
     pub mode: u32,
 }
 
-/// What `user` cannot change in `dir` (the directory itself included, links not followed), or
-/// `None` when it may change all of it (or `dir` does not exist).
+/// What `user` cannot change in `dir` (links not followed), or `None` when it may change all of
+/// it (or `dir` does not exist). The directory itself does not count: the controller gives it to
+/// the container's user when the container starts (`ContainerSpec::prepare_host`), so only what
+/// a user put inside can stand in the agent's way.
 pub fn unwritable_in(dir: &Path, user: RunnerUser) -> Option<Unwritable> {
-    let mut stack = vec![dir.to_path_buf()];
+    let mut stack: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries.filter_map(|e| e.ok()).map(|e| e.path()).collect(),
+        Err(_) => return None,
+    };
+    stack.sort_by(|a, b| b.cmp(a));
     let (mut scanned, mut found): (usize, Option<Unwritable>) = (0, None);
     while let Some(path) = stack.pop() {
         if scanned == SCAN_LIMIT {
@@ -197,8 +203,8 @@ mod tests {
 
         let other = RunnerUser { uid: me.uid + 1000, gid: me.gid + 1000 };
         let found = unwritable_in(dir.path(), other).expect("another user may change none of it");
-        assert_eq!((found.count, found.scanned, found.truncated), (4, 4, false));
-        assert_eq!(found.example, dir.path());
+        assert_eq!((found.count, found.scanned, found.truncated), (3, 3, false), "the directory itself not counted");
+        assert_eq!(found.example, dir.path().join("b"));
         // Shared for everyone, it is the other user's to change too.
         for path in [dir.path().to_path_buf(), dir.path().join("sub")] {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();

@@ -243,30 +243,23 @@ fn another_process_still_gets_the_write_lock_while_16_writers_stream() {
     assert_eq!(keys_in_store(&store).iter().filter(|k| k.starts_with("cli/")).count(), 20);
 }
 
-/// What the writer connection's `synchronous` is now (1 NORMAL, 2 FULL).
-fn synchronous(store: &Store) -> i64 {
-    let guard = super::lock_writer(&store.inner.writer);
-    guard.conn.pragma_query_value(None, "synchronous", |r| r.get(0)).expect("pragma read")
-}
-
 #[test]
-fn a_deferred_write_commits_without_a_sync_and_the_next_durable_one_syncs_again() {
+fn a_deferred_write_commits_without_a_sync_and_the_next_durable_one_syncs_both() {
     let (_dir, store) = store();
-    assert_eq!(synchronous(&store), 2, "FULL by default");
+    let syncs = store.syncs();
     store.write_with(Durability::WithNextCommit, |w| w.event(marker("deferred".into()))).expect("deferred write");
-    assert_eq!(synchronous(&store), 1, "the deferred write's commit was NORMAL");
+    assert_eq!(store.syncs(), syncs, "a deferred write's commit does not sync");
     write(&store, "durable".into(), false).expect("durable write");
-    assert_eq!(synchronous(&store), 2, "the durable write's commit was FULL");
+    assert_eq!(store.syncs(), syncs + 1, "the durable write's commit syncs the WAL");
     assert_eq!(keys_in_store(&store), ["deferred", "durable"]);
 }
 
 #[test]
-fn a_durable_write_never_rides_a_deferred_batch() {
+fn a_durable_member_makes_its_whole_batch_durable() {
     let (_dir, store) = store();
-    let before = store.commits();
-    // A deferred leader holds the writer until a deferred and a durable caller queue. Whichever
-    // of them gets the writer first, the durable one is committed in a batch of its own kind:
-    // two commits (all three would share one if it joined the deferred batch), the last FULL.
+    let (commits, syncs) = (store.commits(), store.syncs());
+    // A deferred leader holds the writer until a deferred and a durable caller queue: all three
+    // share one commit, which syncs because one of them asked for it.
     let leader = leading_a_batch_with(&store, 2, Durability::WithNextCommit);
     let deferred = {
         let store = store.clone();
@@ -279,40 +272,29 @@ fn a_durable_write_never_rides_a_deferred_batch() {
     leader.join().expect("leader thread").expect("leader's write");
     deferred.join().expect("deferred thread").expect("deferred write");
     durable.join().expect("durable thread").expect("durable write");
-    assert_eq!(store.commits() - before, 2, "the durable write did not share the deferred batch");
-    assert_eq!(synchronous(&store), 2);
+    assert_eq!((store.commits() - commits, store.syncs() - syncs), (1, 1), "one commit, synced");
+    let before = store.syncs();
+    store.make_durable().expect("nothing left");
+    assert_eq!(store.syncs(), before, "the last commit was synced: nothing to do");
     let mut found = keys_in_store(&store);
     found.sort();
     assert_eq!(found, ["deferred", "durable", "leader"]);
 }
 
-/// The size of the store's WAL file now.
-fn wal_len(store: &Store) -> u64 {
-    let mut wal = store.path().as_os_str().to_owned();
-    wal.push("-wal");
-    std::fs::metadata(wal).map_or(0, |m| m.len())
-}
-
 #[test]
-fn make_durable_syncs_what_a_deferring_handle_wrote_and_nothing_when_all_is_on_disk() {
+fn make_durable_syncs_what_a_deferring_handle_wrote() {
     let (_dir, store) = store();
     write(&store, "durable".into(), false).expect("durable write");
-    let before = store.commits();
+    let syncs = store.syncs();
     store.make_durable().expect("nothing to sync");
-    assert_eq!(store.commits(), before, "the last commit was durable: no write");
+    assert_eq!(store.syncs(), syncs, "the last commit was synced: no sync");
 
     store.deferring().write(|w| w.event(marker("deferred".into()))).expect("deferred write");
-    assert_eq!(synchronous(&store), 1, "a deferring handle's write commits without a sync");
-    // With the WAL emptied, the sync must write a frame of its own (an fsync of nothing new
-    // would not carry anything).
-    super::lock_writer(&store.inner.writer).conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").expect("checkpoint");
-    assert_eq!(wal_len(&store), 0);
-    let before = store.commits();
+    assert_eq!(store.syncs(), syncs, "a deferring handle's write commits without a sync");
     store.make_durable().expect("sync");
-    assert_eq!((store.commits() - before, synchronous(&store)), (1, 2), "one durable commit");
-    assert!(wal_len(&store) > 0, "the durable commit wrote a frame");
+    assert_eq!(store.syncs(), syncs + 1, "one sync");
     store.make_durable().expect("nothing left");
-    assert_eq!(store.commits() - before, 1, "synced already: no second write");
+    assert_eq!(store.syncs(), syncs + 1, "synced already: no second sync");
     assert_eq!(keys_in_store(&store), ["durable", "deferred"]);
 }
 
@@ -320,7 +302,6 @@ fn make_durable_syncs_what_a_deferring_handle_wrote_and_nothing_when_all_is_on_d
 fn concurrent_syncs_after_deferred_writes_share_commits() {
     let (_dir, store) = store();
     let (threads, each) = (16, 20);
-    let before = store.commits();
     let start = Arc::new(Barrier::new(threads));
     let writers: Vec<_> = (0..threads)
         .map(|t| {
@@ -338,7 +319,5 @@ fn concurrent_syncs_after_deferred_writes_share_commits() {
         w.join().expect("writer thread");
     }
     assert_eq!(keys_in_store(&store).len(), threads * each);
-    assert_eq!(synchronous(&store), 2, "the last commit was a durable one");
-    let commits = store.commits() - before;
-    assert!(commits <= (2 * threads * each) as u64, "{commits} commits");
+    assert!(!store.inner.unsynced.load(Ordering::SeqCst), "everything synced at the end");
 }

@@ -12,7 +12,7 @@
 //! callers call it in place; nothing here waits on the network or a lock held across an await.
 //!
 //! Group commit: writes that arrive while a commit is on disk share the next one (one fsync for
-//! all of them, `synchronous=FULL` kept). Each caller's closure still runs on its own thread
+//! all of them, with `synchronous=FULL`'s guarantee kept). Each caller's closure still runs on its own thread
 //! (closures borrow from their callers), under the writer lock, inside its own SAVEPOINT of the
 //! batch's one transaction; the last caller in — the one that sees nobody else queued for the
 //! lock, or the [`MAX_BATCH`]th — commits, broadcasts the batch's events in id order and only
@@ -21,16 +21,21 @@
 //! answered before the commit of their data returned. A lone writer finds nobody queued and
 //! commits at once, as before.
 //!
+//! How a commit reaches the disk: the writer runs with `synchronous = NORMAL` and, after the
+//! COMMIT of a batch with at least one durable member, syncs the WAL file itself before anyone is
+//! answered — what `synchronous = FULL` does at every commit in WAL mode (SQLite's own syncs
+//! around checkpoints are the same in both modes). Doing it here lets one batch hold durable and
+//! deferred writes alike: the sync is decided when the batch ends, not when it begins.
+//!
 //! Deferred durability ([`Durability::WithNextCommit`]): a few writes lose nothing when a power
 //! failure takes them back — an activation's start and its prompt row: without them its signals
 //! are simply pending again and delivered to a new activation, which is what the restart does
-//! with an interrupted one anyway. Those commit without waiting for the disk (`synchronous =
-//! NORMAL` for their batch: in WAL mode a kill -9 of the process still loses nothing, only the
-//! machine's crash can), and reach the disk with the next durable commit (the WAL is written in
-//! order, so a later synced commit carries every earlier one), which always comes before the
-//! activation's first effect outside the model call (its model call record, a tool call's
-//! start). A durable write never joins a deferred batch: that batch is committed first, and the
-//! durable one begins its own, with `synchronous = FULL`.
+//! with an interrupted one anyway. A batch of only such writes commits without the sync (a
+//! kill -9 of the process still loses nothing, only the machine's crash can), and they reach the
+//! disk with the next synced commit (the WAL is written in order, so that sync carries every
+//! earlier commit), which always comes before the activation's first effect outside the model
+//! call (its model call record, a tool call's start). [`Store::make_durable`] syncs them on
+//! demand.
 //!
 //! It enforces the data rules of the reference (signal targets, statuses, priorities, useful
 //! effects, signal selection) but makes no scheduling decisions and never talks to containers,
@@ -150,9 +155,11 @@ struct Inner {
     follow: AtomicBool,
     /// The highest event id broadcast (what following resumes after).
     published: AtomicI64,
-    /// The last commit did not wait for the disk ([`Durability::WithNextCommit`]): what
-    /// [`Store::make_durable`] has to sync. Commits are serialized, so a durable one clears it.
+    /// The last commit was not synced ([`Durability::WithNextCommit`]): what
+    /// [`Store::make_durable`] has to sync. Commits are serialized, so a synced one clears it.
     unsynced: AtomicBool,
+    /// Syncs of the WAL this handle made ([`Store::syncs`]).
+    syncs: AtomicU64,
     /// What replay last read of each agent's history (see `Store::replay_history`).
     replays: Mutex<std::collections::HashMap<String, history::ReplayCache>>,
 }
@@ -190,6 +197,8 @@ impl Store {
         let mut writer = Connection::open(&path)?;
         configure(&writer, &path).map_err(full)?;
         schema::migrate(&mut writer, &path).map_err(full)?;
+        // The writer syncs the WAL itself after a durable batch (see the module header).
+        writer.pragma_update(None, "synchronous", "NORMAL")?;
 
         // Opened read-only after the writer put the file in WAL mode: the "one writer" rule is
         // then enforced by SQLite, not only by convention.
@@ -207,7 +216,7 @@ impl Store {
                 roster: config.agents.iter().map(|a| a.id.clone()).collect(),
                 channels: config.channels.clone(),
                 read_only: false,
-                writer: Mutex::new(Writer { conn: writer, synchronous: Durability::Now, batch: None }),
+                writer: Mutex::new(Writer { conn: writer, wal: None, batch: None }),
                 queued: AtomicUsize::new(0),
                 commits: AtomicU64::new(0),
                 reader: Mutex::new(reader),
@@ -216,6 +225,7 @@ impl Store {
                 follow: AtomicBool::new(false),
                 published: AtomicI64::new(0),
                 unsynced: AtomicBool::new(false),
+                syncs: AtomicU64::new(0),
                 replays: Mutex::new(std::collections::HashMap::new()),
             }),
             durability: Durability::Now,
@@ -253,7 +263,7 @@ impl Store {
                 roster: config.agents.iter().map(|a| a.id.clone()).collect(),
                 channels: config.channels.clone(),
                 read_only: true,
-                writer: Mutex::new(Writer { conn: open()?, synchronous: Durability::Now, batch: None }),
+                writer: Mutex::new(Writer { conn: open()?, wal: None, batch: None }),
                 queued: AtomicUsize::new(0),
                 commits: AtomicU64::new(0),
                 reader: Mutex::new(reader),
@@ -262,6 +272,7 @@ impl Store {
                 follow: AtomicBool::new(false),
                 published: AtomicI64::new(0),
                 unsynced: AtomicBool::new(false),
+                syncs: AtomicU64::new(0),
                 replays: Mutex::new(std::collections::HashMap::new()),
             }),
             durability: Durability::Now,
@@ -505,18 +516,19 @@ impl Store {
         Store { inner: self.inner.clone(), durability: Durability::WithNextCommit }
     }
 
-    /// Put on disk every commit made so far: nothing to do when the last one was durable, else
-    /// one durable write (which concurrent callers share, group commit) whose fsync carries
-    /// every earlier commit, the WAL being written in order.
+    /// Put on disk every commit made so far: nothing to do when the last one was synced, else
+    /// an empty durable member of the next batch (concurrent callers share it, group commit),
+    /// whose sync of the WAL carries every earlier commit.
     pub fn make_durable(&self) -> Result<(), StoreError> {
         if !self.inner.unsynced.load(Ordering::Acquire) {
             return Ok(());
         }
-        // A row that changes, so the commit has a frame to write and sync.
-        self.write_with(Durability::Now, |w| {
-            w.tx.execute("UPDATE sync_marks SET n = n + 1 WHERE id = 1", [])?;
-            Ok(())
-        })
+        self.write_with(Durability::Now, |_| Ok(()))
+    }
+
+    /// How many times this handle synced the WAL (a durable batch's commit).
+    pub fn syncs(&self) -> u64 {
+        self.inner.syncs.load(Ordering::Relaxed)
     }
 
     /// [`Store::write`] with the given durability (see the module's "Deferred durability").
@@ -553,24 +565,16 @@ impl Store {
         let mut guard = lock_writer(&inner.writer);
         inner.queued.fetch_sub(1, Ordering::SeqCst);
         let writer = &mut *guard;
-        if durability == Durability::Now && writer.batch.as_ref().is_some_and(|b| b.durability != Durability::Now) {
-            // Its callers get the outcome (a failure included); this write begins afresh.
-            let _ = self.commit_batch(writer);
-        }
         if writer.batch.is_none() {
-            if writer.synchronous != durability {
-                // Only outside a transaction: SQLite refuses to change it inside one.
-                let level = match durability {
-                    Durability::Now => "FULL",
-                    Durability::WithNextCommit => "NORMAL",
-                };
-                writer.conn.pragma_update(None, "synchronous", level)?;
-                writer.synchronous = durability;
-            }
             // IMMEDIATE takes the write lock at BEGIN, so a CLI process writing to the same file
             // waits (busy_timeout) instead of failing on a read-to-write upgrade.
             writer.conn.execute_batch("BEGIN IMMEDIATE")?;
-            writer.batch = Some(Batch { durability, ..Batch::default() });
+            writer.batch = Some(Batch::default());
+        }
+        if durability == Durability::Now
+            && let Some(batch) = writer.batch.as_mut()
+        {
+            batch.durable = true;
         }
         // Milliseconds, as the store writes times: a row it returns equals the row read back.
         let at = chrono::SubsecRound::trunc_subsecs(inner.clock.now(), 3);
@@ -618,7 +622,11 @@ impl Store {
             }
             writer.conn.execute_batch("COMMIT")?;
             self.inner.commits.fetch_add(1, Ordering::Relaxed);
-            self.inner.unsynced.store(batch.durability != Durability::Now, Ordering::Release);
+            if batch.durable {
+                writer.sync_wal(&self.inner.path)?;
+                self.inner.syncs.fetch_add(1, Ordering::Relaxed);
+            }
+            self.inner.unsynced.store(!batch.durable, Ordering::Release);
             Ok(())
         })();
         match committed {
@@ -689,7 +697,8 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
 /// When a write's commit must be on disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Durability {
-    /// Before the caller is answered (`synchronous = FULL`): every write but the few below.
+    /// Before the caller is answered (its batch's commit syncs the WAL): every write but the
+    /// few below.
     #[default]
     Now,
     /// With the next durable commit: for writes a power failure may take back without losing
@@ -697,11 +706,28 @@ pub(crate) enum Durability {
     WithNextCommit,
 }
 
+impl Writer {
+    /// `fdatasync` of the WAL: every frame written so far is on disk when it returns. (An fd
+    /// opened read-only syncs the file as well; the WAL keeps its inode while the writer's
+    /// connection is open, even when a checkpoint truncates it.)
+    fn sync_wal(&mut self, db: &Path) -> Result<(), StoreError> {
+        if self.wal.is_none() {
+            let mut path = db.as_os_str().to_owned();
+            path.push("-wal");
+            self.wal = Some(std::fs::File::open(path)?);
+        }
+        match &self.wal {
+            Some(wal) => Ok(wal.sync_data()?),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The writer connection and the transaction callers are adding to.
 struct Writer {
     conn: Connection,
-    /// What the connection's `synchronous` is set to now.
-    synchronous: Durability,
+    /// The WAL file, opened at the first sync (it exists once the first commit wrote to it).
+    wal: Option<std::fs::File>,
     /// Open from the first caller's BEGIN to the last one's COMMIT.
     batch: Option<Batch>,
 }
@@ -710,9 +736,9 @@ struct Writer {
 /// on disk.
 #[derive(Default)]
 struct Batch {
-    /// How its commit reaches the disk: its first caller's choice; a durable caller never
-    /// joins a deferred batch.
-    durability: Durability,
+    /// A member asked for [`Durability::Now`]: the commit syncs the WAL before anyone is
+    /// answered.
+    durable: bool,
     /// Callers whose closure ran in it (failed ones too: they still took their turn).
     members: usize,
     /// The events of the members whose part stands, in id order.
@@ -869,6 +895,7 @@ fn configure(conn: &Connection, path: &Path) -> Result<(), StoreError> {
         return Err(StoreError::NotWal { path: path.to_path_buf(), mode });
     }
     // FULL: a commit is on disk before we report it, so no acknowledged signal is lost on a crash.
+    // (The store's own writer then syncs the WAL itself, see the module header: the same.)
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(())

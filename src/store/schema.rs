@@ -315,16 +315,6 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE tool_calls ADD COLUMN call_key TEXT;
     ALTER TABLE activations ADD COLUMN rejected_tool_calls INTEGER NOT NULL DEFAULT 0;
     "#,
-    // 15: the row `Store::make_durable` changes, so the durable commit that carries the deferred
-    // ones before it has a frame of its own to sync (SQLite writes nothing for an UPDATE that
-    // leaves a row as it was).
-    r#"
-    CREATE TABLE sync_marks (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        n  INTEGER NOT NULL
-    );
-    INSERT INTO sync_marks (id, n) VALUES (1, 0);
-    "#,
 ];
 
 /// The schema version this build writes.
