@@ -8,7 +8,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -38,23 +37,6 @@ fn registry_image() -> &'static str {
         );
         stdout
     })
-}
-
-/// Every call of `tool` in the project at `dir`, oldest first.
-fn calls(dir: &Path, tool: &str) -> Vec<(ToolCallStatus, Option<Value>, Option<String>)> {
-    let host = suzumio::controller::open_read_only(dir).unwrap_or_else(|e| panic!("{e}"));
-    let mut out: Vec<_> = host
-        .store
-        .list_tool_calls(Some(tool), None, None, 100)
-        .unwrap()
-        .into_iter()
-        .map(|s| {
-            let record = host.store.tool_call(&s.id).unwrap().unwrap();
-            (record.status, record.output, record.error)
-        })
-        .collect();
-    out.reverse();
-    out
 }
 
 fn output_text(call: &(ToolCallStatus, Option<Value>, Option<String>)) -> String {
@@ -142,19 +124,19 @@ activations:
     let log = format!("{}{}", text(&run.stdout), text(&run.stderr));
     assert!(run.status.success(), "{log}");
 
-    let writes = calls(&p.dir, "files.write_file");
+    let writes = support::tool_calls(&p.dir, "files.write_file");
     assert_eq!(writes.len(), 2, "{writes:?}\n{log}");
     assert_eq!(writes[0].0, ToolCallStatus::Completed, "{writes:?}\n{log}");
     assert_eq!(
         std::fs::read_to_string(p.dir.join("workspaces/counter/notes.md")).unwrap(),
         "written by server-filesystem\n"
     );
-    let reads = calls(&p.dir, "files.read_text_file");
+    let reads = support::tool_calls(&p.dir, "files.read_text_file");
     assert!(output_text(&reads[0]).contains("written by server-filesystem"), "{reads:?}");
     // The server's own boundary holds (and the root is read-only under it anyway).
     let outside = format!("{:?}", writes[1]);
     assert!(outside.contains("Access denied") || outside.contains("outside allowed"), "{outside}");
-    let time = calls(&p.dir, "time.get_current_time");
+    let time = support::tool_calls(&p.dir, "time.get_current_time");
     assert_eq!(time[0].0, ToolCallStatus::Completed, "{time:?}\n{log}");
     assert!(output_text(&time[0]).contains("Europe/Paris"), "{time:?}");
 }

@@ -78,23 +78,6 @@ fn dir_arg(p: &TempProject) -> String {
     p.dir.to_string_lossy().to_string()
 }
 
-/// Every call of `tool`, oldest first, with its recorded output or error.
-fn calls(dir: &Path, tool: &str) -> Vec<(ToolCallStatus, Option<Value>, Option<String>)> {
-    let host = suzumio::controller::open_read_only(dir).unwrap_or_else(|e| panic!("{e}"));
-    let mut out: Vec<_> = host
-        .store
-        .list_tool_calls(Some(tool), None, None, 100)
-        .unwrap()
-        .into_iter()
-        .map(|s| {
-            let record = host.store.tool_call(&s.id).unwrap().unwrap();
-            (record.status, record.output, record.error)
-        })
-        .collect();
-    out.reverse();
-    out
-}
-
 fn output_text(output: &Option<Value>) -> String {
     output.as_ref().and_then(|o| o.get("output")).and_then(Value::as_str).unwrap_or_default().to_string()
 }
@@ -123,7 +106,7 @@ activations:
     cli(&p.dir, &["send", &dir, "counter", "Add two and three."]);
     let log = run_until_idle(&p);
 
-    let adds = calls(&p.dir, "tally.add");
+    let adds = support::tool_calls(&p.dir, "tally.add");
     assert_eq!(adds.len(), 2, "{adds:?}\n{log}");
     assert_eq!(adds[0].0, ToolCallStatus::Completed, "{adds:?}");
     assert_eq!(output_text(&adds[0].1), "5");
@@ -132,7 +115,7 @@ activations:
     assert_eq!(adds[1].0, ToolCallStatus::Failed, "{adds:?}");
     let schema_error = adds[1].2.as_deref().unwrap_or_default();
     assert!(schema_error.contains("/a") && schema_error.contains("integer"), "{schema_error}");
-    let echoes = calls(&p.dir, "tally.echo");
+    let echoes = support::tool_calls(&p.dir, "tally.echo");
     assert_eq!(output_text(&echoes[0].1), "Echo: hi", "{echoes:?}");
 
     // The list is cached with the server's name and version, so check works offline.
@@ -279,7 +262,7 @@ activations:
     let dir = dir_arg(&p);
     cli(&p.dir, &["send", &dir, "counter", "Crash it."]);
     run_until_idle(&p);
-    let crash = calls(&p.dir, "tally.crash");
+    let crash = support::tool_calls(&p.dir, "tally.crash");
     assert_eq!(crash[0].0, ToolCallStatus::Failed, "{crash:?}");
     let error = crash[0].2.as_deref().unwrap_or_default();
     assert!(
@@ -287,7 +270,7 @@ activations:
             && error.contains("started again at the next call"),
         "{error}"
     );
-    let pids = calls(&p.dir, "tally.pid");
+    let pids = support::tool_calls(&p.dir, "tally.pid");
     assert_eq!(pids.len(), 2, "{pids:?}");
     assert!(pids.iter().all(|c| c.0 == ToolCallStatus::Completed), "{pids:?}");
     assert_ne!(output_text(&pids[0].1), output_text(&pids[1].1), "a new server process answered");
@@ -311,7 +294,7 @@ activations:
     cli(&p.dir, &["send", &dir, "counter", "Grow."]);
     let ctl = Controller::start(&p.dir, &[]);
     wait_for("the grow call", &ctl, || {
-        calls(&p.dir, "tally.grow").first().filter(|c| c.0 == ToolCallStatus::Completed).cloned()
+        support::tool_calls(&p.dir, "tally.grow").first().filter(|c| c.0 == ToolCallStatus::Completed).cloned()
     });
     wait_for("the new list in the cache", &ctl, || {
         let cache = std::fs::read_to_string(p.dir.join(".suzumio/mcp/tally.json")).ok()?;
@@ -319,7 +302,7 @@ activations:
     });
     cli(&p.dir, &["send", &dir, "counter", "Use the new tool."]);
     let grown = wait_for("the grown call", &ctl, || {
-        calls(&p.dir, "tally.grown").first().filter(|c| c.0 != ToolCallStatus::Running).cloned()
+        support::tool_calls(&p.dir, "tally.grown").first().filter(|c| c.0 != ToolCallStatus::Running).cloned()
     });
     assert_eq!(grown.0, ToolCallStatus::Completed, "{grown:?}\n{}", ctl.stderr());
     assert_eq!(output_text(&grown.1), "grown: later");
@@ -371,7 +354,7 @@ activations:
     let taken = |n: u32| ctl.stderr().contains(&format!("changed its tools (new: step_{n}"));
     let churned = |count: u32| {
         wait_for("the churn call", &ctl, || {
-            let all = calls(&p.dir, "changing.churn");
+            let all = support::tool_calls(&p.dir, "changing.churn");
             all.iter()
                 .find(|c| c.0 == ToolCallStatus::Completed && output_text(&c.1).ends_with(&format!(" {count}")))
                 .cloned()
@@ -399,7 +382,10 @@ activations:
     // The latest list serves the next activation.
     cli(&p.dir, &["send", &dir, "counter", "Use the last tool."]);
     let last = wait_for("the last step's call", &ctl, || {
-        calls(&p.dir, &format!("changing.step_{CHANGES}")).first().filter(|c| c.0 != ToolCallStatus::Running).cloned()
+        support::tool_calls(&p.dir, &format!("changing.step_{CHANGES}"))
+            .first()
+            .filter(|c| c.0 != ToolCallStatus::Running)
+            .cloned()
     });
     assert_eq!(output_text(&last.1), format!("step {CHANGES}"), "{last:?}");
     let grown = after.saturating_sub(warm);
@@ -490,7 +476,7 @@ backend:
     let dir = dir_arg(&allowed);
     cli(&allowed.dir, &["send", &dir, "counter", "Add."]);
     let log = run_until_idle(&allowed);
-    let adds = calls(&allowed.dir, "remote.add");
+    let adds = support::tool_calls(&allowed.dir, "remote.add");
     assert_eq!(adds.len(), 1, "{log}");
     assert_eq!(output_text(&adds[0].1), "42", "{adds:?}");
     // The cache keeps the header's hash, not its value.
@@ -520,9 +506,9 @@ activations:
         log.contains("tally 1.4.2 lists other tools than the ones pinned in the config (new: crash, echo, grow, pid; gone: retired; changed: add); the pinned list is used"),
         "{log}"
     );
-    assert_eq!(output_text(&calls(&p.dir, "tally.add")[0].1), "2");
+    assert_eq!(output_text(&support::tool_calls(&p.dir, "tally.add")[0].1), "2");
     // A pinned tool the server no longer has: the server's own answer, as a failed call.
-    let retired = &calls(&p.dir, "tally.retired")[0];
+    let retired = &support::tool_calls(&p.dir, "tally.retired")[0];
     assert_eq!(retired.0, ToolCallStatus::Failed, "{retired:?}");
     // And check reports it from what the run saw.
     let after = cli(&p.dir, &["check", &dir]);
@@ -589,7 +575,7 @@ backend:
     let ctl = Controller::start(&p.dir, &["--backend", "docker"]);
 
     let sum = wait_for("the first sum", &ctl, || {
-        calls(&p.dir, "everything.get-sum").first().filter(|c| c.0 != ToolCallStatus::Running).cloned()
+        support::tool_calls(&p.dir, "everything.get-sum").first().filter(|c| c.0 != ToolCallStatus::Running).cloned()
     });
     assert_eq!(sum.0, ToolCallStatus::Completed, "{sum:?}\n{}", ctl.stderr());
     assert!(output_text(&sum.1).contains('5'), "{sum:?}");
@@ -603,13 +589,13 @@ backend:
     let id = pending["id"].as_str().unwrap().to_string();
     cli(&p.dir, &["approvals", "allow", &dir, &id]);
     let echo = wait_for("the echo result", &ctl, || {
-        calls(&p.dir, "everything.echo").first().filter(|c| c.0 != ToolCallStatus::Running).cloned()
+        support::tool_calls(&p.dir, "everything.echo").first().filter(|c| c.0 != ToolCallStatus::Running).cloned()
     });
     assert!(output_text(&echo.1).contains("from the container"), "{echo:?}");
 
     // Kill the server inside the container while the long call runs.
     wait_for("the long call to start", &ctl, || {
-        calls(&p.dir, "everything.trigger-long-running-operation").first().cloned()
+        support::tool_calls(&p.dir, "everything.trigger-long-running-operation").first().cloned()
     });
     // The runner logs each call it hands to a live server: kill the server only once this one
     // was handed over (killed before, it would be restarted for the call instead).
@@ -631,7 +617,7 @@ backend:
         text(&killed.stderr)
     );
     let long = wait_for("the long call to fail", &ctl, || {
-        calls(&p.dir, "everything.trigger-long-running-operation")
+        support::tool_calls(&p.dir, "everything.trigger-long-running-operation")
             .first()
             .filter(|c| c.0 != ToolCallStatus::Running)
             .cloned()
@@ -644,7 +630,7 @@ backend:
         "{error}"
     );
     let sums = wait_for("the sum after the restart", &ctl, || {
-        let all = calls(&p.dir, "everything.get-sum");
+        let all = support::tool_calls(&p.dir, "everything.get-sum");
         (all.len() == 2 && all[1].0 != ToolCallStatus::Running).then_some(all)
     });
     assert_eq!(sums[1].0, ToolCallStatus::Completed, "{sums:?}");

@@ -376,3 +376,24 @@ pub fn debian_image() -> &'static str {
     assert!(stdout.contains("git, python3, nodejs, ripgrep"), "{stdout}");
     DEBIAN_IMAGE
 }
+
+/// Every call of `tool` in the project at `dir`, oldest first, with its recorded output or error
+/// (read from the store, as a second process would).
+pub fn tool_calls(
+    dir: &Path,
+    tool: &str,
+) -> Vec<(suzumio::store::ToolCallStatus, Option<serde_json::Value>, Option<String>)> {
+    let host = suzumio::controller::open_read_only(dir).unwrap_or_else(|e| panic!("{e}"));
+    let mut out: Vec<_> = host
+        .store
+        .list_tool_calls(Some(tool), None, None, 100)
+        .unwrap()
+        .into_iter()
+        .map(|s| {
+            let record = host.store.tool_call(&s.id).unwrap().unwrap();
+            (record.status, record.output, record.error)
+        })
+        .collect();
+    out.reverse();
+    out
+}
