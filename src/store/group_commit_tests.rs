@@ -58,6 +58,25 @@ fn keys_in_store(store: &Store) -> Vec<String> {
         .collect()
 }
 
+/// Run `f(store, t)` on `threads` threads that start together; their results in thread order.
+fn at_once<T: Send + 'static>(
+    store: &Store,
+    threads: usize,
+    f: impl Fn(&Store, usize) -> T + Send + Sync + Copy + 'static,
+) -> Vec<T> {
+    let start = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (store, start) = (store.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                f(&store, t)
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().expect("writer thread")).collect()
+}
+
 /// Wait (a deadline only guards against hanging) until `n` callers queue for the writer.
 fn until_queued(store: &Store, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -162,20 +181,15 @@ fn a_panicking_caller_loses_its_part_and_its_batch_mates_are_still_answered() {
 fn the_broadcast_is_in_id_order_under_16_concurrent_writers() {
     let (_dir, store) = store();
     let mut events = store.subscribe();
-    let (threads, each) = (16, 40);
-    let start = Arc::new(Barrier::new(threads));
-    let writers: Vec<_> = (0..threads)
-        .map(|t| {
-            let (store, start) = (store.clone(), start.clone());
-            std::thread::spawn(move || {
-                start.wait();
-                (0..each)
-                    .filter_map(|i| write(&store, format!("{t}/{i}"), (t + i) % 5 == 0).ok().map(|r| r.id))
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    let mut ok: Vec<i64> = writers.into_iter().flat_map(|t| t.join().expect("writer thread")).collect();
+    let each = 40;
+    let mut ok: Vec<i64> = at_once(&store, 16, move |store, t| {
+        (0..each)
+            .filter_map(|i| write(store, format!("{t}/{i}"), (t + i) % 5 == 0).ok().map(|r| r.id))
+            .collect::<Vec<_>>()
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     ok.sort();
     let sent: Vec<i64> = std::iter::from_fn(|| events.try_recv().ok()).map(|e| e.id).collect();
     assert_eq!(sent, ok, "every committed event once, in id order");
@@ -299,25 +313,15 @@ fn make_durable_syncs_what_a_deferring_handle_wrote() {
 }
 
 #[test]
-fn concurrent_syncs_after_deferred_writes_share_commits() {
+fn sixteen_threads_syncing_their_deferred_writes_keep_every_write_and_end_synced() {
     let (_dir, store) = store();
     let (threads, each) = (16, 20);
-    let start = Arc::new(Barrier::new(threads));
-    let writers: Vec<_> = (0..threads)
-        .map(|t| {
-            let (store, start) = (store.clone(), start.clone());
-            std::thread::spawn(move || {
-                start.wait();
-                for i in 0..each {
-                    store.deferring().write(|w| w.event(marker(format!("{t}/{i}")))).expect("deferred write");
-                    store.make_durable().expect("sync");
-                }
-            })
-        })
-        .collect();
-    for w in writers {
-        w.join().expect("writer thread");
-    }
+    at_once(&store, threads, move |store, t| {
+        for i in 0..each {
+            store.deferring().write(|w| w.event(marker(format!("{t}/{i}")))).expect("deferred write");
+            store.make_durable().expect("sync");
+        }
+    });
     assert_eq!(keys_in_store(&store).len(), threads * each);
     assert!(!store.inner.unsynced.load(Ordering::SeqCst), "everything synced at the end");
 }
