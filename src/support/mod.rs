@@ -251,13 +251,6 @@ impl ToolHost {
                 describe_input_errors(&errors)
             ))
         })?;
-        let host = match self.packs.controller(pack).await {
-            None => {
-                return Err(InvokeError::Handler(format!("built-in tool {tool} has no controller-side handler here")));
-            }
-            Some(packs::Controller::Ready(host)) => host,
-            Some(packs::Controller::Failed { error, .. }) => return Err(error.into()),
-        };
         let agent =
             self.store.agent(agent_id)?.ok_or_else(|| InvokeError::Rejected(format!("Unknown agent: {agent_id}")))?;
         let base = json!({
@@ -268,16 +261,13 @@ impl ToolHost {
         })
         .to_string();
         let scope = CallScope { agent_id: Some(agent_id.to_string()), activation_id: Some(activation_id.to_string()) };
-        let call = JsCall { export: "support", args: vec![base, tool.to_string(), input.to_string()], scope };
-        let value = host.call(call).await;
-        // What the handler wrote did not wait for the disk (`ControllerOps::writer`): on disk
-        // before the runner hears of it, failed or not.
-        self.store.make_durable()?;
-        let value = value?;
+        let args = vec![base, tool.to_string(), input.to_string()];
+        let value = self.call_controller(pack_id, "support", args, scope).await?;
         parse_output(&format!("toolpack {} (tool {tool})", pack.id), value).map_err(InvokeError::Handler)
     }
 
-    /// Calls an export of a local pack's controller glue for a caller (the permission hooks).
+    /// Calls an export of a local pack's controller glue for a caller (support calls, the permission
+    /// hooks).
     pub async fn call_controller(
         &self,
         pack_id: &str,
@@ -295,7 +285,8 @@ impl ToolHost {
         let for_agent = scope.agent_id.is_some();
         let value = host.call(JsCall { export, args, scope }).await;
         if for_agent {
-            // As in `support`: an agent's call wrote without waiting for the disk.
+            // What an agent's call (a support call, a tool-call hook) wrote did not wait for the
+            // disk (`ControllerOps::writer`): on disk before the caller hears of it, failed or not.
             self.store.make_durable()?;
         }
         Ok(value?)
