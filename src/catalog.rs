@@ -1,8 +1,13 @@
 //! The tool catalog: every registered tool with what a person choosing or reviewing tools needs
 //! — display name, description, group, annotations, input schema, approval requirement, which
 //! agents may call it, whether each of them gets it deferred, and each agent's default
-//! permission decision. One `Serialize` shape for `suzumio tools --json` and
-//! `GET /api/projects/:p/tools`, so the two cannot drift.
+//! permission decision, and which agents have it switched off. One `Serialize` shape for
+//! `suzumio tools --json` and `GET /api/projects/:p/tools`, so the two cannot drift.
+//!
+//! It also owns what a person may switch off and back on for one agent at run time
+//! ([`switch`]): a tool of that agent's allowlist, or a group (`group:<name>`, the catalog's
+//! `group`) of them; switching on never reaches past the allowlist. The store records the
+//! switch; the call pipeline refuses a switched-off tool; the tool list drops it.
 
 use std::collections::BTreeMap;
 
@@ -10,9 +15,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::AgentConfig;
-use crate::permissions::{self, Behavior};
+use crate::permissions::{self, Behavior, audit};
 use crate::project::Project;
-use crate::toolpack::{TOOL_SEARCH, ToolDefinition};
+use crate::store::{StoreError, SwitchTarget, ToolSwitch};
+use crate::support::ToolHost;
+use crate::toolpack::{TOOL_SEARCH, ToolDefinition, Toolpack};
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -48,6 +55,20 @@ pub struct CatalogEntry {
     /// Per allowed agent, the decision for a call with no arguments (rules with argument
     /// matchers may decide a real call differently: `suzumio permissions explain` shows one).
     pub decisions: BTreeMap<String, AgentDecision>,
+    /// The allowed agents that have it switched off now, with who switched it and when.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub switched_off_for: BTreeMap<String, SwitchedOff>,
+}
+
+/// Who switched a tool off for an agent, and when.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SwitchedOff {
+    pub by: String,
+    #[serde(with = "crate::clock::iso_serde")]
+    pub at: chrono::DateTime<chrono::Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 /// One agent's default decision for a tool, and what decided it.
@@ -57,8 +78,9 @@ pub struct AgentDecision {
     pub source: String,
 }
 
-/// The catalog, in registry order; with `agent`, only the tools it may call.
-pub fn catalog(project: &Project, agent: Option<&AgentConfig>) -> Vec<CatalogEntry> {
+/// The catalog, in registry order; with `agent`, only the tools it may call. `switches`: the
+/// store's switched tools (`Store::all_tool_switches`).
+pub fn catalog(project: &Project, agent: Option<&AgentConfig>, switches: &[ToolSwitch]) -> Vec<CatalogEntry> {
     let registry = &project.registry;
     let agents: Vec<&AgentConfig> = match agent {
         Some(a) => vec![a],
@@ -85,6 +107,11 @@ pub fn catalog(project: &Project, agent: Option<&AgentConfig>) -> Vec<CatalogEnt
                     Some((a.id.clone(), AgentDecision { decision: d.behavior, source: d.source }))
                 })
                 .collect();
+            let switched_off_for = switches
+                .iter()
+                .filter(|s| !s.enabled && s.tool == def.name && allowed.iter().any(|a| a.id == s.agent_id))
+                .map(|s| (s.agent_id.clone(), SwitchedOff { by: s.by.clone(), at: s.at, group: s.group.clone() }))
+                .collect();
             let presentation = def.presentation.as_ref();
             let claimed = def.server_annotations.as_ref().map(hints).unwrap_or_default();
             Some(CatalogEntry {
@@ -93,7 +120,7 @@ pub fn catalog(project: &Project, agent: Option<&AgentConfig>) -> Vec<CatalogEnt
                 description: def.description.clone(),
                 toolpack: pack.id.clone(),
                 toolpack_kind: pack.kind_name(),
-                group: presentation.and_then(|p| p.group.clone()).unwrap_or_else(|| pack.id.clone()),
+                group: group_of(pack, def),
                 icon: presentation.and_then(|p| p.icon.clone()),
                 annotations: hints(&def.annotations),
                 server_annotations: claimed.clone(),
@@ -112,9 +139,176 @@ pub fn catalog(project: &Project, agent: Option<&AgentConfig>) -> Vec<CatalogEnt
                 allowed_agents: allowed.iter().map(|a| a.id.clone()).collect(),
                 deferred_for,
                 decisions,
+                switched_off_for,
             })
         })
         .collect()
+}
+
+/// A tool's group: `presentation.group`, else its pack's id.
+pub fn group_of(pack: &Toolpack, def: &ToolDefinition) -> String {
+    def.presentation.as_ref().and_then(|p| p.group.clone()).unwrap_or_else(|| pack.id.clone())
+}
+
+/// How a name of `tools on|off` (and the API's routes) names a group.
+pub const GROUP_PREFIX: &str = "group:";
+
+/// Why a switch was refused; each says what to do instead.
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchError {
+    #[error("Unknown agent: {agent} (agents: {known})")]
+    UnknownAgent { agent: String, known: String },
+    #[error("{0}")]
+    NotAllowed(String),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// What one switch did: per name, the tools it named and the ones whose state changed.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SwitchReport {
+    pub agent: String,
+    pub enabled: bool,
+    pub by: String,
+    pub switched: Vec<SwitchedName>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SwitchedName {
+    /// As named: a tool, or `group:<name>`.
+    pub name: String,
+    pub tools: Vec<String>,
+    /// The tools whose state changed (the others already were so).
+    pub changed: Vec<String>,
+}
+
+/// Which tools of `agent`'s allowlist each of `names` (a tool, or `group:<name>`) stands for.
+/// A name the agent does not have is refused with what it does have, so nothing is switched
+/// unless every name is right.
+pub fn switch_targets(
+    project: &Project,
+    agent: &AgentConfig,
+    names: &[String],
+) -> Result<Vec<SwitchTarget>, SwitchError> {
+    let registry = &project.registry;
+    let allowed = registry.resolve_agent(agent).tools;
+    let groups: Vec<(String, String)> =
+        allowed.iter().filter_map(|t| registry.tool(t).map(|(pack, def)| (group_of(pack, def), t.clone()))).collect();
+    let mut group_names: Vec<&str> = Vec::new();
+    for (group, _) in &groups {
+        if !group_names.contains(&group.as_str()) {
+            group_names.push(group);
+        }
+    }
+    if names.is_empty() {
+        return Err(SwitchError::NotAllowed(format!(
+            "name at least one tool or group:<name> to switch (tools of {}: {}; groups: {})",
+            agent.id,
+            allowed.join(", "),
+            group_names.join(", ")
+        )));
+    }
+    let mut targets = Vec::new();
+    for name in names {
+        let name = name.trim();
+        if let Some(group) = name.strip_prefix(GROUP_PREFIX) {
+            let tools: Vec<String> = groups.iter().filter(|(g, _)| g == group).map(|(_, t)| t.clone()).collect();
+            if tools.is_empty() {
+                let hint = crate::config::diag::did_you_mean(group, group_names.iter().copied())
+                    .map(|m| format!("{m} "))
+                    .unwrap_or_default();
+                return Err(SwitchError::NotAllowed(format!(
+                    "{} has no tool in group `{group}`: {hint}its groups are {}",
+                    agent.id,
+                    group_names.join(", ")
+                )));
+            }
+            targets.push(SwitchTarget { group: Some(group.to_string()), tools });
+        } else if allowed.iter().any(|t| t == name) {
+            targets.push(SwitchTarget { group: None, tools: vec![name.to_string()] });
+        } else if registry.tool(name).is_some() {
+            return Err(SwitchError::NotAllowed(format!(
+                "{name} is not in {}'s allowlist (agents.{}.tools in suzumio.yaml): a switch only turns an allowed                  tool off and back on, it never adds one the config does not allow",
+                agent.id, agent.base_id
+            )));
+        } else {
+            let hint = crate::config::diag::did_you_mean(name, allowed.iter().map(String::as_str))
+                .map(|m| format!(" ({m})"))
+                .or_else(|| {
+                    group_names.contains(&name).then(|| format!(" ({name} is a group: write {GROUP_PREFIX}{name})"))
+                })
+                .unwrap_or_default();
+            return Err(SwitchError::NotAllowed(format!("Unknown tool: {name}{hint}")));
+        }
+    }
+    Ok(targets)
+}
+
+/// Switch `names` off (`enabled: false`) or back on for `agent_id`, as `by` (`cli (alice)`,
+/// `webui`, `api`): recorded in the store with its `tools.switched` events, and audited. The
+/// agent's next request and next call see it, in this process or in the one serving the
+/// project (they share the store).
+pub fn switch(
+    host: &ToolHost,
+    agent_id: &str,
+    names: &[String],
+    enabled: bool,
+    by: &str,
+) -> Result<SwitchReport, SwitchError> {
+    let project = host.project.snapshot();
+    let agent = project.config.agent(agent_id).ok_or_else(|| SwitchError::UnknownAgent {
+        agent: agent_id.to_string(),
+        known: project.config.agents.iter().map(|a| a.id.as_str()).collect::<Vec<_>>().join(", "),
+    })?;
+    let targets = switch_targets(&project, agent, names)?;
+    let changed = host.store.switch_tools(agent_id, &targets, enabled, by)?;
+    let word = if enabled { "on" } else { "off" };
+    let mut switched = Vec::new();
+    for (target, changed) in targets.into_iter().zip(changed) {
+        let name = match &target.group {
+            Some(g) => format!("{GROUP_PREFIX}{g}"),
+            None => target.tools[0].clone(),
+        };
+        if !changed.is_empty() {
+            host.audit.record(audit::AuditEntry {
+                time: host.store.now(),
+                kind: audit::EntryKind::Switch,
+                agent: agent_id.to_string(),
+                activation: None,
+                call_id: None,
+                tool: name.clone(),
+                mode: agent.permission_mode.as_str().to_string(),
+                decision: if enabled { Behavior::Allow } else { Behavior::Deny },
+                source: by.to_string(),
+                reason: format!("switched {word} by {by}: {}", changed.join(", ")),
+                risk: None,
+                user_action: Some(word.to_string()),
+                feedback: None,
+                arguments: serde_json::json!({ "tools": changed }),
+            });
+        }
+        switched.push(SwitchedName { name, tools: target.tools, changed });
+    }
+    Ok(SwitchReport { agent: agent_id.to_string(), enabled, by: by.to_string(), switched })
+}
+
+/// Why `tool` may not run for `agent_id` now: it is switched off, by whom, and how to switch
+/// it on. What the call pipeline answers a caller who called it anyway.
+pub fn switched_off_reason(switch: &ToolSwitch) -> Option<String> {
+    if switch.enabled {
+        return None;
+    }
+    let (agent, tool) = (&switch.agent_id, &switch.tool);
+    let named = switch.group.as_ref().map(|g| format!(" (with {GROUP_PREFIX}{g})")).unwrap_or_default();
+    let on = switch.group.as_ref().map(|g| format!("{GROUP_PREFIX}{g}")).unwrap_or_else(|| tool.clone());
+    Some(format!(
+        "{tool} is switched off for {agent} by {}{named} at {}: it cannot run until it is switched on again \
+         (`suzumio tools on <project> {agent} {on}`, the WebUI's Tools page, or PUT /api/projects/<project>/agents/{agent}/tools/{tool} {{\"enabled\": true}})",
+        switch.by,
+        crate::clock::iso(switch.at),
+    ))
 }
 
 fn display_name(def: &ToolDefinition) -> String {

@@ -60,10 +60,15 @@ enum Command {
         #[arg(long, value_enum)]
         backend: Option<BackendArg>,
     },
-    /// Print the resolved tool catalogue: name, pack, description, approval, allowed agents.
+    /// Print the resolved tool catalogue: name, pack, description, approval, allowed agents, and
+    /// the tools switched off per agent; `tools off|on` switches an agent's tools at run time.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Tools {
+        #[command(subcommand)]
+        command: Option<ToolsCommand>,
         /// Project directory (holding suzumio.yaml) or the config file itself.
-        dir: PathBuf,
+        #[arg(required = true)]
+        dir: Option<PathBuf>,
         /// Only the tools this agent may use.
         #[arg(long)]
         agent: Option<String>,
@@ -326,6 +331,37 @@ enum Command {
         /// The input as a JSON object (default {}).
         input: Option<String>,
         /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ToolsCommand {
+    /// Switch tools (or whole groups, `group:NAME`) of the agent's allowlist off while the
+    /// project runs: gone from its next model request, and refused if called anyway.
+    Off {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The agent whose tools are switched.
+        agent: String,
+        /// Tools (`web.fetch`) or groups (`group:web`, the catalog's group).
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Switch tools or groups back on (never past the agent's allowlist).
+    On {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The agent whose tools are switched.
+        agent: String,
+        /// Tools (`web.fetch`) or groups (`group:web`, the catalog's group).
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -637,7 +673,16 @@ fn main() -> ExitCode {
                 async move { finish_json(commands::check(&dir, json, backend.map(BackendKind::from)).await, json) },
             )
         }
-        Command::Tools { dir, agent, json } => finish_json(commands::tools(&dir, agent.as_deref(), json), json),
+        Command::Tools { command: Some(ToolsCommand::Off { dir, agent, names, json }), .. } => {
+            finish_json(commands::switch_tools(&dir, &agent, &names, false, json), json)
+        }
+        Command::Tools { command: Some(ToolsCommand::On { dir, agent, names, json }), .. } => {
+            finish_json(commands::switch_tools(&dir, &agent, &names, true, json), json)
+        }
+        Command::Tools { command: None, dir, agent, json } => {
+            let dir = dir.unwrap_or_default();
+            finish_json(commands::tools(&dir, agent.as_deref(), json), json)
+        }
         Command::Run { dir, host, port, token, allowed_hosts, backend, until_idle, paused, kickoff, log_format } => {
             block_on(async move {
                 let backend = backend.map(BackendKind::from);

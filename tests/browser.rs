@@ -332,3 +332,68 @@ async fn image_scenario(b: &Browser, c: &Controller) -> webdriver::Result<()> {
     assert_eq!(alt, json!("image 1 of notes.snap"));
     Ok(())
 }
+
+/// The Tools page's switches (issue [V] #25): for the selected agent, a switch per group and per
+/// tool. Switching the `files` group off there is enforced for a caller who ignores the page
+/// (`suzumio tool call`), recorded as the WebUI's; one tool switched back on runs again while the
+/// rest of its group stays off.
+#[tokio::test]
+async fn the_tools_page_switches_a_group_off_for_one_agent_and_a_tool_back_on() {
+    let project = TempProject::copy_of("review");
+    let started = support::suzumio(&project.dir, &["start", "."]);
+    assert!(started.status.success(), "suzumio start failed: {}", support::text(&started.stderr));
+    let c = Controller::start(&project.dir, &["--paused"]);
+    let b = browser().await;
+    let outcome = switches_scenario(&b, &c, &project).await;
+    check_scenario("tool-switches", &b, &c, outcome).await;
+}
+
+async fn switches_scenario(b: &Browser, c: &Controller, project: &TempProject) -> webdriver::Result<()> {
+    suzumio::support::web_fetch::tls_provider();
+    let http = reqwest::Client::builder().no_proxy().build().expect("the HTTP client builds");
+    let tools_of = async |agent: &str| -> Vec<Value> {
+        let url = c.url(&format!("/api/projects/review-demo/agents/{agent}/tools"));
+        http.get(url).send().await.unwrap().json::<Vec<Value>>().await.unwrap()
+    };
+    let off_for = |entries: &[Value], tool: &str, agent: &str| -> Option<String> {
+        let entry = entries.iter().find(|e| e["name"] == tool)?;
+        entry["switchedOffFor"][agent]["by"].as_str().map(str::to_string)
+    };
+    b.goto(&c.url("/#/tools")).await?;
+    b.click_css(r#"a[data-switches-link="reviewer"]"#).await?;
+    b.wait_for_text("[data-tool-title]", "Tool switches of reviewer").await?;
+    // Only the agent's own tools: the pm's completion.submit is not offered to the reviewer.
+    b.find(r#"input[data-switch-tool="file.read"]"#).await?;
+    let foreign =
+        b.execute(r#"return !!document.querySelector('input[data-switch-tool="completion.submit"]');"#, vec![]).await?;
+    assert_eq!(foreign, json!(false), "a tool outside the allowlist has no switch");
+
+    b.click_css(r#"input[data-switch-group="files"]"#).await?;
+    b.wait_until(r#"document.querySelector('[data-switch-row="file.read"]')?.classList.contains('switched-off')"#)
+        .await?;
+    b.wait_for_text(r#"[data-switch-row="file.write"]"#, "off by webui").await?;
+    let entries = tools_of("reviewer").await;
+    assert_eq!(off_for(&entries, "file.read", "reviewer").as_deref(), Some("webui"));
+    assert_eq!(off_for(&entries, "shell.exec", "reviewer"), None, "another group stays on");
+
+    // Enforced for a caller who never saw the page.
+    let dir = project.dir.to_str().unwrap().to_string();
+    let refused = support::suzumio(
+        &project.dir,
+        &["tool", "call", &dir, "--agent", "reviewer", "file.write", r#"{"path":"x.txt","content":"x"}"#],
+    );
+    let why = support::text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{why}");
+    assert!(why.contains("file.write is switched off for reviewer by webui"), "{why}");
+    assert!(!project.dir.join("workspaces/reviewer/x.txt").exists(), "it did not run");
+
+    // One tool of the group back on: the group's switch shows a mixed state.
+    b.click_css(r#"input[data-switch-tool="file.read"]"#).await?;
+    b.wait_until(r#"!document.querySelector('[data-switch-row="file.read"]')?.classList.contains('switched-off')"#)
+        .await?;
+    b.wait_until(r#"document.querySelector('input[data-switch-group="files"]')?.indeterminate === true"#).await?;
+    let entries = tools_of("reviewer").await;
+    assert_eq!(off_for(&entries, "file.read", "reviewer"), None);
+    assert_eq!(off_for(&entries, "file.write", "reviewer").as_deref(), Some("webui"));
+    Ok(())
+}

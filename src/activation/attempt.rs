@@ -59,7 +59,8 @@ impl Attempt<'_> {
         let mut messages = Vec::with_capacity(conversation.messages.len() + 1);
         messages.push(ChatMessage::System(self.system.to_string()));
         messages.extend(conversation.messages.iter().cloned());
-        let mut request = self.model.request(&self.agent.id, &self.activation.id, messages, self.tools.current());
+        let tools = self.tools.next(&self.owner.tools.store);
+        let mut request = self.model.request(&self.agent.id, &self.activation.id, messages, tools);
         request.cache_prefix = 1 + conversation.history_len();
         request
     }

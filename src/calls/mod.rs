@@ -3,15 +3,17 @@
 //! and an approval's resume goes on inside it with the stored call. The steps, in order:
 //!
 //! ```text
-//! resolve ─ allowlist ─ record start ─ schema ─ before-hooks ─ decide ─┬─ allow ───────────────┐
-//!                                                                    ├─ ask: park (approvals) ┤─ dispatch ─ after-hooks ─┐
-//!                                                                    └─ deny: refuse ─────────┼──────────────────────────┴─ record finish
-//!                                                                           audit (decision, hooks, resolution)
+//! resolve ─ allowlist ─ switch ─ record start ─ schema ─ before-hooks ─ decide ─┬─ allow ───────────────┐
+//!                                                                             ├─ ask: park (approvals) ┤─ dispatch ─ after-hooks ─┐
+//!                                                                             └─ deny: refuse ─────────┼──────────────────────────┴─ record finish
+//!                                                                                    audit (decision, hooks, resolution)
 //! ```
 //!
-//! - *resolve*: the tool in the registry (`Unknown tool`), *allowlist*: the agent may call it.
-//!   Both refuse with `ToolError::Rejected` and record no tool call; a model's call so refused
-//!   is counted with its activation (`tool_call.rejected`, [`rejected`]).
+//! - *resolve*: the tool in the registry (`Unknown tool`), *allowlist*: the agent may call it,
+//!   *switch*: no one switched it off for this agent at run time (`catalog::switch`; the
+//!   refusal says who did and how to switch it on; checked again after an approval's wait).
+//!   All three refuse with `ToolError::Rejected` and record no tool call; a model's call so
+//!   refused is counted with its activation (`tool_call.rejected`, [`rejected`]).
 //! - *schema*: the input against the tool's `inputSchema` (or the model's arguments were not
 //!   JSON); a refusal is recorded with the call.
 //! - *before-hooks* (`hooks.rs`): packs' `beforeToolCall`, a verdict joins the rules, a changed
@@ -92,7 +94,12 @@ async fn execute(
     let refused = match project.registry.tool(tool) {
         None => Err(format!("Unknown tool: {tool}")),
         Some(_) if !project.registry.may_call(agent, tool) => Err(format!("Tool not allowed for {agent_id}: {tool}")),
-        Some(found) => Ok(found),
+        // Switched off for this agent at run time: refused like a tool outside the allowlist,
+        // whoever calls it (a model with an older tool list, the CLI, MCP, the WebUI).
+        Some(found) => match switched_off(host, agent_id, tool)? {
+            Some(reason) => Err(reason),
+            None => Ok(found),
+        },
     };
     let (pack, def) = match refused {
         Ok(found) => found,
@@ -192,7 +199,21 @@ async fn run_once_approved(
     pending: &PendingCall<'_>,
 ) -> Result<ToolOutput, ToolError> {
     approvals::ask(approvals_of(host, project), pending).await?;
+    // Switched off while it waited: the approval does not bring it back.
+    if let Some(reason) = switched_off(host, pending.agent_id, pending.tool)? {
+        return Err(ToolError::Rejected(reason));
+    }
     dispatch(host, runner, caller, def, pending.tool, pending.input.clone()).await
+}
+
+/// The *switch* step: why `tool` is switched off for `agent_id` now, if it is (the store's
+/// switch row, read by its key; `catalog::switched_off_reason` words it).
+fn switched_off(host: &ToolHost, agent_id: &str, tool: &str) -> Result<Option<String>, ToolError> {
+    let switch = host
+        .store
+        .tool_switch(agent_id, tool)
+        .map_err(|e| ToolError::Internal(format!("cannot read the tool switches of {agent_id}: {e}")))?;
+    Ok(switch.as_ref().and_then(crate::catalog::switched_off_reason))
 }
 
 fn approvals_of<'a>(host: &'a ToolHost, project: &'a Project) -> Approvals<'a> {

@@ -288,8 +288,9 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
         })
         .filter(|(_, _, allowed)| agent.is_none_or(|id| allowed.contains(&id)))
         .collect();
+    let switches = switches_of(&project)?;
     let stdout = if as_json {
-        let entries = crate::catalog::catalog(&project, agent.and_then(|id| c.agent(id)));
+        let entries = crate::catalog::catalog(&project, agent.and_then(|id| c.agent(id)), &switches);
         serde_json::to_string_pretty(&entries).unwrap_or_default() + "\n"
     } else {
         let table: Vec<[String; 5]> = rows
@@ -308,9 +309,44 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
         if let Some(a) = agent.and_then(|id| c.agent(id)) {
             out.push_str(&deferred_note(&project, a));
         }
+        out.push_str(&switched_off_note(&project, agent, &switches));
         out
     };
     Ok(Output { stdout, warnings: project.warnings.warnings })
+}
+
+/// The tools switched for the project's agents, from its store when it has one (`tools` does
+/// not create the state of a project that never ran).
+fn switches_of(project: &Project) -> Result<Vec<crate::store::ToolSwitch>, CliError> {
+    let db = project.config.root.join(crate::store::STATE_DIR).join(crate::store::DB_FILE);
+    if !db.is_file() {
+        return Ok(Vec::new());
+    }
+    let store = crate::store::Store::open_read_only(&project.config, std::sync::Arc::new(crate::clock::SystemClock))?;
+    Ok(store.all_tool_switches()?)
+}
+
+/// `tools`: the tools switched off per agent now (`suzumio tools on` brings them back), with who
+/// switched them and when; nothing when none is.
+fn switched_off_note(project: &Project, only: Option<&str>, switches: &[crate::store::ToolSwitch]) -> String {
+    let mut out = String::new();
+    for agent in project.config.agents.iter().filter(|a| only.is_none_or(|o| o == a.id)) {
+        let off: Vec<String> = switches
+            .iter()
+            .filter(|s| !s.enabled && s.agent_id == agent.id && project.registry.may_call(agent, &s.tool))
+            .map(|s| {
+                let group = s.group.as_ref().map(|g| format!(", with group:{g}")).unwrap_or_default();
+                format!("{} (by {} at {}{group})", s.tool, s.by, crate::clock::iso(s.at))
+            })
+            .collect();
+        if !off.is_empty() {
+            let _ = write!(out, "\nswitched off for {} ({}): {}", agent.id, off.len(), off.join(", "));
+        }
+    }
+    if !out.is_empty() {
+        out.push_str("\n(suzumio tools on <dir> <agent> <tool|group:NAME> switches them back on)\n");
+    }
+    out
 }
 
 /// The `tools` table's DECISION: the one decision every allowed agent gets, or `agent:decision`

@@ -5,7 +5,7 @@
 //! [`project`] (`status`, `start`/`stop`, `approve`, `resume`, `tick`), [`signals`] (`send`,
 //! `signals`), [`tool`] (`tool call`, `ui`), [`permissions`] (`permissions explain`, `audit`),
 //! [`activity`] (activations, `show`, `logs [-f]`, `history`, `cancel`, `wake`), [`approvals`],
-//! [`mcp`], [`run`], [`image`] and [`scaffold`] (`init`, `toolpack new`).
+//! [`switches`] (`tools on|off`), [`mcp`], [`run`], [`image`] and [`scaffold`] (`init`, `toolpack new`).
 
 mod activity;
 pub mod views;
@@ -23,12 +23,14 @@ mod project;
 pub mod run;
 pub mod scaffold;
 mod signals;
+mod switches;
 mod tool;
 
 pub use check::{check, tools};
 pub use permissions::{audit, permissions_explain};
 pub use project::{approve, resume, set_status, status, tick};
 pub use signals::{send, signals};
+pub use switches::switch as switch_tools;
 pub use tool::{tool_call, ui};
 
 use std::fmt::Write as _;

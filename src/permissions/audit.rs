@@ -44,6 +44,9 @@ pub enum EntryKind {
     Resolution,
     /// A `beforeToolCall`/`afterToolCall` hook changed or refused a call.
     Hook,
+    /// A person switched tools off or back on for an agent (`tool` is what they named: a tool
+    /// or `group:<name>`; `arguments.tools` the tools it changed).
+    Switch,
 }
 
 /// One line of the audit. Arguments and feedback are redacted and bounded by [`Audit::record`].

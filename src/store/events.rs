@@ -171,6 +171,11 @@ pub enum Event {
         feedback: Option<String>,
         remember: Option<String>,
     },
+    /// A person switched tools off (or back on) for one agent while the project runs: `tools`
+    /// are the ones whose state changed, `group` the group named (when one was), `by` who
+    /// (`cli (<user>)`, `webui`, `api`). The agent's next request and call see it.
+    #[serde(rename = "tools.switched", rename_all = "camelCase")]
+    ToolsSwitched { agent_id: String, enabled: bool, group: Option<String>, tools: Vec<String>, by: String },
     /// A piece of the text a model is streaming in an activation. Ephemeral: published with
     /// [`crate::store::Store::publish_ephemeral`], never stored. `offset` is where `text` starts
     /// in the current model call's text (0 starts a new call's text).
@@ -267,6 +272,7 @@ impl Event {
             | Event::PermissionDecided { agent_id, .. }
             | Event::ApprovalRequested { agent_id, .. }
             | Event::ApprovalResolved { agent_id, .. }
+            | Event::ToolsSwitched { agent_id, .. }
             | Event::ActivationDelta { agent_id, .. } => Some(agent_id),
             Event::ActivationCompleted(e) | Event::ActivationFailed(e) | Event::ActivationCancelled(e) => {
                 Some(&e.agent_id)
@@ -341,6 +347,7 @@ pub const EVENT_TYPES: &[EventType] = &[
     kind("permission.decided", true, false),
     kind("approval.requested", true, true),
     kind("approval.resolved", true, true),
+    kind("tools.switched", true, false),
     // Ephemeral (live model text): streamed beside the timeline, never one of its rows.
     kind("activation.delta", false, false),
 ];

@@ -65,6 +65,7 @@ pub mod state_files;
 mod stats;
 mod timeline;
 mod tool_loading;
+mod tool_switches;
 mod usage;
 
 use std::path::{Path, PathBuf};
@@ -97,6 +98,7 @@ pub use stats::LAST_ERROR_CAP;
 pub use timeline::{
     ActivationTimeline, MessageEdge, TimelineHead, TimelineItem, TimelineSignal, TimelineToolCall, ToolCallCounts,
 };
+pub use tool_switches::{SwitchTarget, ToolSwitch};
 pub use usage::RESUMED_KIND;
 
 /// The directory (under the project root) that holds the controller's own state.

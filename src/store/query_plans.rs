@@ -8,7 +8,8 @@
 //! Covered: the scheduler (ticks, tool boundaries), an activation's start and end (the signals it
 //! takes, replaying its history, its end, nudges), each model call's record, budgets and the
 //! wake-loop guard, and each tool call (its start and end, the remembered permission rules that
-//! decide it, an `ask`'s approval request, background commands, the deferred tools it loaded).
+//! decide it, an `ask`'s approval request, background commands, the deferred tools it loaded,
+//! whether it is switched off) and each request's tool list (the agent's switches).
 //!
 //! Deliberately not listed:
 //! - plain `INSERT … VALUES` (activations, tool calls, model calls, history, events, signals,
@@ -30,7 +31,7 @@
 //! but would with a busy day (at hundreds of activations a second an hour is a million rows).
 //! Only after an agent was resumed within the period do they sum the rows since the resume.
 
-use super::{activations, approvals, commands, history, scheduling, signals, tool_loading, usage};
+use super::{activations, approvals, commands, history, scheduling, signals, tool_loading, tool_switches, usage};
 
 /// Where each statement runs, and the statement.
 const HOT_PATH: &[(&str, &str)] = &[
@@ -83,7 +84,12 @@ const HOT_PATH: &[(&str, &str)] = &[
     ("an activation paused or stopped: its end (end_interrupted)", scheduling::END_INTERRUPTED),
     ("an activation paused or stopped: its signals back to pending (end_interrupted)", scheduling::RETURN_DELIVERED),
     ("every tool list: the agent's deferred tools loaded (Store::activated_tools)", tool_loading::ACTIVATED_TOOLS),
+    (
+        "every request's tool list: the agent's tool switches (Store::tool_switches)",
+        tool_switches::TOOL_SWITCHES_OF_AGENT,
+    ),
     // The tool path.
+    ("every tool call: whether it is switched off for the agent (Store::tool_switch)", tool_switches::TOOL_SWITCH),
     ("a tool call's end: the call (Store::finish_tool_call)", activations::TOOL_CALL_BY_ID),
     ("a tool call's end: recording it (Store::finish_tool_call)", activations::FINISH_TOOL_CALL),
     ("an ask: the call's tool call attached (Store::attach_approval)", approvals::ATTACH_APPROVAL),
@@ -151,6 +157,9 @@ const GROWING: &[&str] = &[
     "background_commands",
     "permission_rules",
     "usage_counters",
+    // Bounded by agents × tools, not by the history; filled anyway, so its lookups are shown
+    // to go through its key.
+    "tool_switches",
 ];
 
 const ROWS: u32 = 100_000;
@@ -241,6 +250,8 @@ mod tests {
                                          output_tokens, cost, activations)
                SELECT CASE i % 5 WHEN 0 THEN '' ELSE {of_i} END,
                       strftime('%Y-%m-%dT%H', '2026-01-01', '+' || i || ' hours'), 20, 200, 0, 100, 0.2, 10 FROM n;
+             {n} INSERT INTO tool_switches (agent_id, tool, enabled, group_name, changed_by, changed_at)
+               SELECT {of_i}, 'tool_' || i, i % 2, NULL, 'cli (t)', {at_i} FROM n;
              INSERT INTO activated_tools (agent_id, tool, activation_id, created_at)
                VALUES ('pm', 'web.fetch', 'act_4', '2026-01-01T00:04:00Z'),
                       ('worker', 'browser.open', 'act_1', '2026-01-01T00:01:00Z');"

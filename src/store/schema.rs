@@ -315,6 +315,20 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE tool_calls ADD COLUMN call_key TEXT;
     ALTER TABLE activations ADD COLUMN rejected_tool_calls INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 15 (branch v-tool-switches): the tools a person switched off (or back on) for one agent
+    // while the project runs; read by every tool call and every request's tool list, by its
+    // primary key (`store::query_plans`).
+    r#"
+    CREATE TABLE tool_switches (
+        agent_id   TEXT NOT NULL,
+        tool       TEXT NOT NULL,
+        enabled    INTEGER NOT NULL,
+        group_name TEXT,
+        changed_by TEXT NOT NULL,
+        changed_at TEXT NOT NULL,
+        PRIMARY KEY (agent_id, tool)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -5,8 +5,8 @@
 //! (`Store::activate_tools`), so they stay for the agent's history, and the model loop adds
 //! them to the tool list from the next model step.
 //!
-//! Only the agent's own allowlist is ever searched: a tool it may not use is answered exactly
-//! like a tool that does not exist.
+//! Only the agent's own allowlist is ever searched, less the tools switched off for it: a tool
+//! it may not use is answered exactly like a tool that does not exist.
 
 use serde_json::{Value, json};
 
@@ -74,7 +74,18 @@ pub fn search(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOut
         .config
         .agent(&caller.agent_id)
         .ok_or_else(|| ToolError::Rejected(format!("Unknown agent: {}", caller.agent_id)))?;
-    let toolset = registry.resolve_agent(agent);
+    let mut toolset = registry.resolve_agent(agent);
+    // A tool switched off for the agent is not its to list or activate until it is back on.
+    let off: Vec<String> = host
+        .store
+        .tool_switches(&agent.id)
+        .map_err(|e| ToolError::Internal(e.to_string()))?
+        .into_iter()
+        .filter(|s| !s.enabled)
+        .map(|s| s.tool)
+        .collect();
+    toolset.tools.retain(|t| !off.contains(t));
+    toolset.deferred.retain(|t| !off.contains(t));
     let activated = host.store.activated_tools(&agent.id).map_err(|e| ToolError::Internal(e.to_string()))?;
     let loading = Loading::of(&toolset, &activated);
     let query = input.get("query").and_then(Value::as_str);

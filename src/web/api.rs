@@ -89,7 +89,8 @@ async fn tool_status(host: Project) -> Result<Response, ApiError> {
 
 /// The tool catalog (`suzumio tools --json` has the same shape).
 async fn tool_catalog(host: Project) -> Result<Response, ApiError> {
-    Ok(Json(crate::catalog::catalog(&host.project.snapshot(), None)).into_response())
+    let switches = host.store.all_tool_switches()?;
+    Ok(Json(crate::catalog::catalog(&host.project.snapshot(), None, &switches)).into_response())
 }
 
 async fn agents(host: Project, Query(q): Query<NoCursors>) -> Result<Response, ApiError> {

@@ -127,7 +127,7 @@ const CLIENT_HEADER: &str = "x-suzumio-client";
 /// Who a decision is recorded as made by: `webui` for the WebUI's own page, `api` for any other
 /// client. A label, not a credential: who may decide at all is the guard's (token, `Host`,
 /// `Origin`), and any client it lets through may decide under either name.
-fn decider(headers: &HeaderMap) -> &'static str {
+pub(super) fn decider(headers: &HeaderMap) -> &'static str {
     match headers.get(CLIENT_HEADER).and_then(|v| v.to_str().ok()) {
         Some(WEBUI_RESOLVER) => WEBUI_RESOLVER,
         _ => API_RESOLVER,

@@ -17,6 +17,7 @@ mod host;
 mod mcp;
 mod metrics;
 mod stream;
+mod tool_switches;
 pub mod views;
 
 use host::HostPolicy;
@@ -116,6 +117,7 @@ fn app(
     };
     api::routes()
         .merge(approvals::routes())
+        .merge(tool_switches::routes())
         .merge(assets::routes())
         .merge(metrics::routes())
         .merge(mcp)

@@ -194,6 +194,27 @@ pub enum Reply {
     },
     Json(Value),
     Status(u16, String),
+    /// The reply, once the test opens the gate: the request is recorded at once, so a test can
+    /// wait for it, change something, and only then let the model answer.
+    Gated(Gate, Box<Reply>),
+}
+
+/// A gate a [`Reply::Gated`] waits at until [`Gate::open`].
+#[derive(Clone, Debug)]
+pub struct Gate(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Gate {
+    pub fn new() -> Gate {
+        Gate(Arc::new(tokio::sync::watch::channel(false).0))
+    }
+
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    async fn passed(&self) {
+        let _ = self.0.subscribe().wait_for(|open| *open).await;
+    }
 }
 
 impl Reply {
@@ -210,6 +231,8 @@ impl Reply {
 struct Shared {
     replies: Arc<Mutex<VecDeque<Reply>>>,
     requests: Arc<Mutex<Vec<Value>>>,
+    /// The same bodies as the bytes received.
+    raw: Arc<Mutex<Vec<Vec<u8>>>>,
 }
 
 pub struct StreamServer {
@@ -231,13 +254,24 @@ impl StreamServer {
     pub fn requests(&self) -> Vec<Value> {
         self.shared.requests.lock().unwrap().clone()
     }
+
+    /// The request bodies received so far, in order, as the bytes that came over the socket.
+    pub fn raw_requests(&self) -> Vec<Vec<u8>> {
+        self.shared.raw.lock().unwrap().clone()
+    }
 }
 
 async fn answer(State(shared): State<Shared>, body: Bytes) -> Response {
     shared.requests.lock().unwrap().push(serde_json::from_slice(&body).unwrap_or(Value::Null));
-    let reply = shared.replies.lock().unwrap().pop_front();
+    shared.raw.lock().unwrap().push(body.to_vec());
+    let mut reply = shared.replies.lock().unwrap().pop_front();
+    while let Some(Reply::Gated(gate, inner)) = reply {
+        gate.passed().await;
+        reply = Some(*inner);
+    }
     match reply {
         None => (StatusCode::INTERNAL_SERVER_ERROR, "no reply queued").into_response(),
+        Some(Reply::Gated(..)) => unreachable!("passed above"),
         Some(Reply::Status(status, body)) => (StatusCode::from_u16(status).unwrap(), body).into_response(),
         Some(Reply::Json(value)) => axum::Json(value).into_response(),
         Some(Reply::Stream { frames, gap, stall_after, stall }) => {

@@ -83,6 +83,10 @@ export function projectApi(name) {
     signals: (query = {}) => get("/signals", query).then(page),
     toolStatus: () => get("/tool-status"),
     toolCatalog: () => get("/tools"),
+    agentTools: (agent) => get(`/agents/${enc(agent)}/tools`),
+    /** Switch one agent's tool, or group (`group` true), off or back on: `PUT …/tools/:t`, `…/tool-groups/:g`. */
+    switchTools: (agent, name, { group = false, enabled }) =>
+      request("PUT", `${base}/agents/${enc(agent)}/${group ? "tool-groups" : "tools"}/${enc(name)}`, { enabled }),
     toolUi: () => get("/tool-ui"),
     invoke: (pack, entry, input) => post(`/tool-ui/${enc(pack)}/${enc(entry)}`, input),
     config: () => get("/config"),

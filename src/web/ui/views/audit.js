@@ -4,7 +4,7 @@
 
 import { debounce, errorBox, h, replace, timeAgo } from "../dom.js";
 
-const KINDS = ["decision", "resolution", "hook"];
+const KINDS = ["decision", "resolution", "hook", "switch"];
 const DECISIONS = ["allow", "ask", "deny"];
 
 export function auditSection(ctx) {

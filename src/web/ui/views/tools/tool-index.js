@@ -1,8 +1,9 @@
-// The Tools panel's index: the standalone controls, then the tools by group, each tool with
-// its call count. The current page's link is marked and kept in sight.
+// The Tools panel's index: each agent's switch page, the standalone controls, then the tools
+// by group, each tool with its call count. The current page's link is marked and kept in sight.
 
 import { h, replace } from "../../dom.js";
 import { CONTROL_PREFIX, entryKey, groupTools, labelOf } from "./catalog.js";
+import { SWITCHES_PREFIX } from "./switches.js";
 
 /** The index nav; `render(cat, current)` draws it, `updateCounts(toolStatus)` only the counts. */
 export function toolIndex(ctx) {
@@ -31,6 +32,13 @@ export function toolIndex(ctx) {
       );
     const section = (heading, items) => h("section", { class: "ti-group" }, h("h3", { text: heading }), h("ul", {}, items.map((i) => h("li", {}, i))));
     const sections = [];
+    // The roster, else every agent the catalog says may call a tool (the roster may still be loading).
+    const roster = (ctx.state.agents || []).map((a) => a?.id).filter((a) => typeof a === "string");
+    const fromCatalog = [...new Set([...(cat.definitions?.values() ?? [])].flatMap((d) => d.allowedAgents ?? []))];
+    const agents = roster.length ? roster : fromCatalog;
+    const switchLink = (agent) =>
+      link({ href: ctx.href("tools", SWITCHES_PREFIX + agent), "data-switches-link": agent, title: `Switch ${agent}'s tools off and on` }, `${agent}'s tools`);
+    if (agents.length) sections.push(section("Switches", agents.map(switchLink)));
     if (cat.attached.standalone.length) sections.push(section("Controls", cat.attached.standalone.map(controlLink)));
     for (const [group, tools] of groupTools(cat.toolStatus)) sections.push(section(group, tools.map(toolLink)));
     if (!sections.length) sections.push(h("p", { class: "muted", text: "No tools are registered." }));

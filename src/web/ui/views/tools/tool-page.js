@@ -1,9 +1,10 @@
-// A page of the Tools panel: a tool (its header, status summary and attached controls) or a
-// standalone control `control:<pack>/<entry>`.
+// A page of the Tools panel: a tool (its header, status summary and attached controls), a
+// standalone control `control:<pack>/<entry>`, or an agent's tool switches `switches:<agent>`.
 
 import { errorBox, h, metricTiles, pill, replace, timeAgo } from "../../dom.js";
 import { CONTROL_PREFIX, entryKey, labelOf } from "./catalog.js";
 import { controlCard } from "./control-card.js";
+import { SWITCHES_PREFIX, switchesPage } from "./switches.js";
 
 /**
  * The page area. `render(cat, current)` draws the page `current`; `statusChanged(toolStatus)`
@@ -28,6 +29,8 @@ export function toolPage(ctx, { onAction }) {
     };
     if (!current) {
       replace(el, h("p", { class: "muted", text: "Nothing to show." }));
+    } else if (current.startsWith(SWITCHES_PREFIX)) {
+      replace(el, switchesPage(ctx, current.slice(SWITCHES_PREFIX.length)));
     } else if (current.startsWith(CONTROL_PREFIX)) {
       replace(el, controlPage(ctx, cat, current.slice(CONTROL_PREFIX.length), page));
     } else {
