@@ -55,6 +55,7 @@ static ASSETS: &[Asset] = embed![
     "views/tools/tool-index.js",
     "views/tools/tool-page.js",
     "views/tools/control-card.js",
+    "views/tools/switches.js",
     "views/approvals.js",
     "views/audit.js",
 ];
