@@ -135,10 +135,19 @@ impl McpServer {
         let project = self.host.project.snapshot();
         let registry = &project.registry;
         let Some(agent) = self.host.project.config.agent(&self.agent) else { return Vec::new() };
+        // Tools switched off for the agent are not offered (a call of one is refused anyway).
+        let off: Vec<String> = match self.host.store.tool_switches(&self.agent) {
+            Ok(switches) => switches.into_iter().filter(|s| !s.enabled).map(|s| s.tool).collect(),
+            Err(e) => {
+                tracing::warn!(agent = %self.agent, "cannot read the agent's tool switches: {e}");
+                Vec::new()
+            }
+        };
         registry
             .resolve_agent(agent)
             .tools
             .iter()
+            .filter(|name| !off.contains(name))
             .filter_map(|name| registry.tool(name))
             .map(|(_, def)| {
                 let schema = match &def.input_schema {

@@ -251,3 +251,33 @@ fn an_ask_is_put_to_a_stdio_client_that_supports_elicitation() {
     // Decided by the client, as it named itself at `initialize`.
     assert!(resolutions.iter().all(|(_, source)| source.ends_with("by mcp:approvals-stdio")), "{resolutions:?}");
 }
+
+/// A tool switched off for the agent (here by the CLI, with no `run` serving the project: the
+/// store is what both read) is not listed to an MCP client, and a client that calls it anyway
+/// gets the refusal saying who switched it off and how to switch it on; it never runs.
+#[test]
+fn a_switched_off_tool_is_not_listed_to_an_mcp_client_and_refused_when_called() {
+    let tmp = tempfile::Builder::new().prefix("suzumio-mcp-").tempdir().expect("temp dir");
+    let dir = tmp.path();
+    std::fs::write(dir.join("suzumio.yaml"), PROJECT).expect("write the project");
+    let off = support::suzumio(dir, &["tools", "off", &dir.to_string_lossy(), "writer", "file.write"]);
+    assert_eq!(off.status.code(), Some(0), "{}", text(&off.stderr));
+
+    let results = session(
+        dir,
+        "writer",
+        json!([
+            ["list_tools", []],
+            ["call_tool", ["file.write", {"path": "notes.md", "content": "hello"}]],
+        ]),
+    );
+    let [tools, write] = <[Value; 2]>::try_from(results).expect("one result per step");
+    let names: Vec<&str> =
+        tools["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["messages.send", "file.read", "file.list", "file.delete"], "all but the switched-off tool");
+    assert_eq!(write["isError"], json!(true), "{write}");
+    let why = texts(&write);
+    assert!(why.contains("file.write is switched off for writer by cli ("), "{why}");
+    assert!(why.contains("suzumio tools on <project> writer file.write"), "{why}");
+    assert!(!dir.join("workspaces/writer/notes.md").exists(), "it did not run");
+}
