@@ -163,3 +163,79 @@ impl ToolList {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use chrono::{TimeZone, Utc};
+
+    use super::ToolList;
+    use crate::clock::ManualClock;
+    use crate::project::Project;
+    use crate::store::{Store, SwitchTarget};
+    use crate::toolpack::sanitize_tool_name;
+
+    struct World {
+        _dir: tempfile::TempDir,
+        project: Project,
+        store: Store,
+        clock: Arc<ManualClock>,
+    }
+
+    fn world() -> World {
+        let dir = tempfile::Builder::new().prefix("suzumio-tool-list-").tempdir().expect("temp dir");
+        std::fs::write(
+            dir.path().join("suzumio.yaml"),
+            "name: t\ntask: T.\ntools:\n  toolpacks: [core, shell]\nagents:\n  w:\n    tools: [messages.send, \
+             file.read, file.write, shell.exec]\nbackend:\n  runner:\n    model: main\n    models:\n      providers: \
+             {local: {type: scripted}}\n      presets: {main: {provider: local}}\n",
+        )
+        .expect("config written");
+        let project = Project::load(dir.path(), &crate::config::load::ProcessEnv).expect("project");
+        let clock = Arc::new(ManualClock::new(Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).single().expect("a time")));
+        let store = Store::open(&project.config, clock.clone()).expect("store");
+        World { _dir: dir, project, store, clock }
+    }
+
+    impl World {
+        fn list(&self) -> ToolList {
+            let agent = self.project.config.agent("w").expect("agent");
+            let toolset = self.project.registry.resolve_agent(agent);
+            let names: Vec<(String, String)> =
+                toolset.tools.iter().map(|t| (t.clone(), sanitize_tool_name(t))).collect();
+            ToolList::new(&self.project.registry, &toolset, &names, &self.store).expect("tool list")
+        }
+
+        fn switch(&self, tools: &[&str], enabled: bool) {
+            self.clock.advance(chrono::Duration::seconds(1));
+            let target = SwitchTarget { group: None, tools: tools.iter().map(|t| t.to_string()).collect() };
+            self.store.switch_tools("w", &[target], enabled, "test").expect("switched");
+        }
+    }
+
+    fn names(list: &ToolList, store: &Store) -> Vec<String> {
+        list.next(store).into_iter().map(|t| t.name).collect()
+    }
+
+    /// A tool switched off leaves from where it is; one switched back on joins the end and stays
+    /// there for the next activation; toggling it again only touches the end.
+    #[test]
+    fn switches_remove_in_place_and_bring_back_at_the_end() {
+        let w = world();
+        let list = w.list();
+        let all = ["messages_send", "file_read", "file_write", "shell_exec"];
+        assert_eq!(names(&list, &w.store), all);
+        w.switch(&["file.read"], false);
+        assert_eq!(names(&list, &w.store), ["messages_send", "file_write", "shell_exec"]);
+        w.switch(&["file.read"], true);
+        assert_eq!(names(&list, &w.store), ["messages_send", "file_write", "shell_exec", "file_read"]);
+        w.switch(&["file.read", "file.write"], false);
+        assert_eq!(names(&list, &w.store), ["messages_send", "shell_exec"]);
+        w.switch(&["file.write"], true);
+        w.switch(&["file.read"], true);
+        assert_eq!(names(&list, &w.store), ["messages_send", "shell_exec", "file_write", "file_read"]);
+        // The next activation starts with the same list, in the order the tools came back.
+        assert_eq!(names(&w.list(), &w.store), ["messages_send", "shell_exec", "file_write", "file_read"]);
+    }
+}
