@@ -141,10 +141,10 @@ impl ToolList {
             .all
             .iter()
             .map(|(real, _)| real.as_str())
-            .filter(|t| !self.deferred.contains(*t) && !came_back(*t))
+            .filter(|t| !self.deferred.contains(*t) && !came_back(t))
             .chain(state.activated.iter().map(String::as_str))
             .chain(state.back_on.iter().map(String::as_str))
-            .filter(|t| available(*t));
+            .filter(|t| available(t));
         let mut order: Vec<String> = state.sent.iter().filter(|t| available(t.as_str())).cloned().collect();
         for tool in fresh {
             if !order.iter().any(|t| t == tool) {
