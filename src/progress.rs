@@ -150,6 +150,14 @@ impl Progress {
             Event::PermissionDecided { tool, behavior, source, .. } if behavior != "ask" => {
                 Some(format!("{agent}: {tool} {behavior} by {source}"))
             }
+            Event::ToolsSwitched { enabled, group, tools, by, .. } => {
+                let word = if *enabled { "on" } else { "off" };
+                let what = match group {
+                    Some(g) => format!("group:{g} ({})", tools.join(", ")),
+                    None => tools.join(", "),
+                };
+                Some(format!("{agent}: {what} switched {word} by {by}"))
+            }
             _ => None,
         }
     }
@@ -402,6 +410,22 @@ mod tests {
         );
         assert_eq!(view.show(&denied).as_deref(), Some("writer: file.delete denied by cli (alice) (#apr_1): keep it"));
         assert!(message(&view).starts_with("writer running"), "{}", message(&view));
+    }
+
+    #[test]
+    fn tool_switches_say_who_switched_what() {
+        let terminal = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let mut view = LiveView::new(&terminal, &["writer".into()], true);
+        let off = event(
+            "tools.switched",
+            json!({"agentId": "writer", "enabled": false, "group": "web", "tools": ["web.fetch"], "by": "cli (alice)"}),
+        );
+        assert_eq!(view.show(&off).as_deref(), Some("writer: group:web (web.fetch) switched off by cli (alice)"));
+        let on = event(
+            "tools.switched",
+            json!({"agentId": "writer", "enabled": true, "group": null, "tools": ["web.fetch"], "by": "webui"}),
+        );
+        assert_eq!(view.show(&on).as_deref(), Some("writer: web.fetch switched on by webui"));
     }
 
     /// Regression: a call of a tool the agent may not use (or that does not exist) left no
