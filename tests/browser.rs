@@ -395,5 +395,6 @@ async fn switches_scenario(b: &Browser, c: &Controller, project: &TempProject) -
     let entries = tools_of("reviewer").await;
     assert_eq!(off_for(&entries, "file.read", "reviewer"), None);
     assert_eq!(off_for(&entries, "file.write", "reviewer").as_deref(), Some("webui"));
+    std::fs::write(artifacts_dir().join("tool-switches.png"), b.screenshot().await?).expect("write the screenshot");
     Ok(())
 }
