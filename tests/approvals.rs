@@ -1090,3 +1090,24 @@ fn show_lists_a_call_interrupted_by_a_restart_in_time_order() {
     sorted.sort();
     assert_eq!(times, sorted, "steps in the order they happened: {timeline:#}");
 }
+
+/// A tool switched off while a call of it waits for approval: allowing the request afterwards
+/// does not bring it back, the call is refused with who switched it off, and it never runs.
+#[test]
+fn a_call_switched_off_while_it_waits_for_approval_does_not_run_when_allowed() {
+    let p = project(REMOVE_THEN_WAIT);
+    let dir = p.dir.to_string_lossy().to_string();
+    say(&p.dir, "writer", "P2", "Clean up.");
+    let ctl = Controller::start(&p.dir, &[]);
+    let request = pending(&p.dir, 1, &ctl).remove(0);
+    let switched = cli(&p.dir, &["tools", "off", &dir, "writer", "danger.remove"]);
+    assert!(switched.contains("switched off for writer by cli ("), "{switched}");
+    cli(&p.dir, &["approvals", "allow", &dir, &request.id]);
+    let ended = activation_ended(&p.dir, &request.activation_id, &ctl);
+    assert_eq!(ended.status, ActivationStatus::Completed, "{:?}", ended.error);
+    let results = results(&p.dir, &request.activation_id);
+    let refused = results[0]["content"].as_str().unwrap_or_default();
+    assert!(refused.contains("danger.remove is switched off for writer by cli ("), "{results:?}");
+    assert_eq!(runs(&p.dir).0, 0, "a switched-off tool never runs");
+    assert_eq!(ctl.stop(), Some(0));
+}
