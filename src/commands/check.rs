@@ -29,6 +29,9 @@ pub async fn check(dir: &Path, as_json: bool, backend: Option<BackendKind>) -> R
         return Err(CliError::Invalid(InvalidInput(modules)));
     }
     project.warnings.warnings.extend(modules.warnings);
+    // What was changed while the project ran (live rules, switched modes) is shown with the
+    // config's, each with who changed it.
+    let live = super::permissions::live_snapshot(&project)?;
     let c = &project.config;
     let r = &project.registry;
     if as_json {
@@ -57,7 +60,16 @@ pub async fn check(dir: &Path, as_json: bool, backend: Option<BackendKind>) -> R
                     model: &a.model,
                     tools: &set.tools,
                     deferred_tools: &set.deferred,
-                    permission_mode: a.permission_mode.as_str(),
+                    permission_mode: live.mode_of(a).as_str(),
+                    permission_mode_set: live
+                        .override_of(&a.id)
+                        .map(|o| crate::permissions::live::mode_line(a, Some(o))),
+                    live_rules: live
+                        .rules
+                        .iter()
+                        .filter(|r| r.agent_id.as_deref().is_none_or(|id| id == a.id))
+                        .map(crate::permissions::live::rule_line)
+                        .collect(),
                     mounted_toolpacks: &set.mounted_packs,
                 })
                 .collect(),
@@ -92,7 +104,10 @@ pub async fn check(dir: &Path, as_json: bool, backend: Option<BackendKind>) -> R
             let _ = writeln!(out, "  deferred until tool_search ({}): {}", set.deferred.len(), set.deferred.join(", "));
         }
         let _ = writeln!(out, "  mounted toolpacks: {}", list_or_none(&set.mounted_packs));
-        let _ = writeln!(out, "{}", permission_line(&project, agent, &set.tools));
+        let _ = writeln!(out, "{}", permission_line(&project, agent, &set.tools, &live));
+        for rule in live.rules.iter().filter(|r| r.agent_id.as_deref().is_none_or(|id| id == agent.id)) {
+            let _ = writeln!(out, "    {}", crate::permissions::live::rule_line(rule));
+        }
     }
     let tools = r.tools().count();
     let _ = writeln!(
@@ -333,13 +348,22 @@ fn decision_cell(project: &Project, only: Option<&str>, tool: &str, allowed: &[&
     }
 }
 
-/// `  permissions (mode default): allow a, b; ask c` for `check`.
-fn permission_line(project: &Project, agent: &crate::config::AgentConfig, tools: &[String]) -> String {
+/// `  permissions (mode default): allow a, b; ask c` for `check`, with the live rules and the
+/// mode in force.
+fn permission_line(
+    project: &Project,
+    agent: &crate::config::AgentConfig,
+    tools: &[String],
+    live: &crate::permissions::live::Snapshot,
+) -> String {
     use crate::permissions::Behavior;
     let mut groups: Vec<(Behavior, Vec<String>)> =
         vec![(Behavior::Allow, Vec::new()), (Behavior::Ask, Vec::new()), (Behavior::Deny, Vec::new())];
+    // A live rule that does not read is named in the rule lines below; here it decides nothing.
+    let extra = live.rules_for(&agent.id).unwrap_or_default();
+    let mode = live.mode_of(agent);
     for tool in tools {
-        if let Some(d) = crate::permissions::default_for_tool(project, agent, tool) {
+        if let Some(d) = crate::permissions::default_for_tool_in(project, agent, tool, &extra, mode) {
             let label = if d.behavior == Behavior::Allow { tool.clone() } else { format!("{tool} ({})", d.source) };
             if let Some((_, list)) = groups.iter_mut().find(|(b, _)| *b == d.behavior) {
                 list.push(label);
@@ -352,5 +376,6 @@ fn permission_line(project: &Project, agent: &crate::config::AgentConfig, tools:
         .map(|(b, list)| format!("{} {}", b.as_str(), list.join(", ")))
         .collect();
     let decisions = if parts.is_empty() { "no tools".to_string() } else { parts.join("; ") };
-    format!("  permissions (mode {}): {decisions}", agent.permission_mode.as_str())
+    let mode = crate::permissions::live::mode_line(agent, live.override_of(&agent.id));
+    format!("  permissions (mode {mode}): {decisions}")
 }
