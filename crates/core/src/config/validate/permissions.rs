@@ -129,7 +129,7 @@ pub fn matcher_problems(tool: Option<&AllowPattern>, lists: [Option<&[String]>; 
         let Some(items) = items else { continue };
         matchers.push(*key);
         if items.is_empty() {
-            problems.push((Spot::Key(*key), "is empty; leave the key out to match every call".to_string()));
+            problems.push((Spot::Key(key), "is empty; leave the key out to match every call".to_string()));
         }
         let also: &[&str] = if *key == "paths" { PATH_WORD_TOOLS } else { &[] };
         if let Some(t) = tool
@@ -137,7 +137,7 @@ pub fn matcher_problems(tool: Option<&AllowPattern>, lists: [Option<&[String]>; 
         {
             let names: Vec<String> = applies_to.iter().chain(also).map(|a| matcher_tools(a)).collect();
             problems.push((
-                Spot::Key(*key),
+                Spot::Key(key),
                 format!("{key} apply to {} calls only, and this rule is for `{t}`", names.join(" and ")),
             ));
         }
@@ -148,7 +148,7 @@ pub fn matcher_problems(tool: Option<&AllowPattern>, lists: [Option<&[String]>; 
                 _ => check_host_pattern(text),
             };
             if let Err(e) = checked {
-                problems.push((Spot::Item(*key, i), e));
+                problems.push((Spot::Item(key, i), e));
             }
         }
     }
@@ -295,4 +295,42 @@ pub fn check_command_pattern(text: &str) -> Result<(), String> {
 // String: a config diagnostic's message; the caller adds where it was written.
 pub fn check_host_pattern(text: &str) -> Result<(), String> {
     crate::hosts::HostPattern::parse(text).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(tool: &str, decision: &str, lists: [Option<Vec<String>>; 3]) -> Vec<(String, String)> {
+        rule_from_parts(tool, decision, None, lists, "live rule 1".into()).expect_err("refused")
+    }
+
+    fn list(items: &[&str]) -> Option<Vec<String>> {
+        Some(items.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// A rule given outside suzumio.yaml gets the config's checks, each problem at its field.
+    #[test]
+    fn a_rule_from_parts_is_checked_as_a_config_rule_and_names_each_field() {
+        let ok = rule_from_parts(
+            "file.*",
+            "deny",
+            Some(" keep out ".into()),
+            [list(&["secrets/**"]), None, None],
+            "s".into(),
+        )
+        .expect("a valid rule");
+        assert_eq!(
+            (ok.describe(), ok.reason.as_deref()),
+            ("file.* deny paths [secrets/**]".to_string(), Some("keep out"))
+        );
+        let at = |p: Vec<(String, String)>| p.into_iter().map(|(at, _)| at).collect::<Vec<_>>();
+        assert_eq!(at(problems("file read", "deny", [None, None, None])), ["/tool"]);
+        assert_eq!(at(problems("file.read", "never", [None, None, None])), ["/decision"]);
+        assert_eq!(at(problems("file.read", "deny", [list(&["ok", "[x"]), None, None])), ["/paths/1"]);
+        assert_eq!(at(problems("file.read", "deny", [list(&[]), None, None])), ["/paths"]);
+        assert_eq!(at(problems("file.read", "deny", [None, list(&["rm *"]), None])), ["/commands"]);
+        assert_eq!(at(problems("shell.exec", "deny", [list(&["a"]), list(&["rm *"]), None])), [""]);
+        assert_eq!(at(problems("web.fetch", "allow", [None, None, list(&["bad host!"])])), ["/hosts/0"]);
+    }
 }
