@@ -399,6 +399,12 @@ fn the_api_adds_lists_and_removes_live_rules_and_switches_modes_and_names_bad_fi
     let listed = http("GET", &rules, &[], None).json();
     let live: Vec<i64> = listed["liveRules"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
     assert_eq!(live, [id, id + 1], "{listed}");
+    // The tool catalog (the Tools page) shows what the live rules decide, with their source.
+    let catalog = http("GET", &api("/tools"), &[], None).json();
+    let tally = catalog.as_array().unwrap().iter().find(|e| e["name"] == "danger.tally").unwrap().clone();
+    let shown = &tally["decisions"]["writer"];
+    assert_eq!(shown["decision"], "deny", "{tally}");
+    assert!(shown["source"].as_str().unwrap().starts_with(&format!("live rule {}", id + 1)), "{tally}");
     let one = api(&format!("/permissions/rules/{id}"));
     assert_eq!(http("GET", &one, &[], None).json()["reason"], "look first");
     assert_eq!(http("DELETE", &one, &[], None).status, 200);

@@ -287,6 +287,7 @@ fn deferred_note(project: &Project, agent: &crate::config::AgentConfig) -> Strin
 /// `suzumio tools <dir> [--agent ID] [--json]`.
 pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, CliError> {
     let project = Project::load(dir, &ProcessEnv)?;
+    let live = super::permissions::live_snapshot(&project)?;
     let c = &project.config;
     if let Some(id) = agent
         && c.agent(id).is_none()
@@ -304,7 +305,7 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
         .filter(|(_, _, allowed)| agent.is_none_or(|id| allowed.contains(&id)))
         .collect();
     let stdout = if as_json {
-        let entries = crate::catalog::catalog(&project, agent.and_then(|id| c.agent(id)));
+        let entries = crate::catalog::catalog_in(&project, agent.and_then(|id| c.agent(id)), &live);
         serde_json::to_string_pretty(&entries).unwrap_or_default() + "\n"
     } else {
         let table: Vec<[String; 5]> = rows
@@ -313,7 +314,7 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
                 [
                     tool.name.clone(),
                     pack.id.clone(),
-                    decision_cell(&project, agent, &tool.name, allowed),
+                    decision_cell(&project, &live, agent, &tool.name, allowed),
                     if allowed.is_empty() { "-".into() } else { allowed.join(",") },
                     first_line(&tool.description, 72),
                 ]
@@ -330,15 +331,21 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
 
 /// The `tools` table's DECISION: the one decision every allowed agent gets, or `agent:decision`
 /// for each when they differ (only `--agent`'s with `--agent`).
-fn decision_cell(project: &Project, only: Option<&str>, tool: &str, allowed: &[&str]) -> String {
+fn decision_cell(
+    project: &Project,
+    live: &crate::permissions::live::Snapshot,
+    only: Option<&str>,
+    tool: &str,
+    allowed: &[&str],
+) -> String {
     let decisions: Vec<(&str, &'static str)> = allowed
         .iter()
         .filter(|id| only.is_none_or(|o| o == **id))
         .filter_map(|id| {
-            Some((
-                *id,
-                crate::permissions::default_for_tool(project, project.config.agent(id)?, tool)?.behavior.as_str(),
-            ))
+            let agent = project.config.agent(id)?;
+            let extra = live.rules_for(id).unwrap_or_default();
+            let d = crate::permissions::default_for_tool_in(project, agent, tool, &extra, live.mode_of(agent))?;
+            Some((*id, d.behavior.as_str()))
         })
         .collect();
     match decisions.first() {
