@@ -259,6 +259,8 @@ fn a_live_allow_cannot_beat_a_config_deny_nor_reach_past_the_allowlist() {
     let why = refused(&p.dir, &["permissions", "mode", &dir, "pm", "yolo"]);
     assert!(why.contains("`yolo` is not a permission mode: use one of default, auto, full-access"), "{why}");
     assert!(refused(&p.dir, &["permissions", "rm", &dir, "seven"]).contains("`seven` is not a live rule's id"));
+    let why = refused(&p.dir, &["permissions", "rm", &dir, "perm_01"]);
+    assert!(why.contains("is a remembered decision, not a live rule: suzumio approvals forget"), "{why}");
     // Still serving: the API answers.
     let health = http("GET", &ctl.url("/health"), &[], None);
     assert_eq!(health.status, 200, "{}", health.body);

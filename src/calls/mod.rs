@@ -240,10 +240,10 @@ async fn decide_and_run(
                 if let Err(e) = project.registry.validate_input(tool, &changed) {
                     let problem = ToolError::invalid_input(tool, &e);
                     let message = format!("the beforeToolCall hook of {pack} changed the input: {}", problem.message());
-                    audit_hook(host, agent, caller, call_id, tool, &changed, pack, Behavior::Deny, &message);
+                    audit_hook(host, mode, caller, call_id, tool, &changed, pack, Behavior::Deny, &message);
                     return Err(ToolError::Rejected(message));
                 }
-                audit_hook(host, agent, caller, call_id, tool, &changed, pack, Behavior::Allow, "changed the input");
+                audit_hook(host, mode, caller, call_id, tool, &changed, pack, Behavior::Allow, "changed the input");
                 input = changed;
             }
         }
@@ -288,7 +288,7 @@ async fn decide_and_run(
             Err(why) => {
                 let message =
                     format!("the afterToolCall hook of {pack} failed, so the result of {tool} is withheld: {why}");
-                audit_hook(host, agent, caller, call_id, tool, &input, pack, Behavior::Deny, &message);
+                audit_hook(host, mode, caller, call_id, tool, &input, pack, Behavior::Deny, &message);
                 return Err(ToolError::Denied(message));
             }
         };
@@ -299,7 +299,7 @@ async fn decide_and_run(
 #[allow(clippy::too_many_arguments)]
 fn audit_hook(
     host: &ToolHost,
-    agent: &AgentConfig,
+    mode: crate::config::PermissionMode,
     caller: &Caller,
     call_id: &str,
     tool: &str,
@@ -315,7 +315,7 @@ fn audit_hook(
         activation: Some(caller.activation_id.clone()),
         call_id: Some(call_id.to_string()),
         tool: tool.to_string(),
-        mode: agent.permission_mode.as_str().to_string(),
+        mode: mode.as_str().to_string(),
         decision,
         source: format!("hook {pack}"),
         reason: reason.to_string(),

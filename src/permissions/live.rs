@@ -202,6 +202,12 @@ fn unknown_agent(project: &Project, id: &str) -> String {
 
 /// Remove a live rule by its id (`3`), audited.
 pub fn remove(store: &Store, audit: &Audit, id: &str, by: &str) -> Result<LiveRule, LiveError> {
+    if id.trim().starts_with("perm_") {
+        return Err(invalid(
+            "/id",
+            format!("`{id}` is a remembered decision, not a live rule: suzumio approvals forget removes it"),
+        ));
+    }
     let number: i64 = id.trim().trim_start_matches('#').parse().map_err(|_| {
         invalid("/id", format!("`{id}` is not a live rule's id (a number: suzumio permissions list shows them)"))
     })?;
