@@ -81,6 +81,16 @@ pub struct AgentDecision {
 /// The catalog, in registry order; with `agent`, only the tools it may call. `switches`: the
 /// store's switched tools (`Store::all_tool_switches`).
 pub fn catalog(project: &Project, agent: Option<&AgentConfig>, switches: &[ToolSwitch]) -> Vec<CatalogEntry> {
+    catalog_in(project, agent, &permissions::live::Snapshot::default(), switches)
+}
+
+/// [`catalog`] with the decisions the live rules and switched modes of `live` make.
+pub fn catalog_in(
+    project: &Project,
+    agent: Option<&AgentConfig>,
+    live: &permissions::live::Snapshot,
+    switches: &[ToolSwitch],
+) -> Vec<CatalogEntry> {
     let registry = &project.registry;
     let agents: Vec<&AgentConfig> = match agent {
         Some(a) => vec![a],
@@ -103,7 +113,9 @@ pub fn catalog(project: &Project, agent: Option<&AgentConfig>, switches: &[ToolS
             let decisions = allowed
                 .iter()
                 .filter_map(|a| {
-                    let d = permissions::default_for_tool(project, a, &def.name)?;
+                    // A live rule that does not read decides nothing here; the call itself fails on it.
+                    let extra = live.rules_for(&a.id).unwrap_or_default();
+                    let d = permissions::default_for_tool_in(project, a, &def.name, &extra, live.mode_of(a))?;
                     Some((a.id.clone(), AgentDecision { decision: d.behavior, source: d.source }))
                 })
                 .collect();

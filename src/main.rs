@@ -466,6 +466,69 @@ impl From<RememberArg> for suzumio::store::RememberScope {
 
 #[derive(Subcommand)]
 enum PermissionsCommand {
+    /// Every rule that can decide an agent's calls, with its source (suzumio.yaml, live,
+    /// remembered), and each agent's permission mode in force.
+    List {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// Only what applies to this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a live rule: it decides from the agent's next tool call (a running `suzumio run`
+    /// reads it at each call), beside suzumio.yaml's rules (deny beats ask beats allow; the
+    /// allowlist is checked first). Prints the new rule, with its id.
+    Add {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// Only for this agent (default: every agent).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The tool pattern: a tool (file.write), a namespace (file.*) or *.
+        tool: String,
+        /// allow, ask or deny.
+        decision: String,
+        /// A path glob the call's paths must match (file and git tools; repeatable).
+        #[arg(long = "paths", value_name = "GLOB")]
+        paths: Vec<String>,
+        /// A command pattern (`rm *`) for shell lines (repeatable).
+        #[arg(long = "commands", value_name = "PATTERN")]
+        commands: Vec<String>,
+        /// A host pattern (example.com, *.example.com) for web.fetch (repeatable).
+        #[arg(long = "hosts", value_name = "PATTERN")]
+        hosts: Vec<String>,
+        /// Why: what the model reads when the rule denies or asks.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Print the rule as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a live rule (its id from `permissions list`): from the next tool call, calls are
+    /// decided as before it was added.
+    Rm {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The live rule's id.
+        rule: String,
+    },
+    /// Switch an agent's permission mode from its next tool call, or take it back to
+    /// suzumio.yaml's with `config` (or `--reset`).
+    Mode {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The agent.
+        agent: String,
+        /// default, auto, full-access, or config.
+        #[arg(required_unless_present = "reset")]
+        mode: Option<String>,
+        /// Back to the mode suzumio.yaml gives the agent.
+        #[arg(long, conflicts_with = "mode")]
+        reset: bool,
+    },
     /// The decision a call would get (rules, mode, annotations), its source, reason and risk.
     Explain {
         /// Project directory (holding suzumio.yaml) or the config file itself.
@@ -758,6 +821,30 @@ fn main() -> ExitCode {
             ApprovalsCommand::Rules { dir, json } => commands::approvals::rules(&dir, json),
             ApprovalsCommand::Forget { dir, rule } => commands::approvals::forget(&dir, &rule),
         }),
+        Command::Permissions { command: PermissionsCommand::List { dir, agent, json } } => {
+            finish(commands::permissions_list(&dir, agent.as_deref(), json))
+        }
+        Command::Permissions {
+            command: PermissionsCommand::Add { dir, agent, tool, decision, paths, commands, hosts, reason, json },
+        } => {
+            let some = |v: Vec<String>| (!v.is_empty()).then_some(v);
+            let spec = suzumio::permissions::live::RuleSpec {
+                agent,
+                tool,
+                decision,
+                paths: some(paths),
+                commands: some(commands),
+                hosts: some(hosts),
+                reason,
+            };
+            finish(commands::permissions_add(&dir, spec, json))
+        }
+        Command::Permissions { command: PermissionsCommand::Rm { dir, rule } } => {
+            finish(commands::permissions_rm(&dir, &rule))
+        }
+        Command::Permissions { command: PermissionsCommand::Mode { dir, agent, mode, reset: _ } } => {
+            finish(commands::permissions_mode(&dir, &agent, mode.as_deref()))
+        }
         Command::Permissions { command: PermissionsCommand::Explain { dir, agent, tool, input, json } } => {
             finish(commands::permissions_explain(&dir, &agent, &tool, input.as_deref(), json))
         }

@@ -147,6 +147,16 @@ impl Progress {
                 let feedback = feedback.as_deref().map(|f| format!(": {f}")).unwrap_or_default();
                 Some(format!("{agent}: {tool} {status} by {resolved_by} (#{approval_id}){feedback}"))
             }
+            Event::PermissionModeChanged { mode, previous, live, by, .. } => {
+                let how = if *live { "switched" } else { "back to its config's" };
+                Some(format!("{agent}: permission mode {how} {mode} (was {previous}) by {by}"))
+            }
+            Event::PermissionRuleAdded { rule_id, agent_id, tool, decision, by }
+            | Event::PermissionRuleRemoved { rule_id, agent_id, tool, decision, by } => {
+                let done = if matches!(event.event, Event::PermissionRuleAdded { .. }) { "added" } else { "removed" };
+                let whose = agent_id.as_deref().unwrap_or("every agent");
+                Some(format!("permissions: live rule {rule_id} ({tool} {decision} for {whose}) {done} by {by}"))
+            }
             Event::PermissionDecided { tool, behavior, source, .. } if behavior != "ask" => {
                 Some(format!("{agent}: {tool} {behavior} by {source}"))
             }

@@ -18,8 +18,10 @@
 //!   JSON); a refusal is recorded with the call.
 //! - *before-hooks* (`hooks.rs`): packs' `beforeToolCall`, a verdict joins the rules, a changed
 //!   input is checked again.
-//! - *decide*: `permissions::decide_with` (rules, remembered approvals, hook verdicts, mode). It
-//!   only decides; the decision is audited here.
+//! - *decide*: `permissions::decide_in` (rules, remembered approvals, live rules, hook verdicts,
+//!   the agent's mode in force — live rules and a switched mode are read from the store at each
+//!   call, so a change takes effect from the next one). It only decides; the decision is
+//!   audited here.
 //! - *park*: an `ask` is stored by `permissions::approvals::ask`, which waits until it is
 //!   decided (durable across restarts) and answers whether to run; this module then runs
 //!   exactly the stored call.
@@ -243,10 +245,12 @@ async fn decide_and_run(
     let CallRef { agent, def, tool, call_id, call_key } = call;
     let (agent_id, activation_id) = (caller.agent_id.as_str(), caller.activation_id.as_str());
     let hook_packs = hooks::packs_for(project, tool);
-    // Rules beyond `suzumio.yaml` that decide this call: hook verdicts, and the approvals
-    // store's remembered rules (`--remember`), which are added here with the same precedence.
+    // Rules beyond `suzumio.yaml` that decide this call: hook verdicts, the approvals store's
+    // remembered rules (`--remember`) and the live rules, added here with the same precedence.
     let mut extra = approvals::remembered_rules_for(&host.store, agent_id, activation_id, tool)
         .map_err(|e| ToolError::Internal(format!("cannot read the remembered permission rules: {e}")))?;
+    extra.extend(permissions::live::rules_for_call(&host.store, agent_id).map_err(ToolError::Internal)?);
+    let mode = permissions::live::effective_mode(&host.store, agent).map_err(ToolError::Internal)?;
     for pack in &hook_packs {
         let hook_call = hooks::HookCall { agent_id, activation_id, call_id, tool, input: &input };
         match hooks::before(host, pack, &hook_call).await {
@@ -257,15 +261,16 @@ async fn decide_and_run(
                 if let Err(e) = project.registry.validate_input(tool, &changed) {
                     let problem = ToolError::invalid_input(tool, &e);
                     let message = format!("the beforeToolCall hook of {pack} changed the input: {}", problem.message());
-                    audit_hook(host, agent, caller, call_id, tool, &changed, pack, Behavior::Deny, &message);
+                    audit_hook(host, mode, caller, call_id, tool, &changed, pack, Behavior::Deny, &message);
                     return Err(ToolError::Rejected(message));
                 }
-                audit_hook(host, agent, caller, call_id, tool, &changed, pack, Behavior::Allow, "changed the input");
+                audit_hook(host, mode, caller, call_id, tool, &changed, pack, Behavior::Allow, "changed the input");
                 input = changed;
             }
         }
     }
-    let decision = permissions::decide_with(project, &permissions::Call { agent, tool, def, input: &input }, &extra);
+    let decision =
+        permissions::decide_in(project, &permissions::Call { agent, tool, def, input: &input }, &extra, mode);
     host.audit.record(audit::AuditEntry {
         time: host.store.now(),
         kind: audit::EntryKind::Decision,
@@ -273,7 +278,7 @@ async fn decide_and_run(
         activation: Some(activation_id.to_string()),
         call_id: Some(call_id.to_string()),
         tool: tool.to_string(),
-        mode: agent.permission_mode.as_str().to_string(),
+        mode: mode.as_str().to_string(),
         decision: decision.behavior,
         source: decision.source.clone(),
         reason: decision.reason.clone(),
@@ -285,7 +290,10 @@ async fn decide_and_run(
     let policy = permissions::ask_policy(project, agent);
     let pending =
         PendingCall { agent_id, activation_id, call_id, call_key, tool, input: &input, decision: &decision, policy };
-    if decision.behavior == Behavior::Deny || decision.source.contains(approvals::REMEMBERED_SOURCE) {
+    if decision.behavior == Behavior::Deny
+        || decision.source.contains(approvals::REMEMBERED_SOURCE)
+        || decision.source.starts_with(permissions::live::LIVE_SOURCE)
+    {
         approvals::record_decision(&host.store, &pending);
     }
     let result = match decision.behavior {
@@ -301,7 +309,7 @@ async fn decide_and_run(
             Err(why) => {
                 let message =
                     format!("the afterToolCall hook of {pack} failed, so the result of {tool} is withheld: {why}");
-                audit_hook(host, agent, caller, call_id, tool, &input, pack, Behavior::Deny, &message);
+                audit_hook(host, mode, caller, call_id, tool, &input, pack, Behavior::Deny, &message);
                 return Err(ToolError::Denied(message));
             }
         };
@@ -312,7 +320,7 @@ async fn decide_and_run(
 #[allow(clippy::too_many_arguments)]
 fn audit_hook(
     host: &ToolHost,
-    agent: &AgentConfig,
+    mode: crate::config::PermissionMode,
     caller: &Caller,
     call_id: &str,
     tool: &str,
@@ -328,7 +336,7 @@ fn audit_hook(
         activation: Some(caller.activation_id.clone()),
         call_id: Some(call_id.to_string()),
         tool: tool.to_string(),
-        mode: agent.permission_mode.as_str().to_string(),
+        mode: mode.as_str().to_string(),
         decision,
         source: format!("hook {pack}"),
         reason: reason.to_string(),

@@ -29,6 +29,9 @@ pub async fn check(dir: &Path, as_json: bool, backend: Option<BackendKind>) -> R
         return Err(CliError::Invalid(InvalidInput(modules)));
     }
     project.warnings.warnings.extend(modules.warnings);
+    // What was changed while the project ran (live rules, switched modes) is shown with the
+    // config's, each with who changed it.
+    let live = super::permissions::live_snapshot(&project)?;
     let c = &project.config;
     let r = &project.registry;
     if as_json {
@@ -57,7 +60,16 @@ pub async fn check(dir: &Path, as_json: bool, backend: Option<BackendKind>) -> R
                     model: &a.model,
                     tools: &set.tools,
                     deferred_tools: &set.deferred,
-                    permission_mode: a.permission_mode.as_str(),
+                    permission_mode: live.mode_of(a).as_str(),
+                    permission_mode_set: live
+                        .override_of(&a.id)
+                        .map(|o| crate::permissions::live::mode_line(a, Some(o))),
+                    live_rules: live
+                        .rules
+                        .iter()
+                        .filter(|r| r.agent_id.as_deref().is_none_or(|id| id == a.id))
+                        .map(crate::permissions::live::rule_line)
+                        .collect(),
                     mounted_toolpacks: &set.mounted_packs,
                 })
                 .collect(),
@@ -92,7 +104,10 @@ pub async fn check(dir: &Path, as_json: bool, backend: Option<BackendKind>) -> R
             let _ = writeln!(out, "  deferred until tool_search ({}): {}", set.deferred.len(), set.deferred.join(", "));
         }
         let _ = writeln!(out, "  mounted toolpacks: {}", list_or_none(&set.mounted_packs));
-        let _ = writeln!(out, "{}", permission_line(&project, agent, &set.tools));
+        let _ = writeln!(out, "{}", permission_line(&project, agent, &set.tools, &live));
+        for rule in live.rules.iter().filter(|r| r.agent_id.as_deref().is_none_or(|id| id == agent.id)) {
+            let _ = writeln!(out, "    {}", crate::permissions::live::rule_line(rule));
+        }
     }
     let tools = r.tools().count();
     let _ = writeln!(
@@ -272,6 +287,7 @@ fn deferred_note(project: &Project, agent: &crate::config::AgentConfig) -> Strin
 /// `suzumio tools <dir> [--agent ID] [--json]`.
 pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, CliError> {
     let project = Project::load(dir, &ProcessEnv)?;
+    let live = super::permissions::live_snapshot(&project)?;
     let c = &project.config;
     if let Some(id) = agent
         && c.agent(id).is_none()
@@ -290,7 +306,7 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
         .collect();
     let switches = switches_of(&project)?;
     let stdout = if as_json {
-        let entries = crate::catalog::catalog(&project, agent.and_then(|id| c.agent(id)), &switches);
+        let entries = crate::catalog::catalog_in(&project, agent.and_then(|id| c.agent(id)), &live, &switches);
         serde_json::to_string_pretty(&entries).unwrap_or_default() + "\n"
     } else {
         let table: Vec<[String; 5]> = rows
@@ -299,7 +315,7 @@ pub fn tools(dir: &Path, agent: Option<&str>, as_json: bool) -> Result<Output, C
                 [
                     tool.name.clone(),
                     pack.id.clone(),
-                    decision_cell(&project, agent, &tool.name, allowed),
+                    decision_cell(&project, &live, agent, &tool.name, allowed),
                     if allowed.is_empty() { "-".into() } else { allowed.join(",") },
                     first_line(&tool.description, 72),
                 ]
@@ -351,15 +367,21 @@ fn switched_off_note(project: &Project, only: Option<&str>, switches: &[crate::s
 
 /// The `tools` table's DECISION: the one decision every allowed agent gets, or `agent:decision`
 /// for each when they differ (only `--agent`'s with `--agent`).
-fn decision_cell(project: &Project, only: Option<&str>, tool: &str, allowed: &[&str]) -> String {
+fn decision_cell(
+    project: &Project,
+    live: &crate::permissions::live::Snapshot,
+    only: Option<&str>,
+    tool: &str,
+    allowed: &[&str],
+) -> String {
     let decisions: Vec<(&str, &'static str)> = allowed
         .iter()
         .filter(|id| only.is_none_or(|o| o == **id))
         .filter_map(|id| {
-            Some((
-                *id,
-                crate::permissions::default_for_tool(project, project.config.agent(id)?, tool)?.behavior.as_str(),
-            ))
+            let agent = project.config.agent(id)?;
+            let extra = live.rules_for(id).unwrap_or_default();
+            let d = crate::permissions::default_for_tool_in(project, agent, tool, &extra, live.mode_of(agent))?;
+            Some((*id, d.behavior.as_str()))
         })
         .collect();
     match decisions.first() {
@@ -369,13 +391,22 @@ fn decision_cell(project: &Project, only: Option<&str>, tool: &str, allowed: &[&
     }
 }
 
-/// `  permissions (mode default): allow a, b; ask c` for `check`.
-fn permission_line(project: &Project, agent: &crate::config::AgentConfig, tools: &[String]) -> String {
+/// `  permissions (mode default): allow a, b; ask c` for `check`, with the live rules and the
+/// mode in force.
+fn permission_line(
+    project: &Project,
+    agent: &crate::config::AgentConfig,
+    tools: &[String],
+    live: &crate::permissions::live::Snapshot,
+) -> String {
     use crate::permissions::Behavior;
     let mut groups: Vec<(Behavior, Vec<String>)> =
         vec![(Behavior::Allow, Vec::new()), (Behavior::Ask, Vec::new()), (Behavior::Deny, Vec::new())];
+    // A live rule that does not read is named in the rule lines below; here it decides nothing.
+    let extra = live.rules_for(&agent.id).unwrap_or_default();
+    let mode = live.mode_of(agent);
     for tool in tools {
-        if let Some(d) = crate::permissions::default_for_tool(project, agent, tool) {
+        if let Some(d) = crate::permissions::default_for_tool_in(project, agent, tool, &extra, mode) {
             let label = if d.behavior == Behavior::Allow { tool.clone() } else { format!("{tool} ({})", d.source) };
             if let Some((_, list)) = groups.iter_mut().find(|(b, _)| *b == d.behavior) {
                 list.push(label);
@@ -388,5 +419,6 @@ fn permission_line(project: &Project, agent: &crate::config::AgentConfig, tools:
         .map(|(b, list)| format!("{} {}", b.as_str(), list.join(", ")))
         .collect();
     let decisions = if parts.is_empty() { "no tools".to_string() } else { parts.join("; ") };
-    format!("  permissions (mode {}): {decisions}", agent.permission_mode.as_str())
+    let mode = crate::permissions::live::mode_line(agent, live.override_of(&agent.id));
+    format!("  permissions (mode {mode}): {decisions}")
 }

@@ -3,7 +3,7 @@
 //! parses the arguments, calls one function per command, prints and exits. `--json` shapes are
 //! the structs of [`views`]. One file per command group: [`check`] (`check`, `tools`),
 //! [`project`] (`status`, `start`/`stop`, `approve`, `resume`, `tick`), [`signals`] (`send`,
-//! `signals`), [`tool`] (`tool call`, `ui`), [`permissions`] (`permissions explain`, `audit`),
+//! `signals`), [`tool`] (`tool call`, `ui`), [`permissions`] (`permissions explain|list|add|rm|mode`, `audit`),
 //! [`activity`] (activations, `show`, `logs [-f]`, `history`, `cancel`, `wake`), [`approvals`],
 //! [`switches`] (`tools on|off`), [`mcp`], [`run`], [`image`] and [`scaffold`] (`init`, `toolpack new`).
 
@@ -27,7 +27,9 @@ mod switches;
 mod tool;
 
 pub use check::{check, tools};
-pub use permissions::{audit, permissions_explain};
+pub use permissions::{
+    audit, permissions_add, permissions_explain, permissions_list, permissions_mode, permissions_rm,
+};
 pub use project::{approve, resume, set_status, status, tick};
 pub use signals::{send, signals};
 pub use switches::switch as switch_tools;

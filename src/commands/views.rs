@@ -43,8 +43,15 @@ pub struct CheckedAgent<'a> {
     pub tools: &'a [String],
     /// The allowed tools its model gets only through `tool_search`.
     pub deferred_tools: &'a [String],
-    /// `permissionMode`: default, auto or full-access.
+    /// The permission mode in force: default, auto or full-access (suzumio.yaml's
+    /// `permissionMode`, unless switched at run time).
     pub permission_mode: &'static str,
+    /// Who switched it at run time, when, and what suzumio.yaml says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission_mode_set: Option<String>,
+    /// The live rules that apply to the agent, each with its source.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub live_rules: Vec<String>,
     pub mounted_toolpacks: &'a [String],
 }
 

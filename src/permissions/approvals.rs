@@ -119,7 +119,7 @@ fn audit_resolution(host: Approvals<'_>, call: &PendingCall<'_>, answered: &Appr
             .project
             .config
             .agent(call.agent_id)
-            .map(|a| a.permission_mode.as_str().to_string())
+            .map(|a| super::live::effective_mode(host.store, a).unwrap_or(a.permission_mode).as_str().to_string())
             .unwrap_or_default(),
         decision: behavior,
         source: format!("approval {} by {by}", answered.id),
@@ -143,6 +143,11 @@ async fn ended_elsewhere() {
 /// that are refused anyway (unknown, not allowed, invalid input) are left to `execute_tool`.
 /// Each call is `(call key, tool, input)`, the key being the model's id of the call.
 pub fn announce_turn(host: Approvals<'_>, agent: &AgentConfig, activation_id: &str, calls: &[(String, String, Value)]) {
+    // Decided as the calls will be: with the live rules and the mode in force (what cannot be
+    // read is left to each call, which then fails).
+    let live = super::live::rules_for_call(host.store, &agent.id);
+    let mode = super::live::effective_mode(host.store, agent);
+    let (Ok(live), Ok(mode)) = (live, mode) else { return };
     let mut asked = Vec::new();
     for (key, tool, input) in calls {
         let Some((_, def)) = host.project.registry.tool(tool) else { continue };
@@ -153,7 +158,7 @@ pub fn announce_turn(host: Approvals<'_>, agent: &AgentConfig, activation_id: &s
         {
             continue;
         }
-        let decision = super::decide(host.project, &super::Call { agent, tool, def, input: &input });
+        let decision = super::decide_in(host.project, &super::Call { agent, tool, def, input: &input }, &live, mode);
         if decision.behavior == Behavior::Ask {
             asked.push((key, tool, input, decision));
         }

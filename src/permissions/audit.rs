@@ -47,6 +47,10 @@ pub enum EntryKind {
     /// A person switched tools off or back on for an agent (`tool` is what they named: a tool
     /// or `group:<name>`; `arguments.tools` the tools it changed).
     Switch,
+    /// A live permission rule was added or removed while the project runs.
+    Rule,
+    /// An agent's permission mode was switched at run time (or back to its config's).
+    Mode,
 }
 
 /// One line of the audit. Arguments and feedback are redacted and bounded by [`Audit::record`].
@@ -71,6 +75,33 @@ pub struct AuditEntry {
     pub user_action: Option<String>,
     pub feedback: Option<String>,
     pub arguments: Value,
+}
+
+/// One line for a change of the permissions made while the project runs (`permissions::live`):
+/// who added or removed which live rule, who switched which agent's mode. `agent` is `*` for a
+/// rule of every agent.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeEntry {
+    #[serde(serialize_with = "iso")]
+    pub time: DateTime<Utc>,
+    pub kind: EntryKind,
+    pub agent: String,
+    /// The rule's tool pattern.
+    pub tool: Option<String>,
+    /// The rule's decision.
+    pub decision: Option<String>,
+    /// The mode in force after the change.
+    pub mode: Option<String>,
+    /// `live rule 3`, `permission mode`.
+    pub source: String,
+    pub reason: String,
+    /// `add`, `remove`, `set <mode>`, `reset`.
+    pub user_action: String,
+    /// `cli (<user>)`, `webui`, `api`.
+    pub by: String,
+    /// The rule as stored.
+    pub rule: Option<Value>,
 }
 
 fn iso<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
@@ -132,7 +163,18 @@ impl Audit {
         entry.arguments = self.redacted(&entry.arguments);
         entry.feedback = entry.feedback.map(|f| cap(&self.redact_text(&f)));
         entry.reason = self.redact_text(&entry.reason);
-        let line = match serde_json::to_string(&entry) {
+        self.send(serde_json::to_string(&entry));
+    }
+
+    /// Queues a change's line (its reason and rule redacted); never waits.
+    pub fn record_change(&self, mut entry: ChangeEntry) {
+        entry.reason = self.redact_text(&entry.reason);
+        entry.rule = entry.rule.map(|r| self.redacted(&r));
+        self.send(serde_json::to_string(&entry));
+    }
+
+    fn send(&self, line: serde_json::Result<String>) {
+        let line = match line {
             Ok(line) => line,
             Err(e) => {
                 tracing::error!("an audit entry does not serialize: {e}");

@@ -5,15 +5,17 @@
 //! says where it came from (`source`), so `suzumio permissions explain` and the audit can show it.
 //!
 //! Precedence: every matching rule is collected — the project's, the agent's, and the extra ones
-//! the caller passes (remembered approvals, a hook's verdict) — and `deny` beats `ask` beats
-//! `allow`. A `shell.exec` line that cannot be parsed confidently is at least `ask`; so is an
+//! the caller passes (remembered approvals, live rules added while the project runs, a hook's
+//! verdict) — and `deny` beats `ask` beats `allow`. A `shell.exec` line that cannot be parsed confidently is at least `ask`; so is an
 //! *opaque* one (it runs code the line does not show: `… | sh`, `python3 -c`, `make`,
 //! `shell/opaque.rs`) when a `deny` or `ask` rule looks at the agent's commands — a deny rule
 //! that matches what is visible still denies, and no `allow` rule allows it. Only when no rule
-//! matched do the mode's defaults apply (`mode.rs`).
+//! matched do the mode's defaults apply (`mode.rs`): the agent's mode in force, which a person
+//! may have switched while the project runs (`live.rs`).
 
 pub mod approvals;
 pub mod audit;
+pub mod live;
 pub mod mode;
 pub mod rules;
 pub mod shell;
@@ -106,9 +108,20 @@ pub fn decide(project: &Project, call: &Call<'_>) -> Decision {
 /// What a tool catalog shows (`check`, `tools`, the API's tool list): the decision a call of
 /// `tool` by `agent` gets when no rule looks at its arguments (its input `{}`).
 pub fn default_for_tool(project: &Project, agent: &AgentConfig, tool: &str) -> Option<Decision> {
+    default_for_tool_in(project, agent, tool, &[], agent.permission_mode)
+}
+
+/// [`default_for_tool`] with `extra` rules (the live ones) in `mode` (the one in force).
+pub fn default_for_tool_in(
+    project: &Project,
+    agent: &AgentConfig,
+    tool: &str,
+    extra: &[Rule],
+    mode: PermissionMode,
+) -> Option<Decision> {
     let (_, def) = project.registry.tool(tool)?;
     let input = Value::Object(serde_json::Map::new());
-    Some(decide(project, &Call { agent, tool, def, input: &input }))
+    Some(decide_in(project, &Call { agent, tool, def, input: &input }, extra, mode))
 }
 
 /// The rules from `suzumio.yaml` that apply to `agent`: the project's, then the agent's.
@@ -121,10 +134,16 @@ pub fn config_rules(project: &Project, agent: &AgentConfig) -> Vec<Rule> {
     project_rules.chain(agent_rules).collect()
 }
 
-/// Decides one call with the config's rules plus `extra` (remembered approvals, hook verdicts).
+/// Decides one call with the config's rules plus `extra` (remembered approvals, live rules,
+/// hook verdicts), in the agent's configured mode.
 pub fn decide_with(project: &Project, call: &Call<'_>, extra: &[Rule]) -> Decision {
+    decide_in(project, call, extra, call.agent.permission_mode)
+}
+
+/// [`decide_with`] in `mode`: the agent's mode in force (`live::effective_mode`).
+pub fn decide_in(project: &Project, call: &Call<'_>, extra: &[Rule], mode: PermissionMode) -> Decision {
     let rules = config_rules(project, call.agent);
-    decide_rules(call, rules.iter().chain(extra))
+    decide_rules_in(call, mode, rules.iter().chain(extra))
 }
 
 /// Why `call`'s command line is opaque to the command rules among `rules` (empty when it is
@@ -139,20 +158,21 @@ pub fn opaque_parts(call: &Call<'_>, rules: &[Rule]) -> Vec<String> {
     }
 }
 
-/// The agent's `deny` and `ask` path rules for `tool`, as the runner applies them to the paths
-/// it resolves (links followed): an `ask` rule that the call's own paths met is marked
-/// `asked`, since the call only runs once a person approved it.
+/// The agent's `deny` and `ask` path rules for `tool` — the config's and `extra` (the live
+/// rules) — as the runner applies them to the paths it resolves (links followed): an `ask`
+/// rule that the call's own paths met is marked `asked`, since the call only runs once a person
+/// approved it.
 pub fn runner_path_rules(
     project: &Project,
     agent: &AgentConfig,
-    tool: &str,
-    def: &ToolDefinition,
-    input: &Value,
+    (tool, def, input): (&str, &ToolDefinition, &Value),
+    extra: &[Rule],
 ) -> Vec<crate::rpc::PathRule> {
     use crate::rpc::{PathRule, PathRuleDecision};
     let subject = Subject::of(def, input);
     config_rules(project, agent)
         .iter()
+        .chain(extra)
         .filter(|r| !r.paths.is_empty() && r.tool.matches(tool))
         .filter_map(|r| {
             let decision = match r.decision {
@@ -173,11 +193,19 @@ fn guards_commands(rule: &Rule, tool: &str) -> bool {
 }
 
 /// The engine without the project: `rules` in order (the first matching rule of the winning
-/// decision is the source).
+/// decision is the source), in the agent's configured mode.
 pub fn decide_rules<'r>(call: &Call<'_>, rules: impl IntoIterator<Item = &'r Rule>) -> Decision {
+    decide_rules_in(call, call.agent.permission_mode, rules)
+}
+
+/// [`decide_rules`] in `mode` (the agent's mode in force).
+pub fn decide_rules_in<'r>(
+    call: &Call<'_>,
+    mode: PermissionMode,
+    rules: impl IntoIterator<Item = &'r Rule>,
+) -> Decision {
     let subject = Subject::of(call.def, call.input);
     let risk = mode::risk(call.def, &subject);
-    let mode = call.agent.permission_mode;
     let rules: Vec<&Rule> = rules.into_iter().collect();
     let mut winner: Option<&Rule> = None;
     for rule in rules.iter().copied() {

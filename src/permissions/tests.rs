@@ -375,3 +375,27 @@ fn deletes_that_are_not_rm_are_seen_and_denied_by_the_rule_that_names_them() {
         assert_eq!(d.behavior, Behavior::Deny, "{line}: {d:?}");
     }
 }
+
+/// A mode switched at run time is the one `decide_rules_in` is given, not the agent's
+/// configured one; and rules fed in after the config's (as live rules are) keep the precedence:
+/// a later `allow` never beats an earlier `deny`, whichever mode.
+#[test]
+fn the_mode_in_force_decides_and_a_later_allow_never_beats_a_deny() {
+    let approval = tool("pack.approval", true, None, None);
+    let agent = agent(PermissionMode::Default);
+    let input = json!({});
+    let call = Call { agent: &agent, tool: &approval.name, def: &approval, input: &input };
+    assert_eq!(decide_rules(&call, &[]).behavior, Behavior::Ask);
+    let switched = decide_rules_in(&call, PermissionMode::FullAccess, &[]);
+    assert_eq!((switched.behavior, switched.source.as_str()), (Behavior::Allow, "mode full-access"));
+    let config_deny = rule("pack.approval", RuleDecision::Deny);
+    let mut live_allow = rule("*", RuleDecision::Allow);
+    live_allow.source = "live rule 1 (every agent, added by api at 2026-01-01T00:00:00.000Z)".into();
+    for mode in [PermissionMode::Default, PermissionMode::Auto, PermissionMode::FullAccess] {
+        let got = decide_rules_in(&call, mode, [&config_deny, &live_allow]);
+        assert_eq!((got.behavior, got.source.as_str()), (Behavior::Deny, "pack.approval deny"), "{mode}");
+    }
+    let allowed = decide_rules_in(&call, PermissionMode::Default, [&live_allow]);
+    assert_eq!(allowed.behavior, Behavior::Allow);
+    assert!(allowed.source.starts_with("live rule 1"), "{allowed:?}");
+}

@@ -176,6 +176,16 @@ pub enum Event {
     /// (`cli (<user>)`, `webui`, `api`). The agent's next request and call see it.
     #[serde(rename = "tools.switched", rename_all = "camelCase")]
     ToolsSwitched { agent_id: String, enabled: bool, group: Option<String>, tools: Vec<String>, by: String },
+    /// A live permission rule was added (`suzumio permissions add`, the API, the WebUI); it
+    /// decides from the agent's next tool call. `agentId` None: every agent.
+    #[serde(rename = "permission.rule_added", rename_all = "camelCase")]
+    PermissionRuleAdded { rule_id: i64, agent_id: Option<String>, tool: String, decision: String, by: String },
+    /// A live permission rule was removed.
+    #[serde(rename = "permission.rule_removed", rename_all = "camelCase")]
+    PermissionRuleRemoved { rule_id: i64, agent_id: Option<String>, tool: String, decision: String, by: String },
+    /// An agent's permission mode was switched at run time (`live`), or back to its config's.
+    #[serde(rename = "permission.mode_changed", rename_all = "camelCase")]
+    PermissionModeChanged { agent_id: String, mode: String, previous: String, live: bool, by: String },
     /// A piece of the text a model is streaming in an activation. Ephemeral: published with
     /// [`crate::store::Store::publish_ephemeral`], never stored. `offset` is where `text` starts
     /// in the current model call's text (0 starts a new call's text).
@@ -273,11 +283,14 @@ impl Event {
             | Event::ApprovalRequested { agent_id, .. }
             | Event::ApprovalResolved { agent_id, .. }
             | Event::ToolsSwitched { agent_id, .. }
+            | Event::PermissionModeChanged { agent_id, .. }
             | Event::ActivationDelta { agent_id, .. } => Some(agent_id),
             Event::ActivationCompleted(e) | Event::ActivationFailed(e) | Event::ActivationCancelled(e) => {
                 Some(&e.agent_id)
             }
-            Event::ProjectSubmitted { agent_id, .. } => agent_id.as_deref(),
+            Event::ProjectSubmitted { agent_id, .. }
+            | Event::PermissionRuleAdded { agent_id, .. }
+            | Event::PermissionRuleRemoved { agent_id, .. } => agent_id.as_deref(),
             _ => None,
         }
     }
@@ -348,6 +361,9 @@ pub const EVENT_TYPES: &[EventType] = &[
     kind("approval.requested", true, true),
     kind("approval.resolved", true, true),
     kind("tools.switched", true, false),
+    kind("permission.rule_added", true, false),
+    kind("permission.rule_removed", true, false),
+    kind("permission.mode_changed", true, true),
     // Ephemeral (live model text): streamed beside the timeline, never one of its rows.
     kind("activation.delta", false, false),
 ];

@@ -52,6 +52,7 @@ mod events;
 #[cfg(test)]
 mod group_commit_tests;
 mod history;
+mod live_rules;
 mod messages;
 pub mod metrics;
 mod model;
@@ -90,6 +91,7 @@ pub use commands::{COMMAND_FINISHED_KIND, CommandRecord, LossCause, ReadEnd, Sta
 pub use error::StoreError;
 pub use events::{ActivationEnded, EVENT_TYPES, Event, EventRecord, EventType, MonitorSent, fallback_cause};
 pub use history::{HistoryEntry, HistoryRecord, RecordedCall, RecordedUsage, ToolImage};
+pub use live_rules::{LiveRule, ModeOverride, NewLiveRule};
 pub use model::*;
 pub use observe::{EventQuery, FOLLOW_INTERVAL};
 pub use schema::latest_version as schema_version;

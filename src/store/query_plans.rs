@@ -8,8 +8,9 @@
 //! Covered: the scheduler (ticks, tool boundaries), an activation's start and end (the signals it
 //! takes, replaying its history, its end, nudges), each model call's record, budgets and the
 //! wake-loop guard, and each tool call (its start and end, the remembered permission rules that
-//! decide it, an `ask`'s approval request, background commands, the deferred tools it loaded,
-//! whether it is switched off) and each request's tool list (the agent's switches).
+//! decide it, the live rules and the permission mode set at run time, an `ask`'s approval
+//! request, background commands, the deferred tools it loaded, whether it is switched off) and
+//! each request's tool list (the agent's switches).
 //!
 //! Deliberately not listed:
 //! - plain `INSERT … VALUES` (activations, tool calls, model calls, history, events, signals,
@@ -31,7 +32,9 @@
 //! but would with a busy day (at hundreds of activations a second an hour is a million rows).
 //! Only after an agent was resumed within the period do they sum the rows since the resume.
 
-use super::{activations, approvals, commands, history, scheduling, signals, tool_loading, tool_switches, usage};
+use super::{
+    activations, approvals, commands, history, live_rules, scheduling, signals, tool_loading, tool_switches, usage,
+};
 
 /// Where each statement runs, and the statement.
 const HOT_PATH: &[(&str, &str)] = &[
@@ -96,6 +99,10 @@ const HOT_PATH: &[(&str, &str)] = &[
     ("an ask: its answer given to the model (Store::consume_approval)", approvals::CONSUME_APPROVAL),
     ("an ask parked: the activation's status (Store::set_waiting_approval)", approvals::ACTIVATION_STATUS),
     ("an ask parked: the activation parked or resumed (Store::set_waiting_approval)", approvals::SET_ACTIVATION_STATUS),
+    (
+        "every tool call: the agent's permission mode set at run time (Store::permission_mode_override)",
+        live_rules::MODE_OVERRIDE,
+    ),
     ("coordination tools: whether the agent only waits (Store::is_waiting)", usage::IS_WAITING),
     ("shell.check, shell.stop: a command's end read (Store::record_command_read)", commands::RECORD_COMMAND_READ),
     ("a runner's end: a lost command marked (Store::record_commands_lost)", commands::LOSE_COMMAND),
@@ -132,6 +139,10 @@ fn built_hot_path() -> Vec<(&'static str, String)> {
             "every tool call: the remembered rules that can decide it (Store::rules_for_call)",
             approvals::rules_for_call(),
         ),
+        (
+            "every tool call: the live rules that can decide it (Store::live_rules_for_call)",
+            live_rules::live_rules_for_call(),
+        ),
         ("an ask: the request the call already holds (Store::adoptable_approval)", approvals::adoptable_approvals()),
         ("an ask: the call's earlier request it supersedes (Store::request_approval)", approvals::pending_of_call()),
         ("an ask: the request (approval_row)", approvals::approval_by_id()),
@@ -156,6 +167,7 @@ const GROWING: &[&str] = &[
     "command_signals",
     "background_commands",
     "permission_rules",
+    "live_permission_rules",
     "usage_counters",
     // Bounded by agents × tools, not by the history; filled anyway, so its lookups are shown
     // to go through its key.
@@ -238,6 +250,8 @@ mod tests {
                       CASE WHEN i <= 4 THEN 'project' WHEN i <= 40 THEN 'agent' ELSE 'activation' END,
                       CASE WHEN i <= 4 THEN NULL ELSE {of_i} END,
                       CASE WHEN i <= 40 THEN NULL ELSE 'act_' || i END, 'cli (t)', {at_i}, 'apr_' || i FROM n;
+             {n} INSERT INTO live_permission_rules (agent_id, tool, decision, created_by, created_at)
+               SELECT CASE WHEN i <= 4 THEN '' ELSE {of_i} END, 'shell.exec', 'deny', 'cli (t)', {at_i} FROM n;
              {n} INSERT INTO background_commands (command_id, agent_id, command, cwd, status, exit_code, started_at,
                                               ended_at)
                SELECT 'cmd_' || i, {of_i}, 'make', '/work', 'exited', 0, {at_i}, {at_i} FROM n;

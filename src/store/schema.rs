@@ -315,7 +315,7 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE tool_calls ADD COLUMN call_key TEXT;
     ALTER TABLE activations ADD COLUMN rejected_tool_calls INTEGER NOT NULL DEFAULT 0;
     "#,
-    // 15 (branch v-tool-switches): the tools a person switched off (or back on) for one agent
+    // 15: the tools a person switched off (or back on) for one agent
     // while the project runs; read by every tool call and every request's tool list, by its
     // primary key (`store::query_plans`).
     r#"
@@ -327,6 +327,29 @@ pub const MIGRATIONS: &[&str] = &[
         changed_by TEXT NOT NULL,
         changed_at TEXT NOT NULL,
         PRIMARY KEY (agent_id, tool)
+    ) WITHOUT ROWID;
+    "#,
+    // 16: permission rules added while the project runs (agent '' for
+    // every agent; ids never reused), and agents' permission modes switched at run time.
+    r#"
+    CREATE TABLE live_permission_rules (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id      TEXT NOT NULL DEFAULT '',
+        tool          TEXT NOT NULL,
+        decision      TEXT NOT NULL,
+        paths_json    TEXT NOT NULL DEFAULT '[]',
+        commands_json TEXT NOT NULL DEFAULT '[]',
+        hosts_json    TEXT NOT NULL DEFAULT '[]',
+        reason        TEXT,
+        created_by    TEXT NOT NULL,
+        created_at    TEXT NOT NULL
+    );
+    CREATE INDEX live_permission_rules_by_agent ON live_permission_rules(agent_id);
+    CREATE TABLE permission_mode_overrides (
+        agent_id TEXT PRIMARY KEY,
+        mode     TEXT NOT NULL,
+        set_by   TEXT NOT NULL,
+        set_at   TEXT NOT NULL
     ) WITHOUT ROWID;
     "#,
 ];

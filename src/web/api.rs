@@ -90,7 +90,8 @@ async fn tool_status(host: Project) -> Result<Response, ApiError> {
 /// The tool catalog (`suzumio tools --json` has the same shape).
 async fn tool_catalog(host: Project) -> Result<Response, ApiError> {
     let switches = host.store.all_tool_switches()?;
-    Ok(Json(crate::catalog::catalog(&host.project.snapshot(), None, &switches)).into_response())
+    let live = crate::permissions::live::Snapshot::read(&host.store)?;
+    Ok(Json(crate::catalog::catalog_in(&host.project.snapshot(), None, &live, &switches)).into_response())
 }
 
 async fn agents(host: Project, Query(q): Query<NoCursors>) -> Result<Response, ApiError> {

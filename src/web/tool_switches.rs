@@ -34,7 +34,8 @@ struct Switch {
 async fn agent_tools(at: ProjectAgent) -> Result<Response, ApiError> {
     let agent = at.config()?;
     let switches = at.host.store.tool_switches(&at.agent)?;
-    Ok(Json(crate::catalog::catalog(&at.host.project.snapshot(), Some(agent), &switches)).into_response())
+    let live = crate::permissions::live::Snapshot::read(&at.host.store)?;
+    Ok(Json(crate::catalog::catalog_in(&at.host.project.snapshot(), Some(agent), &live, &switches)).into_response())
 }
 
 async fn switch_tool(

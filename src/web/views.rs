@@ -469,8 +469,14 @@ pub struct AgentView<'a> {
     pub tools: Vec<String>,
     /// The allowed tools its model gets only through `tool_search`.
     pub deferred_tools: Vec<String>,
-    /// `permissionMode`: default, auto or full-access.
-    pub permission_mode: &'static str,
+    /// The permission mode in force: default, auto or full-access (suzumio.yaml's
+    /// `permissionMode`, unless switched at run time).
+    pub permission_mode: String,
+    /// The mode suzumio.yaml gives the agent.
+    pub config_permission_mode: &'static str,
+    /// Who switched the mode at run time, and when (absent: suzumio.yaml's is in force).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission_mode_set: Option<crate::store::ModeOverride>,
     pub mounted_toolpacks: Vec<String>,
     /// Set while a budget or the wake-loop guard holds the agent.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -484,12 +490,14 @@ pub struct AgentView<'a> {
 
 pub fn agents(host: &ToolHost) -> Result<Vec<AgentView<'_>>, StoreError> {
     let records = host.store.agents()?;
+    let modes = host.store.permission_mode_overrides()?;
     host.project
         .config
         .agents
         .iter()
         .map(|a| {
             let record = records.iter().find(|r| r.id == a.id);
+            let set_mode = modes.iter().find(|m| m.agent_id == a.id);
             let set = host.project.snapshot().registry.resolve_agent(a);
             let resumed_at = record.and_then(|r| r.resumed_at);
             let budget = BudgetView::new(spent(&host.store, Some(&a.id), resumed_at)?, &a.budget);
@@ -508,7 +516,9 @@ pub fn agents(host: &ToolHost) -> Result<Vec<AgentView<'_>>, StoreError> {
                 model: &a.model,
                 tools: set.tools,
                 deferred_tools: set.deferred,
-                permission_mode: a.permission_mode.as_str(),
+                permission_mode: set_mode.map_or_else(|| a.permission_mode.as_str().to_string(), |o| o.mode.clone()),
+                config_permission_mode: a.permission_mode.as_str(),
+                permission_mode_set: set_mode.cloned(),
                 mounted_toolpacks: set.mounted_packs,
                 paused: record.and_then(|r| r.paused.clone()),
                 budget,

@@ -27,7 +27,7 @@ use crate::config::read::{Obj, Retired};
 
 pub use agents::VIRTUAL_PARTICIPANTS;
 pub use mounts::RESERVED_MOUNT_TARGETS;
-pub use permissions::{check_command_pattern, check_host_pattern, check_path_glob};
+pub use permissions::{check_command_pattern, check_host_pattern, check_path_glob, rule_from_parts};
 
 const TOP_KEYS: &[&str] = &[
     "name",

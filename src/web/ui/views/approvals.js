@@ -1,7 +1,9 @@
 // The Approvals view: every tool call waiting for a person (tool, agent, input, reason, risk),
 // each with Allow / Deny, optional feedback for the model, a remembered scope and "all calls
 // of this activation"; recently decided requests (an expired one, whose call ended with a
-// restart, with why); and the remembered rules, each deletable.
+// restart, with why); the remembered rules, each deletable; and the live rules — added here
+// (or from the CLI, the API) while the project runs, each with its source, each removable —
+// which decide from the agents' next tool calls.
 // It reloads on approval events (SSE) and every few seconds; the cards being typed into stay.
 
 import { debounce, errorBox, h, pill, pretty, replace, timeAgo } from "../dom.js";
@@ -12,10 +14,15 @@ export const title = "Approvals";
 export function render(root, ctx) {
   const pendingEl = h("section", { class: "approvals-pending" });
   const rulesEl = h("section", { class: "approvals-rules" });
+  const liveEl = h("section", { class: "approvals-live-rules" });
+  const liveForm = liveRuleForm(ctx, () => reload());
   const decidedEl = h("section", { class: "approvals-decided" });
   root.append(
     h("h2", { class: "section-title", text: "Waiting for approval" }),
     pendingEl,
+    h("h2", { class: "section-title", text: "Live rules" }),
+    liveEl,
+    liveForm,
     h("h2", { class: "section-title", text: "Remembered decisions" }),
     rulesEl,
     h("h2", { class: "section-title", text: "Recently decided" }),
@@ -29,12 +36,15 @@ export function render(root, ctx) {
   async function load() {
     let all;
     let rules;
+    let permissions;
     try {
-      [all, rules] = await Promise.all([ctx.api.approvals({ all: true }), ctx.api.rememberedRules()]);
+      [all, permissions] = await Promise.all([ctx.api.approvals({ all: true }), ctx.api.permissionRules()]);
+      rules = permissions?.rules ?? [];
     } catch (err) {
       replace(pendingEl, errorBox(err, "Approvals unavailable"));
       return;
     }
+    replace(liveEl, liveRulesTable(ctx, permissions?.liveRules ?? [], reload));
     const pending = all.filter((r) => r.status === "pending");
     for (const id of [...cards.keys()]) if (!pending.some((r) => r.id === id)) cards.delete(id);
     for (const r of pending) if (!cards.has(r.id)) cards.set(r.id, requestCard(ctx, r, reload));
@@ -179,4 +189,96 @@ function decidedList(decided, ctx) {
       ),
     ),
   );
+}
+
+function liveRulesTable(ctx, rules, reload) {
+  if (!rules.length) return h("p", { class: "muted", "data-empty": "live-rules", text: "No live rules: suzumio.yaml's rules and each agent's mode decide." });
+  const matcher = (r) =>
+    r.paths?.length ? `paths ${r.paths.join(", ")}` : r.commands?.length ? `commands ${r.commands.join(", ")}` : r.hosts?.length ? `hosts ${r.hosts.join(", ")}` : "—";
+  const table = h(
+    "table",
+    { class: "grid rules live-rules" },
+    h("thead", {}, h("tr", {}, ["#", "For", "Tool", "Decision", "Matches", "Reason", "Source", ""].map((t) => h("th", { text: t })))),
+    h(
+      "tbody",
+      {},
+      rules.map((rule) => {
+        const del = h("button", { type: "button", "data-remove-live-rule": rule.id, text: "Remove" });
+        del.addEventListener("click", async () => {
+          del.disabled = true;
+          try {
+            await ctx.api.deleteRule(String(rule.id));
+            reload();
+          } catch (err) {
+            del.replaceWith(errorBox(err, "Cannot remove"));
+          }
+        });
+        return h(
+          "tr",
+          { "data-live-rule": rule.id },
+          h("td", { text: String(rule.id) }),
+          h("td", { text: rule.agentId ?? "every agent" }),
+          h("td", {}, h("code", { text: rule.tool })),
+          h("td", {}, pill(rule.decision)),
+          h("td", { text: matcher(rule) }),
+          h("td", { text: rule.reason ?? "—" }),
+          h("td", { class: "small", "data-source": "" }, rule.source ?? "", " ", timeAgo(rule.createdAt)),
+          h("td", {}, del),
+        );
+      }),
+    ),
+  );
+  return h("div", { class: "table-wrap" }, table);
+}
+
+/** Add a live rule: agent (or every agent), tool pattern, decision, one matcher, reason. */
+function liveRuleForm(ctx, reload) {
+  const agents = (ctx.state.agents || []).map((a) => a.id);
+  const agent = h(
+    "select",
+    { name: "agent", "aria-label": "For" },
+    h("option", { value: "", text: "every agent" }),
+    agents.map((id) => h("option", { value: id, text: id })),
+  );
+  const tool = h("input", { name: "tool", placeholder: "tool pattern: file.write, file.*, *", required: true });
+  const decision = h(
+    "select",
+    { name: "decision", "aria-label": "Decision" },
+    ["deny", "ask", "allow"].map((d) => h("option", { value: d, text: d })),
+  );
+  const kind = h(
+    "select",
+    { name: "matcher", "aria-label": "Matcher" },
+    h("option", { value: "", text: "every call" }),
+    ["paths", "commands", "hosts"].map((k) => h("option", { value: k, text: k })),
+  );
+  const values = h("input", { name: "values", placeholder: "comma-separated: secrets/**, rm *, example.com" });
+  const reason = h("input", { name: "reason", placeholder: "reason (what the model reads)" });
+  const status = h("div", { class: "small", role: "status", "data-live-rule-status": "" });
+  const submit = h("button", { type: "submit", class: "primary", text: "Add rule" });
+  const form = h(
+    "form",
+    { class: "live-rule-form", "data-live-rule-form": "" },
+    h("div", { class: "approval-options" }, agent, tool, decision, kind, values, reason, submit),
+    status,
+  );
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const body = { agent: agent.value || undefined, tool: tool.value.trim(), decision: decision.value, reason: reason.value.trim() || undefined };
+    if (kind.value) body[kind.value] = values.value.split(",").map((v) => v.trim()).filter(Boolean);
+    submit.disabled = true;
+    try {
+      const { rule } = await ctx.api.addRule(body);
+      replace(status, `Added live rule ${rule.id}: it decides from the next tool call.`);
+      tool.value = "";
+      values.value = "";
+      reason.value = "";
+      reload();
+    } catch (err) {
+      replace(status, errorBox(err, "Cannot add the rule"));
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  return form;
 }

@@ -80,52 +80,26 @@ fn rule(node: &Node, path: &str, d: &mut Diagnostics) -> Option<PermissionRule> 
     }
     let decision = r.one_of("decision", RuleDecision::NAMES, d).and_then(|v| v.parse().ok());
     let reason = r.string("reason", d);
-    let mut ok = true;
-    let mut matchers = Vec::new();
-    let mut lists = [Vec::new(), Vec::new(), Vec::new()];
-    for (slot, (key, applies_to)) in lists.iter_mut().zip(MATCHER_TOOLS) {
-        let Some(items) = r.string_list(key, d) else { continue };
-        matchers.push(*key);
-        if items.is_empty() {
-            d.error(Some(&r.key_loc(key)), r.path_of(key), "is empty; leave the key out to match every call");
-            ok = false;
-        }
-        let also: &[&str] = if *key == "paths" { PATH_WORD_TOOLS } else { &[] };
-        if let Some(t) = &tool
-            && !applies_to.iter().chain(also).any(|a| pattern_can_match(t, a))
-        {
-            let names: Vec<String> = applies_to.iter().chain(also).map(|a| matcher_tools(a)).collect();
-            d.error(
-                Some(&r.key_loc(key)),
-                r.path_of(key),
-                format!("{key} apply to {} calls only, and this rule is for `{t}`", names.join(" and ")),
-            );
-            ok = false;
-        }
-        for (i, (text, loc)) in items.into_iter().enumerate() {
-            let checked = match *key {
-                "paths" => check_path_glob(&text),
-                "commands" => check_command_pattern(&text),
-                _ => check_host_pattern(&text),
-            };
-            match checked {
-                Ok(()) => slot.push(text),
-                Err(e) => {
-                    d.error(Some(&loc), index(&r.path_of(key), i), e);
-                    ok = false;
-                }
+    let mut given: [Option<Vec<(String, crate::config::node::Loc)>>; 3] = [None, None, None];
+    for (slot, (key, _)) in given.iter_mut().zip(MATCHER_TOOLS) {
+        *slot = r.string_list(key, d);
+    }
+    let texts: [Option<Vec<String>>; 3] =
+        std::array::from_fn(|i| given[i].as_ref().map(|items| items.iter().map(|(t, _)| t.clone()).collect()));
+    let problems = matcher_problems(tool.as_ref(), [texts[0].as_deref(), texts[1].as_deref(), texts[2].as_deref()]);
+    let ok = problems.is_empty();
+    for (spot, message) in problems {
+        match spot {
+            Spot::Rule => d.error(Some(&r.node.loc), path, message),
+            Spot::Key(key) => d.error(Some(&r.key_loc(key)), r.path_of(key), message),
+            Spot::Item(key, i) => {
+                let slot = MATCHER_TOOLS.iter().position(|(k, _)| *k == key).unwrap_or_default();
+                let loc = given[slot].as_ref().and_then(|items| items.get(i)).map(|(_, loc)| loc.clone());
+                d.error(loc.as_ref(), index(&r.path_of(key), i), message)
             }
         }
     }
-    if matchers.len() > 1 {
-        d.error(
-            Some(&r.node.loc),
-            path,
-            format!("a rule takes one of paths, commands or hosts (no call has all of {})", matchers.join(" and ")),
-        );
-        ok = false;
-    }
-    let [paths, commands, hosts] = lists;
+    let [paths, commands, hosts] = texts.map(Option::unwrap_or_default);
     match (tool, decision) {
         (Some(tool), Some(decision)) if ok => {
             let file = node.loc.file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
@@ -133,6 +107,101 @@ fn rule(node: &Node, path: &str, d: &mut Diagnostics) -> Option<PermissionRule> 
             Some(PermissionRule { tool, decision, reason, paths, commands, hosts, source })
         }
         _ => None,
+    }
+}
+
+/// Where a problem of a rule's matchers is: the rule as a whole, one of its keys (`paths`,
+/// `commands`, `hosts`), or one item of a key's list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spot {
+    Rule,
+    Key(&'static str),
+    Item(&'static str, usize),
+}
+
+/// The checks a rule's argument matchers get wherever the rule is written (a `permissions.rules`
+/// entry, a live rule from the CLI or the API): `lists` are its `paths`, `commands` and `hosts`,
+/// `None` where it leaves the key out. Each problem says where it is.
+pub fn matcher_problems(tool: Option<&AllowPattern>, lists: [Option<&[String]>; 3]) -> Vec<(Spot, String)> {
+    let mut problems = Vec::new();
+    let mut matchers = Vec::new();
+    for (items, (key, applies_to)) in lists.iter().zip(MATCHER_TOOLS) {
+        let Some(items) = items else { continue };
+        matchers.push(*key);
+        if items.is_empty() {
+            problems.push((Spot::Key(key), "is empty; leave the key out to match every call".to_string()));
+        }
+        let also: &[&str] = if *key == "paths" { PATH_WORD_TOOLS } else { &[] };
+        if let Some(t) = tool
+            && !applies_to.iter().chain(also).any(|a| pattern_can_match(t, a))
+        {
+            let names: Vec<String> = applies_to.iter().chain(also).map(|a| matcher_tools(a)).collect();
+            problems.push((
+                Spot::Key(key),
+                format!("{key} apply to {} calls only, and this rule is for `{t}`", names.join(" and ")),
+            ));
+        }
+        for (i, text) in items.iter().enumerate() {
+            let checked = match *key {
+                "paths" => check_path_glob(text),
+                "commands" => check_command_pattern(text),
+                _ => check_host_pattern(text),
+            };
+            if let Err(e) = checked {
+                problems.push((Spot::Item(key, i), e));
+            }
+        }
+    }
+    if matchers.len() > 1 {
+        problems.push((
+            Spot::Rule,
+            format!("a rule takes one of paths, commands or hosts (no call has all of {})", matchers.join(" and ")),
+        ));
+    }
+    problems
+}
+
+/// What a rule given outside `suzumio.yaml` (a live rule: `suzumio permissions add`, `POST
+/// …/permissions/rules`) says, checked as a `permissions.rules` entry is. `source` is where it
+/// comes from, as decisions name it. Each problem names its field as a JSON pointer into the
+/// rule (`/tool`, `/decision`, `/paths`, `/paths/1`), so a CLI can name its argument and the
+/// API the body's field.
+pub fn rule_from_parts(
+    tool: &str,
+    decision: &str,
+    reason: Option<String>,
+    [paths, commands, hosts]: [Option<Vec<String>>; 3],
+    source: String,
+) -> Result<PermissionRule, Vec<(String, String)>> {
+    let mut problems = Vec::new();
+    let pattern = AllowPattern::parse(tool.trim()).map_err(|e| problems.push(("/tool".to_string(), e))).ok();
+    let decision = decision.trim().parse::<RuleDecision>().map_err(|_| {
+        problems.push((
+            "/decision".to_string(),
+            format!("`{decision}` is not a decision: use one of {}", RuleDecision::NAMES.join(", ")),
+        ))
+    });
+    for (spot, message) in matcher_problems(pattern.as_ref(), [paths.as_deref(), commands.as_deref(), hosts.as_deref()])
+    {
+        let at = match spot {
+            Spot::Rule => String::new(),
+            Spot::Key(key) => format!("/{key}"),
+            Spot::Item(key, i) => format!("/{key}/{i}"),
+        };
+        problems.push((at, message));
+    }
+    let reason = reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
+    match (pattern, decision) {
+        (Some(tool), Ok(decision)) if problems.is_empty() => Ok(PermissionRule {
+            tool,
+            decision,
+            reason,
+            paths: paths.unwrap_or_default(),
+            commands: commands.unwrap_or_default(),
+            hosts: hosts.unwrap_or_default(),
+            source,
+        }),
+        _ => Err(problems),
     }
 }
 
@@ -226,4 +295,42 @@ pub fn check_command_pattern(text: &str) -> Result<(), String> {
 // String: a config diagnostic's message; the caller adds where it was written.
 pub fn check_host_pattern(text: &str) -> Result<(), String> {
     crate::hosts::HostPattern::parse(text).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(tool: &str, decision: &str, lists: [Option<Vec<String>>; 3]) -> Vec<(String, String)> {
+        rule_from_parts(tool, decision, None, lists, "live rule 1".into()).expect_err("refused")
+    }
+
+    fn list(items: &[&str]) -> Option<Vec<String>> {
+        Some(items.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// A rule given outside suzumio.yaml gets the config's checks, each problem at its field.
+    #[test]
+    fn a_rule_from_parts_is_checked_as_a_config_rule_and_names_each_field() {
+        let ok = rule_from_parts(
+            "file.*",
+            "deny",
+            Some(" keep out ".into()),
+            [list(&["secrets/**"]), None, None],
+            "s".into(),
+        )
+        .expect("a valid rule");
+        assert_eq!(
+            (ok.describe(), ok.reason.as_deref()),
+            ("file.* deny paths [secrets/**]".to_string(), Some("keep out"))
+        );
+        let at = |p: Vec<(String, String)>| p.into_iter().map(|(at, _)| at).collect::<Vec<_>>();
+        assert_eq!(at(problems("file read", "deny", [None, None, None])), ["/tool"]);
+        assert_eq!(at(problems("file.read", "never", [None, None, None])), ["/decision"]);
+        assert_eq!(at(problems("file.read", "deny", [list(&["ok", "[x"]), None, None])), ["/paths/1"]);
+        assert_eq!(at(problems("file.read", "deny", [list(&[]), None, None])), ["/paths"]);
+        assert_eq!(at(problems("file.read", "deny", [None, list(&["rm *"]), None])), ["/commands"]);
+        assert_eq!(at(problems("shell.exec", "deny", [list(&["a"]), list(&["rm *"]), None])), [""]);
+        assert_eq!(at(problems("web.fetch", "allow", [None, None, list(&["bad host!"])])), ["/hosts/0"]);
+    }
 }

@@ -1,5 +1,7 @@
 // The agent roster: one card per agent with its live status, model, active activation, the
 // text its model is writing right now, why it failed (its last error), packs, tools and links to its history and activations.
+// Each card has a permission-mode switch: it takes effect from the agent's next tool call
+// (`PUT …/agents/:a/permission-mode`), and says who switched it when it is not suzumio.yaml's.
 
 import { clip, errorBox, h, pill, replace, timeAgo } from "../../dom.js";
 
@@ -17,7 +19,7 @@ export function agentRoster(ctx) {
       h(
         "div",
         { class: "roster" },
-        agents.map((a) => agentCard(a, a.id === coordinator, ctx.href, waitingOf(ctx, a.id))),
+        agents.map((a) => agentCard(ctx, a, a.id === coordinator, waitingOf(ctx, a.id))),
       ),
     );
     live();
@@ -42,7 +44,8 @@ function waitingOf(ctx, agentId) {
   return (ctx.state.pendingApprovals || []).filter((r) => r.agentId === agentId).length;
 }
 
-function agentCard(a, isCoordinator, href, waiting) {
+function agentCard(ctx, a, isCoordinator, waiting) {
+  const href = ctx.href;
   return h(
     "article",
     { class: ["card", "agent", `agent-${a.status}`], "data-agent": a.id },
@@ -60,7 +63,7 @@ function agentCard(a, isCoordinator, href, waiting) {
     waiting
       ? h("a", { class: "badge warn approval-badge", href: href("approvals"), "data-approvals-agent": a.id, text: `${waiting} awaiting approval` })
       : null,
-    agentFacts(a, href),
+    agentFacts(ctx, a),
     a.status === "failed" && a.lastError
       ? h("p", { class: "agent-error", "data-last-error": "" }, h("strong", { text: "Failed: " }), a.lastError)
       : null,
@@ -83,13 +86,44 @@ function agentCard(a, isCoordinator, href, waiting) {
   );
 }
 
-function agentFacts(a, href) {
+const MODES = ["default", "auto", "full-access"];
+
+/** The agent's permission mode as a switch; "config" takes it back to suzumio.yaml's. */
+function modeSwitch(ctx, a) {
+  const live = Boolean(a.permissionModeSet);
+  const select = h(
+    "select",
+    { name: "permission-mode", "data-permission-mode": a.id, "aria-label": `Permission mode of ${a.id}` },
+    MODES.map((m) => h("option", { value: m, text: m, selected: m === a.permissionMode })),
+    live ? h("option", { value: "config", text: `back to suzumio.yaml (${a.configPermissionMode})` }) : null,
+  );
+  select.value = a.permissionMode;
+  const status = h("span", { class: "muted small", role: "status", "data-permission-mode-status": a.id });
+  if (live) status.append(` set by ${a.permissionModeSet.setBy} `, timeAgo(a.permissionModeSet.setAt));
+  select.addEventListener("change", async () => {
+    select.disabled = true;
+    try {
+      const change = await ctx.api.setPermissionMode(a.id, select.value === "config" ? null : select.value);
+      replace(status, ` ${change.mode} from the next tool call`);
+      await ctx.refreshProject();
+    } catch (err) {
+      replace(status, errorBox(err, "Cannot switch the mode"));
+      select.value = a.permissionMode;
+    } finally {
+      select.disabled = false;
+    }
+  });
+  return [select, status];
+}
+
+function agentFacts(ctx, a) {
+  const href = ctx.href;
   const fact = (term, ...value) => [h("dt", { text: term }), h("dd", {}, ...value)];
   return h(
     "dl",
     { class: "facts compact" },
     a.model ? fact("Model", a.model) : null,
-    a.permissionMode ? fact("Permissions", a.permissionMode) : null,
+    a.permissionMode ? fact("Permissions", ...modeSwitch(ctx, a)) : null,
     a.deferredTools?.length ? fact("Deferred tools", `${a.deferredTools.length} (through tool_search)`) : null,
     a.activeActivationId
       ? fact("Active", h("a", { href: href("activations", a.activeActivationId), text: clip(a.activeActivationId, 24) }))
