@@ -18,6 +18,8 @@
 //!   input is checked again.
 //! - *decide*: `permissions::decide_with` (rules, remembered approvals, hook verdicts, mode). It
 //!   only decides; the decision is audited here.
+//! - *review* (`review.rs`): an `ask` of an agent in `auto` mode goes to the reviewer model
+//!   first when `permissions.reviewer` is set; its verdict can only make a rule stricter.
 //! - *park*: an `ask` is stored by `permissions::approvals::ask`, which waits until it is
 //!   decided (durable across restarts) and answers whether to run; this module then runs
 //!   exactly the stored call.
@@ -31,6 +33,7 @@
 pub mod cli;
 mod dispatch;
 pub mod hooks;
+mod review;
 
 use serde_json::{Value, json};
 
@@ -245,26 +248,34 @@ async fn decide_and_run(
         }
     }
     let decision = permissions::decide_with(project, &permissions::Call { agent, tool, def, input: &input }, &extra);
-    host.audit.record(audit::AuditEntry {
-        time: host.store.now(),
-        kind: audit::EntryKind::Decision,
-        agent: agent_id.to_string(),
-        activation: Some(activation_id.to_string()),
-        call_id: Some(call_id.to_string()),
-        tool: tool.to_string(),
-        mode: agent.permission_mode.as_str().to_string(),
-        decision: decision.behavior,
-        source: decision.source.clone(),
-        reason: decision.reason.clone(),
-        risk: Some(decision.risk),
-        user_action: None,
-        feedback: None,
-        arguments: input.clone(),
-    });
+    let reviewed = review::Reviewed { agent, activation_id, call_key, tool, def, input: &input };
+    let decision = review::review(host, project, &reviewed, decision).await;
+    host.audit.record_decided(
+        audit::AuditEntry {
+            time: host.store.now(),
+            kind: audit::EntryKind::Decision,
+            agent: agent_id.to_string(),
+            activation: Some(activation_id.to_string()),
+            call_id: Some(call_id.to_string()),
+            tool: tool.to_string(),
+            mode: agent.permission_mode.as_str().to_string(),
+            decision: decision.behavior,
+            source: decision.source.clone(),
+            reason: decision.reason.clone(),
+            risk: Some(decision.risk),
+            user_action: None,
+            feedback: None,
+            arguments: input.clone(),
+        },
+        &decision,
+    );
     let policy = permissions::ask_policy(project, agent);
     let pending =
         PendingCall { agent_id, activation_id, call_id, call_key, tool, input: &input, decision: &decision, policy };
-    if decision.behavior == Behavior::Deny || decision.source.contains(approvals::REMEMBERED_SOURCE) {
+    // An ask is recorded with its request; a reviewer's allow is recorded here, so a UI can
+    // show that a model, not a person, let the call run.
+    let by_reviewer = decision.code == permissions::ReasonCode::Reviewer && decision.behavior == Behavior::Allow;
+    if decision.behavior == Behavior::Deny || decision.source.contains(approvals::REMEMBERED_SOURCE) || by_reviewer {
         approvals::record_decision(&host.store, &pending);
     }
     let result = match decision.behavior {
