@@ -108,6 +108,7 @@ mod invalid {
         tool_loading_unknown,
         permissions_rules,
         permissions_hook_pack,
+        permissions_reviewer,
         runner_syntax_error,
         runner_tool_without_handler,
         mcp_entries,

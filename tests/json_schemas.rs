@@ -98,6 +98,7 @@ const SEMANTIC_ONLY: &[(&str, &str)] = &[
     ("mount_source_missing", "a file on disk"),
     ("no_coordinator_for_policy_or_nudge", "whether an agent called pm exists"),
     ("permissions_hook_pack", "cross-reference to the packs"),
+    ("permissions_reviewer", "cross-reference to presets"),
     ("runner_module_missing", "a file on disk"),
     ("runner_syntax_error", "JavaScript"),
     ("runner_tool_without_handler", "JavaScript"),

@@ -142,7 +142,7 @@ pub fn of(def: &ToolDefinition, subject: &Subject, input: &Value) -> Vec<RiskCat
 }
 
 fn outside_workspace(path: &str) -> bool {
-    !(path == WORKSPACE || path.starts_with("/workspace/")) && !NOWHERE.contains(&path)
+    !(path == WORKSPACE || path.starts_with("/workspace/") || NOWHERE.contains(&path))
 }
 
 fn command_categories(command: &Command, out: &mut Vec<RiskCategory>) {
@@ -160,8 +160,9 @@ fn command_categories(command: &Command, out: &mut Vec<RiskCategory>) {
     if deletes {
         out.push(RiskCategory::Deletes);
     }
-    let writes =
-        deletes || WRITERS.contains(&program) && !(program == "sed" && !args.iter().any(|a| a.starts_with("-i")));
+    // `sed` writes only in place (`-i`).
+    let in_place = program != "sed" || args.iter().any(|a| a.starts_with("-i"));
+    let writes = deletes || (WRITERS.contains(&program) && in_place);
     // A redirection `> f` writes f (`< f` only reads it, but the parser keeps both: warn).
     let redirected: Vec<String> =
         command.redirects.iter().filter_map(|r| normalize_path(&Value::String(r.clone()))).collect();

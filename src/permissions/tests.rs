@@ -478,7 +478,8 @@ fn every_decision_carries_a_reason_code_and_the_actions_it_offers() {
     );
     let line = |c: &str| json!({"command": c});
     // (tool, rules, input, mode, behavior, code)
-    let cases: Vec<(&ToolDefinition, Vec<Rule>, Value, PermissionMode, Behavior, &str)> = vec![
+    type Case<'a> = (&'a ToolDefinition, Vec<Rule>, Value, PermissionMode, Behavior, &'a str);
+    let cases: Vec<Case> = vec![
         (&plain, vec![rule("pack.plain", RuleDecision::Ask)], json!({}), PermissionMode::Auto, Q, "rule"),
         (&plain, vec![remembered], json!({}), PermissionMode::Auto, A, "remembered"),
         (&plain, vec![hook], json!({}), PermissionMode::Auto, D, "hook"),
