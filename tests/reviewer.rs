@@ -48,6 +48,7 @@ permissions:
   rules:
     - {{tool: file.write, decision: ask, paths: ["guarded/**"], reason: "guarded files are written with a person"}}
     - {{tool: file.write, decision: deny, paths: ["secret/**"], reason: "nobody writes secret/"}}
+    - {{tool: file.write, decision: allow, paths: ["open/**"]}}
   reviewer: {{model: rev{reviewer_extra}}}
 agents:
   writer:
@@ -306,10 +307,11 @@ activations:
       - call: [{{tool: danger.tally, input: {{path: two}}}}]
       - call: [{{tool: danger.tally, input: {{path: three, note: "x"}}}}]
       - call: [{{tool: danger.tally, input: {{note: "x", path: three}}}}]
-      - call: [{{tool: file.write, input: {{path: guarded/a.txt, content: "a"}}}}]
-      - call: [{{tool: file.write, input: {{path: notes/b.txt, content: "token {SECRET_TOKEN}"}}}}]
-      - call: [{{tool: file.write, input: {{path: notes/c.txt, content: "c"}}}}]
-      - call: [{{tool: file.write, input: {{path: secret/d.txt, content: "d"}}}}]
+      - call: [{{tool: file.write, input: {{path: guarded/a.txt, content: "a", createDirs: true}}}}]
+      - call: [{{tool: file.write, input: {{path: notes/b.txt, content: "token {SECRET_TOKEN}", createDirs: true}}}}]
+      - call: [{{tool: file.write, input: {{path: notes/c.txt, content: "c", createDirs: true}}}}]
+      - call: [{{tool: file.write, input: {{path: secret/d.txt, content: "d", createDirs: true}}}}]
+      - call: [{{tool: file.write, input: {{path: open/e.txt, content: "e", createDirs: true}}}}]
       - say: "Done."
         call: [{{tool: coordination.wait_for_signal, input: {{reason: done}}}}]
 "#
@@ -372,6 +374,7 @@ activations:
         // The reviewer's deny reaches the model; the config's deny never reaches the reviewer.
         let writes = finished(&p.dir, "file.write", 4, &ctl);
         let error = |i: usize| writes[i].2.clone().unwrap_or_default();
+        assert_eq!((writes[0].0, writes[1].0), (ToolCallStatus::Completed, ToolCallStatus::Completed), "{writes:?}");
         assert_eq!(writes[2].0, ToolCallStatus::Failed);
         assert!(error(2).contains("c.txt is not part of the task"), "{}", error(2));
         assert_eq!(writes[3].0, ToolCallStatus::Failed);
@@ -420,6 +423,14 @@ activations:
             "{codes:?}"
         );
     });
+    // Calls that run anyway (a rule's allow, the coordination tool that ends the activation)
+    // never reach the reviewer.
+    tokio::task::block_in_place(|| {
+        let writes = finished(&p.dir, "file.write", 5, &ctl);
+        assert_eq!(writes[4].0, ToolCallStatus::Completed, "{:?}", writes[4]);
+        finished(&p.dir, "coordination.wait_for_signal", 1, &ctl);
+    });
+    assert_eq!(requests().len(), 6, "an allowed call was shown to the reviewer");
     let approvals = host(&p.dir).store.approvals(false, 10).unwrap();
     assert!(approvals.iter().all(|a| a.status != ApprovalStatus::Pending), "{approvals:?}");
     assert_eq!(tokio::task::block_in_place(|| ctl.stop()), Some(0));
