@@ -12,7 +12,10 @@
 //! - HTTP reviewer: a garbage answer and a time-out (the server holds its answer until the test
 //!   has seen the fallback) both ask, saying why; the verdict cache (a second identical call
 //!   does not reach the server); a rule's `ask` stays ask when the reviewer allows, a rule's
-//!   `deny` never reaches it; and no secret of the calls is in anything the server received.
+//!   `deny` never reaches it, nor does a call a rule allows; and no secret of the calls is in
+//!   anything the server received;
+//! - a review the server holds keeps no other agent waiting: another agent's activation runs to
+//!   its end meanwhile, and the reviewed call runs once the verdict comes.
 
 #[path = "support/model_stream.rs"]
 mod model_stream;
@@ -433,5 +436,55 @@ activations:
     assert_eq!(requests().len(), 6, "an allowed call was shown to the reviewer");
     let approvals = host(&p.dir).store.approvals(false, 10).unwrap();
     assert!(approvals.iter().all(|a| a.status != ApprovalStatus::Pending), "{approvals:?}");
+    assert_eq!(tokio::task::block_in_place(|| ctl.stop()), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_in_progress_blocks_no_other_agent() {
+    let server = Server {
+        answers: Arc::new(Mutex::new(VecDeque::from([Answer::Holds(
+            json!({"decision": "allow", "reason": "fine"}).to_string(),
+        )]))),
+        ..Server::default()
+    };
+    let app = axum::Router::new().fallback(answer).with_state(server.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let script = r#"
+activations:
+  - agent: writer
+    steps:
+      - call: [{tool: danger.tally, input: {path: slow}}]
+      - say: "Tallied."
+        call: [{tool: coordination.wait_for_signal, input: {reason: done}}]
+  - agent: pm
+    steps:
+      - call: [{tool: messages.send, input: {recipient: user, body: "pm is not kept waiting"}}]
+      - say: "Reported."
+        call: [{tool: coordination.wait_for_signal, input: {reason: done}}]
+"#;
+    let provider = format!("reviewer: {{type: openai-compatible, baseURL: '{url}'}}");
+    let p = project(&provider, ", timeout: 10m", script);
+    let yaml = std::fs::read_to_string(p.dir.join("suzumio.yaml")).unwrap();
+    let yaml = yaml.replace("agents:\n", "agents:\n  pm: {tools: [messages.send, coordination.wait_for_signal]}\n");
+    std::fs::write(p.dir.join("suzumio.yaml"), yaml).unwrap();
+    let dir = p.dir.to_string_lossy().to_string();
+    cli(&p.dir, &["send", &dir, "writer", "Tally slow."]);
+    let ctl = Controller::start(&p.dir, &[]);
+    tokio::task::block_in_place(|| {
+        wait_for("the writer's review to reach the reviewer", Some(&ctl), || {
+            (!server.requests.lock().unwrap().is_empty()).then_some(())
+        });
+        // While the reviewer holds its answer, another agent's activation runs to its end.
+        cli(&p.dir, &["send", &dir, "pm", "Report."]);
+        let pm = wait_for("pm's activation to end", Some(&ctl), || {
+            host(&p.dir).store.latest_activation("pm", None).ok()?.filter(|a| a.ended_at.is_some())
+        });
+        assert_eq!(pm.status.as_str(), "completed", "{pm:?}");
+        assert_eq!(runs(&p.dir).0, 0, "the reviewed call waits for its verdict");
+        server.release.notify_one();
+        wait_for("the reviewed call to run", Some(&ctl), || (runs(&p.dir).0 == 1).then_some(()));
+    });
     assert_eq!(tokio::task::block_in_place(|| ctl.stop()), Some(0));
 }
