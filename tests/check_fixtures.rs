@@ -109,6 +109,7 @@ mod invalid {
         permissions_rules,
         permissions_hook_pack,
         permissions_reviewer,
+        permissions_reviewer_values,
         runner_syntax_error,
         runner_tool_without_handler,
         mcp_entries,

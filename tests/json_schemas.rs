@@ -48,6 +48,7 @@ const CONFIG_REJECTED: &[&str] = &[
     "mount_target_relative",                      // pattern
     "observability_key",                          // unknown (retired) key
     "permissions_rules",                          // enums, patterns, unknown keys
+    "permissions_reviewer_values",                // minimum, maximum, unknown keys
     "prewarm_unknown",                            // enum
     "provider_chunk_timeout",                     // minimum
     "reserved_agent_id_user",                     // propertyNames

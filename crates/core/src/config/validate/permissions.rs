@@ -11,8 +11,10 @@ use crate::config::read::{Obj, Retired, index};
 
 const PROJECT_KEYS: &[&str] = &["rules", "onAsk", "approvalTimeout", "hooks", "reviewer"];
 const AGENT_KEYS: &[&str] = &["rules", "onAsk", "approvalTimeout"];
-const AGENT_RETIRED: Retired =
-    &[("hooks", "hooks are set for the whole project, under the top-level permissions.hooks")];
+const AGENT_RETIRED: Retired = &[
+    ("hooks", "hooks are set for the whole project, under the top-level permissions.hooks"),
+    ("reviewer", "the reviewer is set for the whole project, under the top-level permissions.reviewer"),
+];
 const RULE_KEYS: &[&str] = &["tool", "decision", "reason", "paths", "commands", "hosts"];
 const HOOK_KEYS: &[&str] = &["tools", "pack"];
 const REVIEWER_KEYS: &[&str] = &["model", "timeout", "cacheTtl", "cacheSize", "turns"];
@@ -66,7 +68,8 @@ fn reviewer(node: &Node, path: &str, d: &mut Diagnostics) -> Option<ReviewerConf
     let bounded = |key: &str, max: i64, d: &mut Diagnostics| {
         let v = r.int_at_least(key, 1, d)?;
         if v > max {
-            d.error(Some(&r.key_loc(key)), r.path_of(key), format!("must be at most {max}, got {v}"));
+            let at = r.get(key).map_or_else(|| r.key_loc(key), |n| n.loc.clone());
+            d.error(Some(&at), r.path_of(key), format!("must be at most {max}, got {v}"));
             return None;
         }
         usize::try_from(v).ok()
