@@ -22,7 +22,7 @@ use suzumio::clock::ManualClock;
 use suzumio::config::BackendKind;
 use suzumio::config::load::ProcessEnv;
 use suzumio::permissions::approvals::PendingCall;
-use suzumio::permissions::{AskPolicy, Behavior, Decision, OnAsk, Risk};
+use suzumio::permissions::{AskPolicy, Behavior, Decision, OnAsk, ReasonCode, Risk};
 use suzumio::project::Project;
 use suzumio::store::{ActivationStatus, ApprovalRecord, ApprovalStatus, StateFiles, Store};
 use suzumio::support::ToolHost;
@@ -694,12 +694,13 @@ async fn a_request_nobody_decides_is_denied_at_its_deadline_also_when_adopted_af
 
     // After a restart, a request whose deadline passed while nobody ran is denied as soon as its
     // call adopts it: the ask is abandoned (the controller died), time passes, the call asks again.
-    let decision = Decision {
-        behavior: Behavior::Ask,
-        source: "requiresApproval".into(),
-        reason: "danger.remove is marked requiresApproval".into(),
-        risk: Risk::Medium,
-    };
+    let decision = Decision::new(
+        Behavior::Ask,
+        "requiresApproval",
+        "danger.remove is marked requiresApproval",
+        Risk::Medium,
+        ReasonCode::Annotation,
+    );
     let policy = AskPolicy { on_ask: OnAsk::Wait, timeout: Duration::from_secs(60) };
     let input = json!({"path": "y"});
     let ask = |call_id: String| {
@@ -747,12 +748,13 @@ async fn on_ask_deny_refuses_at_once_with_a_reason_the_model_can_act_on() {
     let act = host.store.start_activation("writer", "test", &[]).unwrap();
     let input = json!({"path": "x"});
     let call_id = host.store.start_tool_call(&act.id, "writer", "danger.remove", Some("danger"), &input, None).unwrap();
-    let decision = Decision {
-        behavior: Behavior::Ask,
-        source: "requiresApproval".into(),
-        reason: "danger.remove is marked requiresApproval".into(),
-        risk: Risk::Medium,
-    };
+    let decision = Decision::new(
+        Behavior::Ask,
+        "requiresApproval",
+        "danger.remove is marked requiresApproval",
+        Risk::Medium,
+        ReasonCode::Annotation,
+    );
     let pending = PendingCall {
         agent_id: "writer",
         activation_id: &act.id,

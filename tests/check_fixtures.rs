@@ -108,6 +108,8 @@ mod invalid {
         tool_loading_unknown,
         permissions_rules,
         permissions_hook_pack,
+        permissions_reviewer,
+        permissions_reviewer_values,
         runner_syntax_error,
         runner_tool_without_handler,
         mcp_entries,

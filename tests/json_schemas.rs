@@ -48,6 +48,7 @@ const CONFIG_REJECTED: &[&str] = &[
     "mount_target_relative",                      // pattern
     "observability_key",                          // unknown (retired) key
     "permissions_rules",                          // enums, patterns, unknown keys
+    "permissions_reviewer_values",                // minimum, maximum, unknown keys
     "prewarm_unknown",                            // enum
     "provider_chunk_timeout",                     // minimum
     "reserved_agent_id_user",                     // propertyNames
@@ -98,6 +99,7 @@ const SEMANTIC_ONLY: &[(&str, &str)] = &[
     ("mount_source_missing", "a file on disk"),
     ("no_coordinator_for_policy_or_nudge", "whether an agent called pm exists"),
     ("permissions_hook_pack", "cross-reference to the packs"),
+    ("permissions_reviewer", "cross-reference to presets"),
     ("runner_module_missing", "a file on disk"),
     ("runner_syntax_error", "JavaScript"),
     ("runner_tool_without_handler", "JavaScript"),

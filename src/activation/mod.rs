@@ -11,6 +11,7 @@ mod context;
 pub mod live;
 pub mod prompt;
 pub mod providers;
+mod review;
 pub mod run;
 mod tool_list;
 

@@ -67,7 +67,7 @@ impl Activations {
         runner: Arc<dyn RunnerTools>,
         providers: ProviderPool,
     ) -> Arc<Activations> {
-        Arc::new_cyclic(|me| Activations {
+        let activations = Arc::new_cyclic(|me| Activations {
             me: me.clone(),
             tools,
             runner,
@@ -76,7 +76,10 @@ impl Activations {
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
             token_rates: TokenRates::default(),
-        })
+        });
+        // The calls of this process that a reviewer sees are reviewed with these providers.
+        super::review::install(&activations);
+        activations
     }
 
     fn me(&self) -> Option<Arc<Activations>> {

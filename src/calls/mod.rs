@@ -22,6 +22,8 @@
 //!   the agent's mode in force — live rules and a switched mode are read from the store at each
 //!   call, so a change takes effect from the next one). It only decides; the decision is
 //!   audited here.
+//! - *review* (`review.rs`): an `ask` of an agent in `auto` mode goes to the reviewer model
+//!   first when `permissions.reviewer` is set; its verdict can only make a rule stricter.
 //! - *park*: an `ask` is stored by `permissions::approvals::ask`, which waits until it is
 //!   decided (durable across restarts) and answers whether to run; this module then runs
 //!   exactly the stored call.
@@ -35,6 +37,7 @@
 pub mod cli;
 mod dispatch;
 pub mod hooks;
+mod review;
 
 use serde_json::{Value, json};
 
@@ -271,28 +274,37 @@ async fn decide_and_run(
     }
     let decision =
         permissions::decide_in(project, &permissions::Call { agent, tool, def, input: &input }, &extra, mode);
-    host.audit.record(audit::AuditEntry {
-        time: host.store.now(),
-        kind: audit::EntryKind::Decision,
-        agent: agent_id.to_string(),
-        activation: Some(activation_id.to_string()),
-        call_id: Some(call_id.to_string()),
-        tool: tool.to_string(),
-        mode: mode.as_str().to_string(),
-        decision: decision.behavior,
-        source: decision.source.clone(),
-        reason: decision.reason.clone(),
-        risk: Some(decision.risk),
-        user_action: None,
-        feedback: None,
-        arguments: input.clone(),
-    });
+    let reviewed = review::Reviewed { agent, mode, activation_id, call_key, tool, def, input: &input };
+    let decision = review::review(host, project, &reviewed, decision).await;
+    host.audit.record_decided(
+        audit::AuditEntry {
+            time: host.store.now(),
+            kind: audit::EntryKind::Decision,
+            agent: agent_id.to_string(),
+            activation: Some(activation_id.to_string()),
+            call_id: Some(call_id.to_string()),
+            tool: tool.to_string(),
+            mode: mode.as_str().to_string(),
+            decision: decision.behavior,
+            source: decision.source.clone(),
+            reason: decision.reason.clone(),
+            risk: Some(decision.risk),
+            user_action: None,
+            feedback: None,
+            arguments: input.clone(),
+        },
+        &decision,
+    );
     let policy = permissions::ask_policy(project, agent);
     let pending =
         PendingCall { agent_id, activation_id, call_id, call_key, tool, input: &input, decision: &decision, policy };
+    // An ask is recorded with its request; a reviewer's allow is recorded here, so a UI can
+    // show that a model, not a person, let the call run.
+    let by_reviewer = decision.code == permissions::ReasonCode::Reviewer && decision.behavior == Behavior::Allow;
     if decision.behavior == Behavior::Deny
         || decision.source.contains(approvals::REMEMBERED_SOURCE)
         || decision.source.starts_with(permissions::live::LIVE_SOURCE)
+        || by_reviewer
     {
         approvals::record_decision(&host.store, &pending);
     }

@@ -57,6 +57,17 @@ pub fn permissions_explain(
         Subject::None => json!({}),
     };
     let hooks = crate::calls::hooks::packs_for(&project, tool);
+    // The reviewer is a model call made when the call runs; explain says it would be asked.
+    let reviewer_config = project.config.permissions.reviewer.as_ref();
+    let reviewer =
+        reviewer_config.filter(|_| permissions::reviewer::applies(reviewer_config, mode, &decision)).map(|r| {
+            let loosest = if permissions::reviewer::may_allow(&decision) {
+                "allow"
+            } else {
+                "ask (it can only make this stricter)"
+            };
+            format!("{} reviews this call when it runs: it may answer deny, ask, or at most {loosest}", r.model)
+        });
     if as_json {
         let mut value = json!({
             "agent": agent.id,
@@ -66,8 +77,16 @@ pub fn permissions_explain(
             "source": decision.source,
             "reason": decision.reason,
             "risk": decision.risk,
+            "code": decision.code,
+            "categories": decision.categories,
+            "actions": decision.actions,
             "hooks": hooks,
         });
+        if let Some(v) = value.as_object_mut()
+            && let Some(r) = &reviewer
+        {
+            v.insert("reviewer".into(), json!(r));
+        }
         if let (Some(v), Some(s)) = (value.as_object_mut(), subject.as_object()) {
             v.extend(s.clone());
             if !opaque.is_empty() {
@@ -86,8 +105,15 @@ pub fn permissions_explain(
     let _ = writeln!(out, "decision: {}", decision.behavior.as_str());
     let _ = writeln!(out, "source: {}", decision.source);
     let _ = writeln!(out, "reason: {}", decision.reason);
+    let _ = writeln!(out, "code: {}", decision.code.as_str());
     let _ = writeln!(out, "risk: {}", decision.risk.as_str());
+    let names = |v: Vec<String>| if v.is_empty() { "none".to_string() } else { v.join(", ") };
+    let _ = writeln!(out, "categories: {}", names(decision.category_names()));
+    let _ = writeln!(out, "actions: {}", names(decision.action_names()));
     let _ = writeln!(out, "mode: {}", live::mode_line(agent, mode_set));
+    if let Some(r) = &reviewer {
+        let _ = writeln!(out, "reviewer: {r}");
+    }
     if let Some(commands) = subject.get("commands").and_then(|c| c.as_array()) {
         let texts: Vec<&str> = commands.iter().filter_map(|c| c.as_str()).collect();
         let _ = writeln!(out, "commands: {}", texts.join(" | "));

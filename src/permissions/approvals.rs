@@ -108,27 +108,30 @@ fn audit_resolution(host: Approvals<'_>, call: &PendingCall<'_>, answered: &Appr
     };
     let remember = answered.remember.as_deref().map(|r| format!(", remember {r}")).unwrap_or_default();
     let by = answered.resolved_by.as_deref().unwrap_or("unknown");
-    host.audit.record(super::audit::AuditEntry {
-        time: host.store.now(),
-        kind: super::audit::EntryKind::Resolution,
-        agent: call.agent_id.to_string(),
-        activation: Some(call.activation_id.to_string()),
-        call_id: Some(call.call_id.to_string()).filter(|c| !c.is_empty()),
-        tool: call.tool.to_string(),
-        mode: host
-            .project
-            .config
-            .agent(call.agent_id)
-            .map(|a| super::live::effective_mode(host.store, a).unwrap_or(a.permission_mode).as_str().to_string())
-            .unwrap_or_default(),
-        decision: behavior,
-        source: format!("approval {} by {by}", answered.id),
-        reason: answered.resolution_reason.clone().unwrap_or_else(|| call.decision.reason.clone()),
-        risk: Some(call.decision.risk),
-        user_action: Some(format!("{action}{remember}")),
-        feedback: answered.feedback.clone(),
-        arguments: call.input.clone(),
-    });
+    host.audit.record_decided(
+        super::audit::AuditEntry {
+            time: host.store.now(),
+            kind: super::audit::EntryKind::Resolution,
+            agent: call.agent_id.to_string(),
+            activation: Some(call.activation_id.to_string()),
+            call_id: Some(call.call_id.to_string()).filter(|c| !c.is_empty()),
+            tool: call.tool.to_string(),
+            mode: host
+                .project
+                .config
+                .agent(call.agent_id)
+                .map(|a| super::live::effective_mode(host.store, a).unwrap_or(a.permission_mode).as_str().to_string())
+                .unwrap_or_default(),
+            decision: behavior,
+            source: format!("approval {} by {by}", answered.id),
+            reason: answered.resolution_reason.clone().unwrap_or_else(|| call.decision.reason.clone()),
+            risk: Some(call.decision.risk),
+            user_action: Some(format!("{action}{remember}")),
+            feedback: answered.feedback.clone(),
+            arguments: call.input.clone(),
+        },
+        call.decision,
+    );
 }
 
 /// The activation ended while its call waited (a P0 cancelled it, in the same transaction as
@@ -148,6 +151,11 @@ pub fn announce_turn(host: Approvals<'_>, agent: &AgentConfig, activation_id: &s
     let live = super::live::rules_for_call(host.store, &agent.id);
     let mode = super::live::effective_mode(host.store, agent);
     let (Ok(live), Ok(mode)) = (live, mode) else { return };
+    // With a reviewer, an `auto` agent's ask is known only once the reviewer answered, when
+    // the call runs: a request announced now could be for a call the reviewer then allows.
+    if host.project.config.permissions.reviewer.is_some() && mode == crate::config::PermissionMode::Auto {
+        return;
+    }
     let mut asked = Vec::new();
     for (key, tool, input) in calls {
         let Some((_, def)) = host.project.registry.tool(tool) else { continue };
@@ -221,6 +229,9 @@ pub fn record_decision(store: &Store, call: &PendingCall<'_>) {
         source: decision.source.clone(),
         reason: decision.reason.clone(),
         risk: text(json!(decision.risk)),
+        code: decision.code_str(),
+        categories: decision.category_names(),
+        actions: decision.action_names(),
     };
     if let Err(e) = store.append_event(event) {
         tracing::error!(agent = %call.agent_id, tool, "recording a permission decision: {e}");
@@ -303,7 +314,7 @@ fn new_request<'a>(
         call_key: call.call_key,
         tool: call.tool,
         input: call.input,
-        decision: json!({"behavior": "ask", "source": d.source, "reason": d.reason, "risk": d.risk}),
+        decision: d.to_json(),
         expires_at: crate::clock::iso(expires),
     }
 }
@@ -392,6 +403,9 @@ fn decided(
         source: source.into(),
         reason: reason.into(),
         risk: text(json!(call.decision.risk)),
+        code: call.decision.code_str(),
+        categories: call.decision.category_names(),
+        actions: Vec::new(),
     })?;
     Ok(())
 }

@@ -20,7 +20,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::{Behavior, Risk};
+use super::{Behavior, Decision, Risk};
 use crate::config::ProjectConfig;
 use crate::toolpack::redact::{MASK, is_secret_name, redact_secrets};
 
@@ -159,11 +159,34 @@ impl Audit {
     }
 
     /// Queues one entry (redacted and bounded); never waits.
-    pub fn record(&self, mut entry: AuditEntry) {
+    pub fn record(&self, entry: AuditEntry) {
+        self.record_with(entry, None)
+    }
+
+    /// [`Audit::record`] for an entry about `decision`: the line carries its reason code, the
+    /// risk categories it saw and the actions a person may take (`code`, `categories`,
+    /// `actions`).
+    pub fn record_decided(&self, entry: AuditEntry, decision: &Decision) {
+        self.record_with(entry, Some(decision))
+    }
+
+    fn record_with(&self, mut entry: AuditEntry, decision: Option<&Decision>) {
         entry.arguments = self.redacted(&entry.arguments);
         entry.feedback = entry.feedback.map(|f| cap(&self.redact_text(&f)));
         entry.reason = self.redact_text(&entry.reason);
-        self.send(serde_json::to_string(&entry));
+        let mut value = match serde_json::to_value(&entry) {
+            Ok(value) => value,
+            Err(e) => {
+                tracing::error!("an audit entry does not serialize: {e}");
+                return;
+            }
+        };
+        if let (Some(d), Some(line)) = (decision, value.as_object_mut()) {
+            line.insert("code".into(), json!(d.code));
+            line.insert("categories".into(), json!(d.categories));
+            line.insert("actions".into(), json!(d.actions));
+        }
+        self.send(serde_json::to_string(&value));
     }
 
     /// Queues a change's line (its reason and rule redacted); never waits.

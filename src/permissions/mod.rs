@@ -12,11 +12,19 @@
 //! that matches what is visible still denies, and no `allow` rule allows it. Only when no rule
 //! matched do the mode's defaults apply (`mode.rs`): the agent's mode in force, which a person
 //! may have switched while the project runs (`live.rs`).
+//!
+//! A decision carries its reasons for machines as well as people: a [`ReasonCode`] (what kind
+//! of thing decided), the [`RiskCategory`]s the call showed (`categories.rs`, derived in one
+//! place from the call's subject and the tool's definition) and the [`UserAction`]s a person may
+//! take on it. An optional reviewer model (`reviewer.rs`) may then make an `ask` stricter (or
+//! the mode's own default ask looser); `calls` runs it, since it is a model call.
 
 pub mod approvals;
 pub mod audit;
+pub mod categories;
 pub mod live;
 pub mod mode;
+pub mod reviewer;
 pub mod rules;
 pub mod shell;
 #[cfg(test)]
@@ -27,6 +35,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
+pub use categories::RiskCategory;
 pub use rules::{Matches, Rule, Subject};
 
 use crate::config::{AgentConfig, DEFAULT_APPROVAL_TIMEOUT, OnAskSetting, PermissionMode, RuleDecision};
@@ -81,6 +90,84 @@ impl Risk {
     }
 }
 
+/// What kind of thing made a decision, for machines (the `source` says which one, for people).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonCode {
+    /// A rule of `suzumio.yaml` (or one added while the project runs).
+    Rule,
+    /// A decision remembered from an approval (`--remember`).
+    Remembered,
+    /// A pack's `beforeToolCall` hook.
+    Hook,
+    /// The agent's permission mode, no rule having matched.
+    ModeDefault,
+    /// The tool's own markings: `requiresApproval`, `readOnlyHint`, `destructiveHint`.
+    Annotation,
+    /// A coordination tool, which every mode runs.
+    Coordination,
+    /// A command line that runs code it does not show, under a command rule.
+    OpaqueLine,
+    /// A command line the parser cannot match with confidence.
+    UnparsableLine,
+    /// The reviewer model's verdict.
+    Reviewer,
+    /// The reviewer model was asked but gave no usable verdict (error, time-out, garbage).
+    ReviewerUnavailable,
+}
+
+impl ReasonCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasonCode::Rule => "rule",
+            ReasonCode::Remembered => "remembered",
+            ReasonCode::Hook => "hook",
+            ReasonCode::ModeDefault => "mode_default",
+            ReasonCode::Annotation => "annotation",
+            ReasonCode::Coordination => "coordination",
+            ReasonCode::OpaqueLine => "opaque_line",
+            ReasonCode::UnparsableLine => "unparsable_line",
+            ReasonCode::Reviewer => "reviewer",
+            ReasonCode::ReviewerUnavailable => "reviewer_unavailable",
+        }
+    }
+}
+
+/// What a person asked about a call may do with it, in the order a UI offers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UserAction {
+    /// Run this call once.
+    AllowOnce,
+    /// Run it, and remember the allow (for the activation, the agent or the project).
+    AllowRemember,
+    /// Refuse it.
+    Deny,
+    /// Refuse it with a word to the model about what to do instead.
+    DenyWithFeedback,
+}
+
+impl UserAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UserAction::AllowOnce => "allow_once",
+            UserAction::AllowRemember => "allow_remember",
+            UserAction::Deny => "deny",
+            UserAction::DenyWithFeedback => "deny_with_feedback",
+        }
+    }
+
+    /// What a person may do with a call decided `behavior`: only an `ask` waits for one.
+    pub fn for_behavior(behavior: Behavior) -> Vec<UserAction> {
+        match behavior {
+            Behavior::Ask => {
+                vec![UserAction::AllowOnce, UserAction::AllowRemember, UserAction::Deny, UserAction::DenyWithFeedback]
+            }
+            Behavior::Allow | Behavior::Deny => Vec::new(),
+        }
+    }
+}
+
 /// A decision and its provenance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Decision {
@@ -90,6 +177,66 @@ pub struct Decision {
     pub source: String,
     pub reason: String,
     pub risk: Risk,
+    /// What kind of thing decided.
+    pub code: ReasonCode,
+    /// What the call was seen to do that a person may care about (`categories.rs`).
+    pub categories: Vec<RiskCategory>,
+    /// What a person asked about it may do (empty unless it is `ask`).
+    pub actions: Vec<UserAction>,
+}
+
+impl Decision {
+    /// A decision without categories (the engine adds them, [`Decision::seen`]); its actions
+    /// follow from `behavior`.
+    pub fn new(
+        behavior: Behavior,
+        source: impl Into<String>,
+        reason: impl Into<String>,
+        risk: Risk,
+        code: ReasonCode,
+    ) -> Self {
+        Decision {
+            behavior,
+            source: source.into(),
+            reason: reason.into(),
+            risk,
+            code,
+            categories: Vec::new(),
+            actions: UserAction::for_behavior(behavior),
+        }
+    }
+
+    /// The same decision with the categories the call showed.
+    pub fn seen(mut self, categories: Vec<RiskCategory>) -> Self {
+        self.categories = categories;
+        self
+    }
+
+    /// The code's, categories' and actions' names, as events and JSON carry them.
+    pub fn code_str(&self) -> String {
+        self.code.as_str().to_string()
+    }
+
+    pub fn category_names(&self) -> Vec<String> {
+        self.categories.iter().map(|c| c.as_str().to_string()).collect()
+    }
+
+    pub fn action_names(&self) -> Vec<String> {
+        self.actions.iter().map(|a| a.as_str().to_string()).collect()
+    }
+
+    /// The decision as an approval request stores it and the API shows it.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "behavior": self.behavior,
+            "source": self.source,
+            "reason": self.reason,
+            "risk": self.risk,
+            "code": self.code,
+            "categories": self.categories,
+            "actions": self.actions,
+        })
+    }
 }
 
 /// One call, as the decision point sees it (the input already passed the tool's schema).
@@ -205,29 +352,45 @@ pub fn decide_rules_in<'r>(
     rules: impl IntoIterator<Item = &'r Rule>,
 ) -> Decision {
     let subject = Subject::of(call.def, call.input);
-    let risk = mode::risk(call.def, &subject);
+    let categories = categories::of(call.def, &subject, call.input);
+    decide_subject(call, mode, &subject, rules).seen(categories)
+}
+
+/// What kind of rule `rule` is, by where it came from.
+fn rule_code(rule: &Rule) -> ReasonCode {
+    if rule.source.starts_with("hook ") {
+        ReasonCode::Hook
+    } else if rule.source.starts_with(approvals::REMEMBERED_SOURCE) {
+        ReasonCode::Remembered
+    } else {
+        ReasonCode::Rule
+    }
+}
+
+fn decide_subject<'r>(
+    call: &Call<'_>,
+    mode: PermissionMode,
+    subject: &Subject,
+    rules: impl IntoIterator<Item = &'r Rule>,
+) -> Decision {
+    let risk = mode::risk(call.def, subject);
     let rules: Vec<&Rule> = rules.into_iter().collect();
     let mut winner: Option<&Rule> = None;
     for rule in rules.iter().copied() {
-        if rule.matches(call.tool, &subject) && winner.is_none_or(|w| rule.decision > w.decision) {
+        if rule.matches(call.tool, subject) && winner.is_none_or(|w| rule.decision > w.decision) {
             winner = Some(rule);
         }
     }
     // A host rule names the host in its canonical form, which is what it matched (and what
     // the audit then shows).
-    let matched_host = match &subject {
+    let matched_host = match subject {
         Subject::Host(Some(host)) => format!(" (host {host})"),
         _ => String::new(),
     };
     let decided = |rule: &Rule| {
         let reason = rule.reason.clone().unwrap_or_else(|| format!("{} matches `{}`", call.tool, rule.describe()));
         let host = if rule.hosts.is_empty() { "" } else { matched_host.as_str() };
-        Decision {
-            behavior: rule.decision.into(),
-            source: rule.source.clone(),
-            reason: format!("{reason}{host}"),
-            risk,
-        }
+        Decision::new(rule.decision.into(), rule.source.clone(), format!("{reason}{host}"), risk, rule_code(rule))
     };
     if let Some(rule) = winner.filter(|w| w.decision == RuleDecision::Deny) {
         return decided(rule);
@@ -235,41 +398,43 @@ pub fn decide_rules_in<'r>(
     // Full access skips this ask only when no deny or ask rule looks at commands (so none
     // could have matched the line).
     let unchecked = |r: &&Rule| guards_commands(r, call.tool);
-    if let Subject::Shell(Err(why)) = &subject
+    if let Subject::Shell(Err(why)) = subject
         && (mode != PermissionMode::FullAccess || rules.iter().any(unchecked))
     {
-        return Decision {
-            behavior: Behavior::Ask,
-            source: "shell parser".into(),
-            reason: format!("the command line cannot be matched against the rules with confidence: {why}"),
+        return Decision::new(
+            Behavior::Ask,
+            "shell parser",
+            format!("the command line cannot be matched against the rules with confidence: {why}"),
             risk,
-        };
+            ReasonCode::UnparsableLine,
+        );
     }
     // A line that runs code it does not show walks around every command rule; only when one
     // could be walked around (a deny or ask rule looks at commands) is it asked for, so
     // projects without such rules run as before.
-    if let Subject::Shell(Ok(commands)) = &subject {
+    if let Subject::Shell(Ok(commands)) = subject {
         let cautious: Vec<&Rule> = rules.iter().copied().filter(unchecked).collect();
         let parts = rules::opaque_parts(commands, &cautious);
         if let Some(first) = cautious.first()
             && !parts.is_empty()
         {
-            return Decision {
-                behavior: Behavior::Ask,
-                source: "opaque line".into(),
-                reason: format!(
+            return Decision::new(
+                Behavior::Ask,
+                "opaque line",
+                format!(
                     "opaque: {}; {} cannot see what that runs, so a person decides",
                     parts.join("; "),
                     first.source
                 ),
                 risk,
-            };
+                ReasonCode::OpaqueLine,
+            );
         }
     }
     if let Some(rule) = winner {
         return decided(rule);
     }
-    mode::default_decision(mode, call, &subject, risk)
+    mode::default_decision(mode, call, subject, risk)
 }
 
 /// What to do when a call is `ask` and nobody may be there.

@@ -14,7 +14,7 @@
 //! communication policy, and an agent that could not use them could not finish its work.
 
 use super::rules::Subject;
-use super::{Behavior, Call, Decision, Risk};
+use super::{Behavior, Call, Decision, ReasonCode, Risk};
 use crate::config::PermissionMode;
 use crate::toolpack::ToolDefinition;
 
@@ -26,7 +26,15 @@ pub fn is_coordination_tool(def: &ToolDefinition) -> bool {
 pub fn default_decision(mode: PermissionMode, call: &Call<'_>, _subject: &Subject, risk: Risk) -> Decision {
     let def = call.def;
     let a = &def.annotations;
-    let decision = |behavior, source: &str, reason: String| Decision { behavior, source: source.into(), reason, risk };
+    // The code follows from the source: the tool's markings, or the mode itself.
+    let decision = |behavior, source: &str, reason: String| {
+        let code = match source {
+            "coordination tool" => ReasonCode::Coordination,
+            "requiresApproval" | "destructiveHint" | "readOnlyHint" => ReasonCode::Annotation,
+            _ => ReasonCode::ModeDefault,
+        };
+        Decision::new(behavior, source, reason, risk, code)
+    };
     if is_coordination_tool(def) {
         return decision(
             Behavior::Allow,

@@ -80,7 +80,8 @@ pub struct ApprovalRecord {
     pub tool_call_id: Option<String>,
     pub tool: String,
     pub input: Value,
-    /// The decision that asked: `{behavior, source, reason, risk}`.
+    /// The decision that asked: `{behavior, source, reason, risk, code, categories, actions}`
+    /// (the last three absent in requests of older builds).
     pub decision: Value,
     pub status: ApprovalStatus,
     #[serde(with = "crate::clock::iso_serde")]
@@ -262,6 +263,10 @@ impl Store {
                 ],
             )?;
             let text = |key: &str| new.decision.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+            let list = |key: &str| -> Vec<String> {
+                let items = new.decision.get(key).and_then(Value::as_array).into_iter().flatten();
+                items.filter_map(Value::as_str).map(str::to_string).collect()
+            };
             w.event(Event::PermissionDecided {
                 agent_id: new.agent_id.into(),
                 activation_id: new.activation_id.into(),
@@ -271,6 +276,9 @@ impl Store {
                 source: text("source"),
                 reason: text("reason"),
                 risk: text("risk"),
+                code: text("code"),
+                categories: list("categories"),
+                actions: list("actions"),
             })?;
             w.event(Event::ApprovalRequested {
                 approval_id: id.clone(),

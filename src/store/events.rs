@@ -146,6 +146,16 @@ pub enum Event {
         source: String,
         reason: String,
         risk: String,
+        /// What kind of thing decided (`rule`, `mode_default`, `reviewer`, …; empty in events
+        /// of older builds).
+        #[serde(default)]
+        code: String,
+        /// The risk categories the decision saw (`writes_outside_workspace`, `network`, …).
+        #[serde(default)]
+        categories: Vec<String>,
+        /// What a person asked may do (`allow_once`, `allow_remember`, `deny`, …).
+        #[serde(default)]
+        actions: Vec<String>,
     },
     /// An `ask` became a durable request; the activation waits for it (`waiting_approval`).
     #[serde(rename = "approval.requested", rename_all = "camelCase")]

@@ -286,6 +286,19 @@ impl Store {
         })
     }
 
+    /// The agent's newest `n` history rows (capped at 100), oldest first: what a reviewer sees
+    /// of its last turns. Read newest first through the agent's index, so its cost is `n`'s.
+    pub fn last_history(&self, agent_id: &str, n: usize) -> Result<Vec<HistoryRecord>, StoreError> {
+        let n = n.clamp(1, 100) as i64;
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(LAST_ROWS_OF_AGENT)?;
+            let rows = stmt.query_map(params![agent_id, n], history_from_row)?;
+            let mut rows = rows.collect::<Result<Vec<_>, _>>()?;
+            rows.reverse();
+            Ok(rows)
+        })
+    }
+
     /// An agent's history, oldest first: the newest `limit` rows (capped at 5000).
     pub fn history(&self, agent_id: &str, limit: usize) -> Result<Vec<HistoryRecord>, StoreError> {
         let limit = limit.clamp(1, 5000) as i64;
@@ -322,6 +335,10 @@ impl Store {
         })
     }
 }
+
+/// An agent's newest history rows, newest first ([`Store::last_history`]).
+pub(super) const LAST_ROWS_OF_AGENT: &str = "SELECT id, agent_id, activation_id, kind, content_json, created_at
+     FROM history WHERE agent_id = ?1 ORDER BY rowid DESC LIMIT ?2";
 
 fn history_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRecord> {
     Ok(HistoryRecord {

@@ -75,6 +75,7 @@ const HOT_PATH: &[(&str, &str)] = &[
     ("an activation's start: replay's last compaction (Store::replay_history)", history::LAST_COMPACTION),
     ("an activation's start: replay's kept tail (Store::replay_history)", history::HISTORY_ROW_OF),
     ("an activation's start: the rows replayed (Store::replay_history)", history::REPLAYED_HISTORY),
+    ("a reviewed call: the agent's last turns (Store::last_history)", history::LAST_ROWS_OF_AGENT),
     ("every model call: the activation's usage (Store::record_model_usage)", usage::ACTIVATION_USAGE_JSON),
     ("every model call: the activation's usage updated (Store::record_model_usage)", usage::SET_ACTIVATION_USAGE_JSON),
     ("an activation's end: recording it (Store::finish_activation)", activations::END_ACTIVATION),

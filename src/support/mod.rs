@@ -118,6 +118,9 @@ pub struct ToolHost {
     pub state: StateFiles,
     /// The permission audit every decision is recorded in.
     pub audit: crate::permissions::audit::Audit,
+    /// The reviewer model (`permissions.reviewer`), once the model loop installed it, and its
+    /// verdict cache.
+    pub reviewer: crate::permissions::reviewer::Reviewer,
     packs: packs::PackRuntimes,
     /// The agents' runners, once they exist (the API asks them for background commands).
     runners: std::sync::OnceLock<std::sync::Weak<runners::AgentRunners>>,
@@ -160,6 +163,7 @@ impl ToolHost {
             store,
             state,
             audit,
+            reviewer: crate::permissions::reviewer::Reviewer::default(),
             packs: packs::PackRuntimes::new(ops),
             runners: std::sync::OnceLock::new(),
             runner_starts: RunnerStarts::default(),

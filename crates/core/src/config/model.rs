@@ -804,6 +804,49 @@ pub struct PermissionsConfig {
     pub approval_timeout: Option<std::time::Duration>,
     /// Project level only.
     pub hooks: Vec<HookTarget>,
+    /// Project level only: the reviewer model shown the calls `auto` mode would ask about.
+    pub reviewer: Option<ReviewerConfig>,
+}
+
+/// `permissions.reviewer`: a model preset that sees the calls `auto` mode would ask about
+/// and answers allow, ask or deny (it can only make a rule's decision stricter).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReviewerConfig {
+    /// The preset of `backend.runner.models` that reviews.
+    pub model: String,
+    /// Where `model` was written (an unknown preset is reported there).
+    pub model_loc: Loc,
+    /// How long one review may take before the call falls back to ask.
+    pub timeout: Option<std::time::Duration>,
+    /// How long a verdict is reused for an identical call (same agent, tool and arguments).
+    pub cache_ttl: Option<std::time::Duration>,
+    /// How many verdicts are kept at most.
+    pub cache_size: Option<usize>,
+    /// How many of the activation's last history entries the reviewer sees.
+    pub turns: Option<usize>,
+}
+
+impl ReviewerConfig {
+    pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+    pub const DEFAULT_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(600);
+    pub const DEFAULT_CACHE_SIZE: usize = 256;
+    pub const DEFAULT_TURNS: usize = 6;
+
+    pub fn timeout(&self) -> std::time::Duration {
+        self.timeout.unwrap_or(Self::DEFAULT_TIMEOUT)
+    }
+
+    pub fn cache_ttl(&self) -> std::time::Duration {
+        self.cache_ttl.unwrap_or(Self::DEFAULT_CACHE_TTL)
+    }
+
+    pub fn cache_size(&self) -> usize {
+        self.cache_size.unwrap_or(Self::DEFAULT_CACHE_SIZE)
+    }
+
+    pub fn turns(&self) -> usize {
+        self.turns.unwrap_or(Self::DEFAULT_TURNS)
+    }
 }
 
 /// `approvalTimeout` when neither the project nor the agent sets it.

@@ -82,6 +82,16 @@ pub fn validate(
     let budgets = budgets::read(top.get("budgets"), d);
     let agents = agents::read(&top, &models, budgets.agents, d);
     let permissions = permissions::read(top.get("permissions"), "permissions", false, d);
+    if let Some(r) = &permissions.reviewer
+        && models.preset(&r.model).is_none()
+    {
+        let known: Vec<&str> = models.presets.iter().map(|p| p.id.as_str()).collect();
+        d.error(
+            Some(&r.model_loc),
+            "permissions.reviewer.model",
+            format!("unknown model preset: {} (backend.runner.models has: {})", r.model, known.join(", ")),
+        );
+    }
     let toolpacks = tools::read_toolpacks(&top, &base_dir(config_file), d);
     let web_fetch = tools::read_web_fetch(&top, d);
     let channels = communication::read_channels(&top, d);

@@ -1,5 +1,6 @@
-// The Approvals view: every tool call waiting for a person (tool, agent, input, reason, risk),
-// each with Allow / Deny, optional feedback for the model, a remembered scope and "all calls
+// The Approvals view: every tool call waiting for a person (tool, agent, input, reason, risk,
+// the reason's code and the risk categories the decision saw), each with the actions the
+// decision offers (Allow / Deny, optional feedback for the model, a remembered scope and "all calls
 // of this activation"; recently decided requests (an expired one, whose call ended with a
 // restart, with why); the remembered rules, each deletable; and the live rules — added here
 // (or from the CLI, the API) while the project runs, each with its source, each removable —
@@ -96,6 +97,10 @@ function requestCard(ctx, r, reload) {
   allowBtn.addEventListener("click", () => decide(true, [allowBtn, denyBtn]));
   denyBtn.addEventListener("click", () => decide(false, [allowBtn, denyBtn]));
   const decision = r.decision || {};
+  // The actions the decision offers, in order; a request of an older build offers them all.
+  const actions = Array.isArray(decision.actions) ? decision.actions : ["allow_once", "allow_remember", "deny", "deny_with_feedback"];
+  const offers = (a) => actions.includes(a);
+  const categories = Array.isArray(decision.categories) ? decision.categories : [];
   return h(
     "article",
     { class: ["card", "approval", `risk-${decision.risk ?? "unknown"}`], "data-approval": r.id },
@@ -120,11 +125,36 @@ function requestCard(ctx, r, reload) {
       ),
       h("span", { class: "badge warn", text: `risk ${decision.risk ?? "?"}` }),
     ),
-    h("p", { class: "approval-reason" }, decision.reason ?? "", decision.source ? h("span", { class: "muted small", text: ` (${decision.source})` }) : null),
+    h(
+      "p",
+      { class: "approval-reason" },
+      decision.code ? h("span", { class: "badge", "data-reason-code": decision.code, text: decision.code.replaceAll("_", " ") }) : null,
+      decision.code ? " " : null,
+      decision.reason ?? "",
+      decision.source ? h("span", { class: "muted small", text: ` (${decision.source})` }) : null,
+    ),
+    categories.length
+      ? h(
+          "ul",
+          { class: "risk-categories", "aria-label": "Risk categories" },
+          categories.map((c) => h("li", { class: "badge warn", "data-category": c, text: c.replaceAll("_", " ") })),
+        )
+      : null,
     h("pre", { class: "approval-input", text: pretty(r.input) }),
-    feedback,
-    h("div", { class: "approval-options" }, remember, h("label", {}, whole, " and every other call of this activation waiting")),
-    h("div", { class: "approval-actions" }, allowBtn, " ", denyBtn),
+    offers("deny_with_feedback") ? feedback : null,
+    h(
+      "div",
+      { class: "approval-options" },
+      offers("allow_remember") ? remember : null,
+      h("label", {}, whole, " and every other call of this activation waiting"),
+    ),
+    h(
+      "div",
+      { class: "approval-actions", "data-actions": actions.join(" ") },
+      offers("allow_once") || offers("allow_remember") ? allowBtn : null,
+      " ",
+      offers("deny") || offers("deny_with_feedback") ? denyBtn : null,
+    ),
     status,
   );
 }

@@ -9,12 +9,19 @@ use crate::config::model::*;
 use crate::config::node::{Node, Value};
 use crate::config::read::{Obj, Retired, index};
 
-const PROJECT_KEYS: &[&str] = &["rules", "onAsk", "approvalTimeout", "hooks"];
+const PROJECT_KEYS: &[&str] = &["rules", "onAsk", "approvalTimeout", "hooks", "reviewer"];
 const AGENT_KEYS: &[&str] = &["rules", "onAsk", "approvalTimeout"];
-const AGENT_RETIRED: Retired =
-    &[("hooks", "hooks are set for the whole project, under the top-level permissions.hooks")];
+const AGENT_RETIRED: Retired = &[
+    ("hooks", "hooks are set for the whole project, under the top-level permissions.hooks"),
+    ("reviewer", "the reviewer is set for the whole project, under the top-level permissions.reviewer"),
+];
 const RULE_KEYS: &[&str] = &["tool", "decision", "reason", "paths", "commands", "hosts"];
 const HOOK_KEYS: &[&str] = &["tools", "pack"];
+const REVIEWER_KEYS: &[&str] = &["model", "timeout", "cacheTtl", "cacheSize", "turns"];
+/// Bounds of the reviewer's cache and of the history it sees: past these, a verdict cache or a
+/// prompt would grow without use.
+const MAX_CACHE_SIZE: i64 = 100_000;
+const MAX_TURNS: i64 = 100;
 
 /// The tools each argument matcher applies to (`ns.` is a namespace): the built-in tools whose
 /// manifest entries declare `effects.touches` paths, a command line or a URL. The config is read
@@ -41,7 +48,35 @@ pub(super) fn read(node: Option<&Node>, path: &str, agent: bool, d: &mut Diagnos
     if let Some(list) = p.get("hooks").filter(|_| !agent) {
         config.hooks = list_items(list, &p.path_of("hooks"), d).filter_map(|(i, item)| hook(item, &i, d)).collect();
     }
+    if let Some(node) = p.get("reviewer").filter(|_| !agent) {
+        config.reviewer = reviewer(node, &p.path_of("reviewer"), d);
+    }
     config
+}
+
+/// `permissions.reviewer`: `{model, timeout?, cacheTtl?, cacheSize?, turns?}`. Whether the
+/// preset exists is checked with the models (`validate.rs`).
+fn reviewer(node: &Node, path: &str, d: &mut Diagnostics) -> Option<ReviewerConfig> {
+    let r = Obj::open(node, path, REVIEWER_KEYS, &[], d)?;
+    let model = r.req_string("model", d);
+    if model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        d.error(Some(&r.key_loc("model")), r.path_of("model"), "must name a model preset");
+        return None;
+    }
+    let timeout = duration(&r, "timeout", d);
+    let cache_ttl = duration(&r, "cacheTtl", d);
+    let bounded = |key: &str, max: i64, d: &mut Diagnostics| {
+        let v = r.int_at_least(key, 1, d)?;
+        if v > max {
+            let at = r.get(key).map_or_else(|| r.key_loc(key), |n| n.loc.clone());
+            d.error(Some(&at), r.path_of(key), format!("must be at most {max}, got {v}"));
+            return None;
+        }
+        usize::try_from(v).ok()
+    };
+    let cache_size = bounded("cacheSize", MAX_CACHE_SIZE, d);
+    let turns = bounded("turns", MAX_TURNS, d);
+    Some(ReviewerConfig { model: model?, model_loc: r.key_loc("model"), timeout, cache_ttl, cache_size, turns })
 }
 
 /// An agent's `permissionMode`.
