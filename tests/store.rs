@@ -1321,7 +1321,7 @@ fn budget_counters_of_an_older_store_are_filled_from_its_rows() {
          DROP TABLE usage_counters; DROP INDEX history_compactions; DROP INDEX history_in_order;
          DROP INDEX activated_tools_in_order; DROP INDEX approval_requests_pending;
          DROP INDEX permission_rules_by_tool; DROP INDEX permission_rules_by_activation;
-         DROP INDEX activations_by_agent_status; PRAGMA user_version = 12;",
+         DROP INDEX activations_by_agent_status; DROP TABLE questions; PRAGMA user_version = 12;",
     )
     .expect("downgraded");
     drop(conn);

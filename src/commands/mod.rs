@@ -20,6 +20,7 @@ pub mod image;
 pub mod mcp;
 mod permissions;
 mod project;
+pub mod questions;
 pub mod run;
 pub mod scaffold;
 mod signals;

@@ -44,6 +44,9 @@ pub enum EntryKind {
     Resolution,
     /// A `beforeToolCall`/`afterToolCall` hook changed or refused a call.
     Hook,
+    /// A person (or the deadline, or `onAsk: deny`) answered an agent's `ask_user` question;
+    /// the answer is the entry's `feedback`.
+    Answer,
 }
 
 /// One line of the audit. Arguments and feedback are redacted and bounded by [`Audit::record`].

@@ -15,6 +15,7 @@
 pub mod approvals;
 pub mod audit;
 pub mod mode;
+pub mod questions;
 pub mod rules;
 pub mod shell;
 #[cfg(test)]

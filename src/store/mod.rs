@@ -58,6 +58,7 @@ mod model;
 mod observe;
 #[cfg(test)]
 mod query_plans;
+mod questions;
 mod scheduling;
 mod schema;
 mod signals;
@@ -91,6 +92,7 @@ pub use events::{ActivationEnded, EVENT_TYPES, Event, EventRecord, EventType, Mo
 pub use history::{HistoryEntry, HistoryRecord, RecordedCall, RecordedUsage, ToolImage};
 pub use model::*;
 pub use observe::{EventQuery, FOLLOW_INTERVAL};
+pub use questions::{Answer, MAX_ANSWER_CHARS, NewQuestion, QuestionRecord, QuestionStatus, check_answer};
 pub use schema::latest_version as schema_version;
 pub use state_files::{StateError, StateFiles, StateLock};
 pub use stats::LAST_ERROR_CAP;
@@ -958,6 +960,7 @@ fn new_id(prefix: &str) -> String {
 enum Shortened {
     Activations,
     ApprovalRequests,
+    Questions,
 }
 
 /// The id of `table` that is `wanted`, else the ids (at most 6) that start with it, with or
@@ -973,6 +976,11 @@ fn ids_starting(conn: &Connection, table: Shortened, wanted: &str) -> rusqlite::
             "SELECT id FROM approval_requests WHERE id = ?1",
             "SELECT id FROM approval_requests WHERE id GLOB ?1 ORDER BY id LIMIT 6",
             "apr_",
+        ),
+        Shortened::Questions => (
+            "SELECT id FROM questions WHERE id = ?1",
+            "SELECT id FROM questions WHERE id GLOB ?1 ORDER BY id LIMIT 6",
+            "q_",
         ),
     };
     let wanted = wanted.trim();
