@@ -879,7 +879,7 @@ fn project_stats_and_status() {
             "status": "running",
             "agents": {"total": 3, "byStatus": {"quiet": 2, "running": 1}},
             "messages": 1,
-            "activations": {"total": 1, "running": 1, "waitingApproval": 0, "failed": 0},
+            "activations": {"total": 1, "running": 1, "waitingApproval": 0, "waitingUser": 0, "failed": 0},
             "toolCalls": 1,
             "historyCompactions": 0,
             "events": events_total,

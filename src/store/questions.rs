@@ -143,12 +143,14 @@ const COLUMNS: &str = "id, agent_id, activation_id, tool_call_id, question, choi
 // The statements an `ask_user` call runs (`query_plans` holds each to an index): each finds
 // its rows through the activation or the id.
 
-/// The question of one call that can be adopted (asked before a restart, not yet consumed).
+/// The questions of one call that can be adopted (asked before a restart, not yet consumed),
+/// among the (few) of its activation: the oldest is picked in Rust (see `adoptable_question`),
+/// so that no temporary B-tree orders them.
 pub(super) fn adoptable_questions() -> String {
     format!(
         "SELECT {COLUMNS} FROM questions
          WHERE activation_id = ?1 AND input_json = ?2 AND consumed_at IS NULL
-           AND status NOT IN ('cancelled', 'expired') ORDER BY created_at, id"
+           AND status NOT IN ('cancelled', 'expired')"
     )
 }
 pub(super) fn pending_questions_of_activation() -> String {
@@ -229,11 +231,12 @@ impl Store {
     /// The oldest question of `activation_id` for this exact call input whose answer has not
     /// gone back to the model yet (asked before a restart).
     pub fn adoptable_question(&self, activation_id: &str, input: &Value) -> Result<Option<QuestionRecord>, StoreError> {
-        self.read(|conn| {
+        let found: Vec<QuestionRecord> = self.read(|conn| {
             let mut stmt = conn.prepare_cached(&adoptable_questions())?;
-            let mut rows = stmt.query_map(params![activation_id, input.to_string()], question_from_row)?;
-            Ok(rows.next().transpose()?)
-        })
+            let rows = stmt.query_map(params![activation_id, input.to_string()], question_from_row)?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })?;
+        Ok(found.into_iter().min_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id))))
     }
 
     /// A person's answer to a pending question, checked against its choices.
