@@ -432,11 +432,23 @@ fn a_p0_preempts_a_waiting_question() {
     assert_eq!(ctl.stop(), Some(0));
 }
 
+const ASK_COLOUR_THEN_TITLE: &str = r#"
+activations:
+  - agent: writer
+    steps:
+      - call: [{tool: ask_user, input: {question: "Which colour for the note?", choices: [red, blue, green], default: red}}]
+      - call: [{tool: ask_user, input: {question: "What title?"}}]
+      - say: "Noted."
+        call: [{tool: coordination.wait_for_signal, input: {reason: done}}]
+"#;
+
 /// The WebUI in a real Chromium: the Approvals page lists the question with its choices as
-/// buttons; clicking one answers it (as `webui`) and the activation continues.
+/// buttons; clicking one answers it (as `webui`); the next question, without choices, is
+/// answered in its text field (an empty answer is refused on the card); the activation
+/// continues with both answers.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_webui_answers_a_question_with_a_choice_button() {
-    let p = project(ASK_COLOUR, &[]);
+async fn the_webui_answers_questions_with_a_choice_button_and_a_text_field() {
+    let p = project(ASK_COLOUR_THEN_TITLE, &[]);
     say(&p.dir, "writer", "P2", "Write the note.");
     let ctl = tokio::task::block_in_place(|| Controller::start(&p.dir, &[]));
     let q = tokio::task::block_in_place(|| parked_question(&p.dir, &ctl));
@@ -450,11 +462,16 @@ async fn the_webui_answers_a_question_with_a_choice_button() {
     assert_eq!(ended.status, ActivationStatus::Completed);
     let answered = store(&p.dir).store.question(&q.id).unwrap().unwrap();
     assert_eq!((answered.answered_by.as_deref(), answered.answer.as_deref()), (Some("webui"), Some("green")));
-    assert!(results(&p.dir, &q.activation_id)[0].to_string().contains("(webui) answered: green"));
+    let results = results(&p.dir, &q.activation_id);
+    assert!(results[0].to_string().contains("(webui) answered: green"), "{results:?}");
+    assert!(results[1].to_string().contains("(webui) answered: Green notes"), "{results:?}");
     assert_eq!(tokio::task::block_in_place(|| ctl.stop()), Some(0));
 }
 
 async fn webui_answers(b: &webdriver::Browser, ctl: &Controller, q: &QuestionRecord) -> webdriver::Result<()> {
+    b.goto(&ctl.url("/")).await?;
+    b.wait_for_text(r#"[data-questions-agent="writer"]"#, "1 question(s) for you").await?;
+    b.wait_for_text("#approvals-count", "1").await?;
     b.goto(&ctl.url(&format!("/#/activations/{}", q.activation_id))).await?;
     b.wait_for_text(".page-head .pill", "waiting_user").await?;
     b.click(&b.find(r#"a[data-view="approvals"]"#).await?).await?;
@@ -468,6 +485,16 @@ async fn webui_answers(b: &webdriver::Browser, ctl: &Controller, q: &QuestionRec
     let (_, answered) = b.wait_for_text_of(&format!(r#"[data-answered="{}"]"#, q.id), "green").await?;
     assert!(answered.contains("by webui"), "{answered}");
     b.wait_until(&format!("!document.querySelector('{card_css}')")).await?;
+
+    // The next question has no choices: a text field.
+    let card = b.wait_for_text("article[data-question]", "What title?").await?;
+    let answer = b.find_in(&card, r#"textarea[name="answer"]"#).await?;
+    b.click(&b.find_in(&card, r#"button[data-action="answer"]"#).await?).await?;
+    b.wait_for_text("article[data-question] [role=status]", "an answer is required").await?;
+    answer.send_keys("Green notes").await?;
+    b.click(&b.find_in(&card, r#"button[data-action="answer"]"#).await?).await?;
+    b.wait_for_text("[data-answered]", "Green notes").await?;
+    b.wait_until("!document.querySelector('article[data-question]')").await?;
     Ok(())
 }
 

@@ -17,7 +17,7 @@ export function agentRoster(ctx) {
       h(
         "div",
         { class: "roster" },
-        agents.map((a) => agentCard(a, a.id === coordinator, ctx.href, waitingOf(ctx, a.id))),
+        agents.map((a) => agentCard(a, a.id === coordinator, ctx.href, waitingOf(ctx, a.id), askingOf(ctx, a.id))),
       ),
     );
     live();
@@ -42,7 +42,12 @@ function waitingOf(ctx, agentId) {
   return (ctx.state.pendingApprovals || []).filter((r) => r.agentId === agentId).length;
 }
 
-function agentCard(a, isCoordinator, href, waiting) {
+/** How many of the agent's questions wait for an answer. */
+function askingOf(ctx, agentId) {
+  return (ctx.state.openQuestions || []).filter((q) => q.agentId === agentId).length;
+}
+
+function agentCard(a, isCoordinator, href, waiting, asking) {
   return h(
     "article",
     { class: ["card", "agent", `agent-${a.status}`], "data-agent": a.id },
@@ -59,6 +64,9 @@ function agentCard(a, isCoordinator, href, waiting) {
     ),
     waiting
       ? h("a", { class: "badge warn approval-badge", href: href("approvals"), "data-approvals-agent": a.id, text: `${waiting} awaiting approval` })
+      : null,
+    asking
+      ? h("a", { class: "badge warn approval-badge", href: href("approvals"), "data-questions-agent": a.id, text: `${asking} question(s) for you` })
       : null,
     agentFacts(a, href),
     a.status === "failed" && a.lastError
