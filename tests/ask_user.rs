@@ -550,3 +550,48 @@ fn an_mcp_client_with_elicitation_answers_the_question() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["source"], format!("question {} by mcp:ask-stdio", questions[0].id));
 }
+
+/// The SDK's high-level `Client` over `/mcp/<agent>` of a running `suzumio run`: it negotiates
+/// the stateless protocol (2026-07-28, no requests to the client), so the question comes back as
+/// "input required", and the client's retry carries the answer.
+const MODERN_CLIENT: &str = r#"
+import asyncio, json, sys
+from mcp import Client, types
+
+async def main():
+    url, answers = sys.argv[1], json.loads(sys.argv[2])
+    asked = []
+    async def elicit(context, params):
+        asked.append(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+        return types.ElicitResult(action="accept", content={"answer": answers[min(len(asked), len(answers)) - 1]})
+    async with Client(url, elicitation_callback=elicit,
+                      client_info=types.Implementation(name="ask-modern", version="1.0")) as client:
+        result = await client.call_tool("ask_user", {"question": "Which size?", "choices": ["S", "M", "L"]})
+        version = client.protocol_version
+    print(json.dumps({"version": version, "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
+                      "asked": asked}))
+
+asyncio.run(main())
+"#;
+
+#[test]
+fn a_client_on_the_stateless_protocol_answers_through_input_required() {
+    let p = project("activations: []\n", &[]);
+    let ctl = Controller::start(&p.dir, &[]);
+    let url = ctl.url("/mcp/writer");
+    let printed = mcp_client::run(&p.dir, "modern_client.py", MODERN_CLIENT, &[&url, r#"["XL", "M"]"#]);
+    assert_eq!(printed["version"], "2026-07-28", "{printed}");
+    let asked = mcp_client::list(&printed, "asked");
+    assert_eq!(asked.len(), 2, "asked again after the refused answer: {asked:?}");
+    assert!(asked[0]["message"].as_str().unwrap_or_default().contains("asks you: Which size?"), "{asked:?}");
+    let result = &printed["result"];
+    assert_eq!(
+        result["structuredContent"],
+        json!({"answer": "M", "choice": 2, "answeredBy": "mcp:ask-modern"}),
+        "{result}"
+    );
+    assert_eq!(ctl.stop(), Some(0));
+    let questions = store(&p.dir).store.questions(false, 10).unwrap();
+    assert_eq!(questions.len(), 1, "{questions:?}");
+    assert_eq!((questions[0].status, questions[0].answer.as_deref()), (QuestionStatus::Answered, Some("M")));
+}
