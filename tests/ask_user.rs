@@ -303,6 +303,7 @@ activations:
       - call: [{tool: ask_user, input: {question: "Which colour?", choices: [red, blue], default: blue}}]
       - call: [{tool: ask_user, input: {question: "What title?"}}]
       - call: [{tool: ask_user, input: {question: "Which size?", choices: [S, M], default: L}}]
+      - call: [{tool: ask_user, input: {question: "Which size?", choices: S}}]
       - say: "Done asking."
         call: [{tool: coordination.wait_for_signal, input: {reason: done}}]
 "#;
@@ -339,6 +340,9 @@ fn nobody_answering_by_the_deadline_gives_the_default_or_a_failure_the_model_can
     );
     assert!(second.contains("Nobody answered your question") && second.contains("it has no default"), "{second}");
     assert!(third.contains("/default `L` must be one of the choices (S, M)"), "{third}");
+    // The schema is checked as for every tool: choices must be an array of strings.
+    let fourth = results[3].to_string();
+    assert!(fourth.contains("/choices") && fourth.contains("ask_user"), "{fourth}");
     assert_eq!(
         (questions[0].status, questions[0].answered_by.as_deref()),
         (QuestionStatus::Defaulted, Some("timeout"))
