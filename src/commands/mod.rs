@@ -5,6 +5,7 @@
 //! [`project`] (`status`, `start`/`stop`, `approve`, `resume`, `tick`), [`signals`] (`send`,
 //! `signals`), [`tool`] (`tool call`, `ui`), [`permissions`] (`permissions explain`, `audit`),
 //! [`activity`] (activations, `show`, `logs [-f]`, `history`, `cancel`, `wake`), [`approvals`],
+//! [`questions`] (`questions`, `answer`),
 //! [`mcp`], [`run`], [`image`] and [`scaffold`] (`init`, `toolpack new`).
 
 mod activity;

@@ -224,8 +224,11 @@ fn audit(host: Approvals<'_>, mode: &str, q: &QuestionRecord, input: &Value) {
     });
 }
 
+/// `d` to the nearest second, in the largest whole unit: the stored deadline is a moment
+/// after the question's own time (both are read from the clock), so it is a hair short of the
+/// timeout it was made with.
 fn humane(d: std::time::Duration) -> String {
-    let s = d.as_secs();
+    let s = (d.as_millis() as u64).saturating_add(500) / 1000;
     match s {
         s if s >= 3600 && s % 3600 == 0 => format!("{} h", s / 3600),
         s if s >= 60 && s % 60 == 0 => format!("{} min", s / 60),
