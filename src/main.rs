@@ -247,6 +247,28 @@ enum Command {
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
+    /// Questions agents asked the user (`ask_user`) that wait for an answer (or all of them).
+    Questions {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// Answered and closed questions too (the newest 200).
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer an agent's question: its activation continues with your answer.
+    Answer {
+        /// Project directory (holding suzumio.yaml) or the config file itself.
+        dir: PathBuf,
+        /// The question's id (`suzumio questions`), or any unique prefix of it.
+        id: String,
+        /// The answer (with choices: one of them, exactly as listed).
+        text: Option<String>,
+        /// The number of the choice, as `suzumio questions` lists it (1 is the first).
+        #[arg(long)]
+        choice: Option<u32>,
+    },
     /// Permission decisions: why a call would be allowed, asked or denied.
     Permissions {
         #[command(subcommand)]
@@ -844,6 +866,10 @@ fn main() -> ExitCode {
         }
         Command::Permissions { command: PermissionsCommand::Mode { dir, agent, mode, reset: _ } } => {
             finish(commands::permissions_mode(&dir, &agent, mode.as_deref()))
+        }
+        Command::Questions { dir, all, json } => finish(commands::questions::list(&dir, all, json)),
+        Command::Answer { dir, id, text, choice } => {
+            finish(commands::questions::answer(&dir, &id, text.as_deref(), choice))
         }
         Command::Permissions { command: PermissionsCommand::Explain { dir, agent, tool, input, json } } => {
             finish(commands::permissions_explain(&dir, &agent, &tool, input.as_deref(), json))

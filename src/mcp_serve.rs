@@ -15,6 +15,12 @@
 //! `permissions::approvals`. A client that cannot be asked (or does not answer) leaves the
 //! request to the CLI, the API and the WebUI, and to its deadline.
 //!
+//! A question the call asks the user (`ask_user`) is put to such a client the same way: the
+//! question, with its choices as the answer's options (or a free-text answer), answered as
+//! `mcp:<client name>` through `Store::answer_question` (an answer not among the choices is
+//! refused there and the question stays open); declining closes it unanswered (its default
+//! applies, if it has one).
+//!
 //! Served as an [`McpService`]: every peer answers `ping` whatever protocol it negotiated (rmcp's
 //! dispatch refuses it on 2026-07-28, which fastmcp's clients use over Streamable HTTP), and the
 //! client is logged by the name and version it gives, as `serverInfo` names Suzumio.
@@ -27,9 +33,9 @@ use base64::Engine as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest,
     ContentBlock as McpBlock, DiscoverResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationSchema, Implementation, InitializeRequestParams, InitializeResult, InputRequest, InputRequests,
-    InputRequiredResult, InputResponses, ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
+    ElicitationSchema, EnumSchema, Implementation, InitializeRequestParams, InitializeResult, InputRequest,
+    InputRequests, InputRequiredResult, InputResponses, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
     ServerCapabilities, ServerConfig, ServerResult, Tool, ToolAnnotations,
 };
 use rmcp::service::{ElicitationMode, NotificationContext, RequestContext};
@@ -42,7 +48,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
 use crate::calls::cli::CliCalls;
-use crate::store::{ApprovalStatus, Event, EventRecord, Resolution, StoreError};
+use crate::store::{Answer, ApprovalStatus, Event, EventRecord, QuestionStatus, Resolution, StoreError};
 use crate::support::ToolHost;
 use crate::support::runners::AgentRunners;
 use crate::toolpack::ToolError;
@@ -87,10 +93,17 @@ pub struct McpServer {
     parked: Arc<std::sync::Mutex<HashMap<String, Parked>>>,
 }
 
-/// A call that waits for the client's answer to its approval request.
+/// What a call waits for a person about: an approval request, or a question (`ask_user`).
+#[derive(Clone, Debug, PartialEq)]
+enum Asked {
+    Approval(String),
+    Question(String),
+}
+
+/// A call that waits for the client's answer to its approval request or question.
 struct Parked {
-    /// The request the client was last asked about.
-    approval: Option<String>,
+    /// The request or question the client was last asked about.
+    approval: Option<Asked>,
     /// Who answers: `mcp:<client name>`.
     resolver: String,
     activation: String,
@@ -253,12 +266,18 @@ impl McpServer {
         mut events: broadcast::Receiver<EventRecord>,
     ) -> std::convert::Infallible {
         loop {
-            let id = next_request(&self.host.store, activation, &mut events).await;
-            let Some(params) = self.elicitation(&id) else { continue };
-            match peer.create_elicitation(params).await {
-                Ok(answer) => self.record_answer(&id, resolver, answer),
-                // The request stays open for a person (CLI, API, WebUI) or its deadline.
-                Err(e) => tracing::warn!(agent = %self.agent, "asking the MCP client about request {id}: {e}"),
+            let asked = next_request(&self.host.store, activation, &mut events).await;
+            // Asked until it is decided: an answer the store refused (not one of a question's
+            // choices) leaves it open, and the client is asked again.
+            while let Some(params) = self.elicitation(&asked) {
+                match peer.create_elicitation(params).await {
+                    Ok(answer) => self.record_answer(&asked, resolver, answer),
+                    // The request stays open for a person (CLI, API, WebUI) or its deadline.
+                    Err(e) => {
+                        tracing::warn!(agent = %self.agent, "asking the MCP client about {asked:?}: {e}");
+                        break;
+                    }
+                }
             }
         }
     }
@@ -268,7 +287,7 @@ impl McpServer {
     async fn until_asked(&self, mut parked: Parked) -> CallToolResponse {
         loop {
             // A request still open (its answer missing or unreadable) is asked again.
-            let open = parked.approval.as_deref().and_then(|id| self.elicitation(id));
+            let open = parked.approval.as_ref().and_then(|asked| self.elicitation(asked));
             let params = match open {
                 Some(params) => params,
                 None => {
@@ -305,14 +324,19 @@ impl McpServer {
             return CallToolResult::error(vec![McpBlock::text(message)]).into();
         };
         let answer = responses.and_then(|mut r| r.remove(APPROVAL_INPUT)).and_then(|v| serde_json::from_value(v).ok());
-        if let (Some(id), Some(answer)) = (parked.approval.as_deref(), answer) {
-            self.record_answer(id, &parked.resolver, answer);
+        if let (Some(asked), Some(answer)) = (parked.approval.as_ref(), answer) {
+            self.record_answer(asked, &parked.resolver, answer);
         }
         self.until_asked(parked).await
     }
 
-    /// What the client is asked about one pending request; `None` once it is decided.
-    fn elicitation(&self, id: &str) -> Option<ElicitRequestParams> {
+    /// What the client is asked about one pending request or question; `None` once it is
+    /// decided or answered.
+    fn elicitation(&self, asked: &Asked) -> Option<ElicitRequestParams> {
+        let id = match asked {
+            Asked::Approval(id) => id,
+            Asked::Question(id) => return self.question_elicitation(id),
+        };
         let request = match self.host.store.approval(id) {
             Ok(Some(r)) if r.status == ApprovalStatus::Pending => r,
             Ok(_) => return None,
@@ -336,9 +360,65 @@ impl McpServer {
         Some(ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema })
     }
 
+    /// What the client is asked about one open question: the question, and its choices as the
+    /// answer's options (else a free-text answer).
+    fn question_elicitation(&self, id: &str) -> Option<ElicitRequestParams> {
+        let question = match self.host.store.question(id) {
+            Ok(Some(q)) if q.status == QuestionStatus::Pending => q,
+            Ok(_) => return None,
+            Err(e) => {
+                tracing::warn!("reading question {id}: {e}");
+                return None;
+            }
+        };
+        let default = question.default.as_deref().map(|d| format!("\nIf nobody answers: {d}")).unwrap_or_default();
+        let message = format!(
+            "The agent `{}` asks you: {}{default}\n(Question {id}; it can also be answered with `suzumio answer`.)",
+            self.agent, question.question,
+        );
+        let builder = ElicitationSchema::builder();
+        let builder = if question.choices.is_empty() {
+            builder.required_string_property("answer", |s| s.title("Your answer"))
+        } else {
+            let choices = EnumSchema::builder(question.choices.clone()).title("Your answer").build();
+            builder.required_enum_schema("answer", choices)
+        };
+        let schema = builder.build_unchecked();
+        Some(ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema })
+    }
+
+    /// The client's answer to what it was asked: an approval's decision or a question's answer.
+    fn record_answer(&self, asked: &Asked, resolver: &str, answer: ElicitResult) {
+        match asked {
+            Asked::Approval(id) => self.record_decision(id, resolver, answer),
+            Asked::Question(id) => self.record_question_answer(id, resolver, answer),
+        }
+    }
+
+    /// The client's answer to a question, as `suzumio answer` gives one, by `resolver`;
+    /// declined or cancelled, the question closes unanswered (its default applies).
+    fn record_question_answer(&self, id: &str, resolver: &str, answer: ElicitResult) {
+        let store = &self.host.store;
+        let text = answer.content.as_ref().and_then(|c| c.get("answer")).and_then(Value::as_str).map(str::to_string);
+        let result = match answer.action {
+            ElicitationAction::Accept => {
+                store.answer_question(id, &Answer { text: text.as_deref(), choice: None, by: resolver }).map(drop)
+            }
+            ElicitationAction::Decline => store.close_unanswered(id, resolver, "declined in the MCP client").map(drop),
+            _ => store.close_unanswered(id, resolver, "cancelled in the MCP client").map(drop),
+        };
+        match result {
+            Ok(()) => {}
+            // Somebody answered first: theirs stands.
+            Err(StoreError::QuestionClosed { .. }) => {}
+            // Not among the choices: the question stays open (asked again, or for a person).
+            Err(e) => tracing::warn!(agent = %self.agent, "recording the MCP client's answer to question {id}: {e}"),
+        }
+    }
+
     /// The client's answer as the request's decision, like `suzumio approvals allow|deny`, made
     /// by `resolver` (`mcp:<client name>`).
-    fn record_answer(&self, id: &str, resolver: &str, answer: ElicitResult) {
+    fn record_decision(&self, id: &str, resolver: &str, answer: ElicitResult) {
         let content = answer.content.unwrap_or(Value::Null);
         let feedback = content.get("feedback").and_then(Value::as_str).map(str::trim).filter(|f| !f.is_empty());
         let (allow, feedback) = match answer.action {
@@ -369,29 +449,42 @@ impl McpServer {
     }
 }
 
-/// The next approval request of `activation`: from its event, or, when this receiver fell
-/// behind, from the store.
+/// The next approval request or question of `activation`: from its event, or, when this
+/// receiver fell behind, from the store.
 async fn next_request(
     store: &crate::store::Store,
     activation: &str,
     events: &mut broadcast::Receiver<EventRecord>,
-) -> String {
+) -> Asked {
     loop {
         match events.recv().await {
             Ok(record) => match record.event {
                 Event::ApprovalRequested { approval_id, activation_id, .. } if activation_id == activation => {
-                    return approval_id;
+                    return Asked::Approval(approval_id);
+                }
+                Event::QuestionAsked { question_id, activation_id, .. } if activation_id == activation => {
+                    return Asked::Question(question_id);
                 }
                 _ => {}
             },
-            Err(RecvError::Lagged(_)) => match store.approvals(true, crate::store::MAX_LIMIT) {
-                Ok(open) => {
-                    if let Some(r) = open.into_iter().find(|r| r.activation_id == activation) {
-                        return r.id;
+            Err(RecvError::Lagged(_)) => {
+                match store.approvals(true, crate::store::MAX_LIMIT) {
+                    Ok(open) => {
+                        if let Some(r) = open.into_iter().find(|r| r.activation_id == activation) {
+                            return Asked::Approval(r.id);
+                        }
                     }
+                    Err(e) => tracing::warn!("reading the open approval requests: {e}"),
                 }
-                Err(e) => tracing::warn!("reading the open approval requests: {e}"),
-            },
+                match store.questions(true, crate::store::MAX_LIMIT) {
+                    Ok(open) => {
+                        if let Some(q) = open.into_iter().find(|q| q.activation_id == activation) {
+                            return Asked::Question(q.id);
+                        }
+                    }
+                    Err(e) => tracing::warn!("reading the open questions: {e}"),
+                }
+            }
             Err(RecvError::Closed) => std::future::pending::<()>().await,
         }
     }

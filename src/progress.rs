@@ -157,6 +157,22 @@ impl Progress {
                 let whose = agent_id.as_deref().unwrap_or("every agent");
                 Some(format!("permissions: live rule {rule_id} ({tool} {decision} for {whose}) {done} by {by}"))
             }
+            Event::QuestionAsked { question_id, question, choices, .. } => {
+                if let Some(l) = line {
+                    l.status = "waiting answer".into();
+                }
+                let choices = if choices.is_empty() { String::new() } else { format!(" [{}]", choices.join(" / ")) };
+                Some(format!("{agent}: asks (#{question_id}): {question}{choices}"))
+            }
+            Event::QuestionAnswered { question_id, status, answered_by, answer, .. } => {
+                if let Some(l) = line
+                    && l.status == "waiting answer"
+                {
+                    l.status = "running".into();
+                }
+                let answer = answer.as_deref().map(|a| format!(": {a}")).unwrap_or_default();
+                Some(format!("{agent}: question #{question_id} {status} by {answered_by}{answer}"))
+            }
             Event::PermissionDecided { tool, behavior, source, .. } if behavior != "ask" => {
                 Some(format!("{agent}: {tool} {behavior} by {source}"))
             }

@@ -879,7 +879,7 @@ fn project_stats_and_status() {
             "status": "running",
             "agents": {"total": 3, "byStatus": {"quiet": 2, "running": 1}},
             "messages": 1,
-            "activations": {"total": 1, "running": 1, "waitingApproval": 0, "failed": 0},
+            "activations": {"total": 1, "running": 1, "waitingApproval": 0, "waitingUser": 0, "failed": 0},
             "toolCalls": 1,
             "historyCompactions": 0,
             "events": events_total,
@@ -1322,7 +1322,7 @@ fn budget_counters_of_an_older_store_are_filled_from_its_rows() {
          DROP INDEX activated_tools_in_order; DROP INDEX approval_requests_pending;
          DROP INDEX permission_rules_by_tool; DROP INDEX permission_rules_by_activation;
          DROP INDEX activations_by_agent_status; DROP TABLE tool_switches; DROP TABLE live_permission_rules;
-         DROP TABLE permission_mode_overrides; PRAGMA user_version = 12;",
+         DROP TABLE permission_mode_overrides; DROP TABLE questions; PRAGMA user_version = 12;",
     )
     .expect("downgraded");
     drop(conn);

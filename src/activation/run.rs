@@ -216,10 +216,11 @@ impl Activations {
                 // A parked activation stays parked (`interrupt_activation` leaves it alone):
                 // its request survives the stop and the next run resumes it.
                 let parked = store.activation(&activation.id).ok().flatten().map(|a| a.status);
-                if parked == Some(crate::store::ActivationStatus::WaitingApproval) {
+                use crate::store::ActivationStatus::{WaitingApproval, WaitingUser};
+                if matches!(parked, Some(WaitingApproval | WaitingUser)) {
                     tracing::info!(
                         agent = %activation.agent_id, activation = %activation.id,
-                        "left waiting for approval; the next run resumes it"
+                        "left waiting for approval or an answer; the next run resumes it"
                     );
                     return;
                 }

@@ -5,7 +5,8 @@
 //! [`project`] (`status`, `start`/`stop`, `approve`, `resume`, `tick`), [`signals`] (`send`,
 //! `signals`), [`tool`] (`tool call`, `ui`), [`permissions`] (`permissions explain|list|add|rm|mode`, `audit`),
 //! [`activity`] (activations, `show`, `logs [-f]`, `history`, `cancel`, `wake`), [`approvals`],
-//! [`switches`] (`tools on|off`), [`mcp`], [`run`], [`image`] and [`scaffold`] (`init`, `toolpack new`).
+//! [`switches`] (`tools on|off`), [`questions`] (`questions`, `answer`),
+//! [`mcp`], [`run`], [`image`] and [`scaffold`] (`init`, `toolpack new`).
 
 mod activity;
 pub mod views;
@@ -20,6 +21,7 @@ pub mod image;
 pub mod mcp;
 mod permissions;
 mod project;
+pub mod questions;
 pub mod run;
 pub mod scaffold;
 mod signals;

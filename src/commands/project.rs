@@ -142,10 +142,14 @@ pub fn status(dir: &Path, as_json: bool) -> Result<Output, CliError> {
         }
         // A parked activation is not running: it waits for a person (listed below).
         let parked = match &a.active_activation_id {
-            Some(id) => tools.store.activation(id)?.is_some_and(|x| x.status == ActivationStatus::WaitingApproval),
-            None => false,
+            Some(id) => tools.store.activation(id)?.map(|x| x.status),
+            None => None,
         };
-        let status = if parked { "waiting for approval" } else { a.status.as_str() };
+        let status = match parked {
+            Some(ActivationStatus::WaitingApproval) => "waiting for approval",
+            Some(ActivationStatus::WaitingUser) => "waiting for an answer",
+            _ => a.status.as_str(),
+        };
         let active = a.active_activation_id.map(|id| format!(" ({id})")).unwrap_or_default();
         let paused = a.paused.as_ref().map(|p| format!("  {}", pause_line(&a.id, p))).unwrap_or_default();
         let _ = writeln!(out, "  {:<16} {status}{active}{paused}", a.id);
@@ -153,11 +157,17 @@ pub fn status(dir: &Path, as_json: bool) -> Result<Output, CliError> {
     for request in tools.store.approvals(true, crate::store::MAX_LIMIT)? {
         let _ = writeln!(out, "  {}: {}", request.agent_id, approvals::waiting_line(&request));
     }
+    for question in tools.store.questions(true, crate::store::MAX_LIMIT)? {
+        let _ = writeln!(out, "  {}: {}", question.agent_id, super::questions::waiting_line(&question));
+    }
     usage_lines(&tools, &mut out)?;
-    let waiting = match stats.activations.waiting_approval {
+    let mut waiting = match stats.activations.waiting_approval {
         0 => String::new(),
         n => format!(", {n} waiting for approval"),
     };
+    if stats.activations.waiting_user > 0 {
+        waiting.push_str(&format!(", {} waiting for an answer", stats.activations.waiting_user));
+    }
     let _ = writeln!(
         out,
         "messages {}, activations {} ({} running{waiting}, {} failed), tool calls {}, pending signals {}",

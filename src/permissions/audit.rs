@@ -51,6 +51,9 @@ pub enum EntryKind {
     Rule,
     /// An agent's permission mode was switched at run time (or back to its config's).
     Mode,
+    /// A person (or the deadline, or `onAsk: deny`) answered an agent's `ask_user` question;
+    /// the answer is the entry's `feedback`.
+    Answer,
 }
 
 /// One line of the audit. Arguments and feedback are redacted and bounded by [`Audit::record`].

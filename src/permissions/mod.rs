@@ -24,6 +24,7 @@ pub mod audit;
 pub mod categories;
 pub mod live;
 pub mod mode;
+pub mod questions;
 pub mod reviewer;
 pub mod rules;
 pub mod shell;

@@ -96,7 +96,10 @@ impl Store {
             let activation = activation_row(w.tx, id)?.ok_or_else(|| StoreError::UnknownActivation(id.to_string()))?;
             // A parked activation ends like a running one (a P0 pre-empts it); its pending
             // approval requests end with it.
-            if !matches!(activation.status, ActivationStatus::Running | ActivationStatus::WaitingApproval) {
+            if !matches!(
+                activation.status,
+                ActivationStatus::Running | ActivationStatus::WaitingApproval | ActivationStatus::WaitingUser
+            ) {
                 return Err(StoreError::ActivationNotRunning {
                     id: id.to_string(),
                     status: activation.status.to_string(),
@@ -104,6 +107,7 @@ impl Store {
             }
             let reason = error.unwrap_or("its activation ended");
             w.cancel_pending_approvals(id, &format!("the activation ended before a decision: {reason}"))?;
+            w.cancel_pending_questions(id, &format!("the activation ended before an answer: {reason}"))?;
             let status = outcome.status();
             w.tx.execute(END_ACTIVATION, params![id, status, w.now, text, error])?;
             let agent_id = activation.agent_id.as_str();

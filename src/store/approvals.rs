@@ -483,11 +483,13 @@ impl Store {
         })
     }
 
-    /// Activations a previous controller left parked: each is resumed by the next run.
+    /// Activations a previous controller left parked (on an approval, or on a question to the
+    /// user): each is resumed by the next run.
     pub fn parked_activations(&self) -> Result<Vec<ActivationRecord>, StoreError> {
         let ids: Vec<String> = self.read(|conn| {
-            let mut stmt = conn
-                .prepare_cached("SELECT id FROM activations WHERE status = 'waiting_approval' ORDER BY started_at")?;
+            let mut stmt = conn.prepare_cached(
+                "SELECT id FROM activations WHERE status IN ('waiting_approval', 'waiting_user') ORDER BY started_at",
+            )?;
             let rows = stmt.query_map([], |r| r.get(0))?;
             Ok(rows.collect::<Result<Vec<String>, _>>()?)
         })?;
@@ -506,7 +508,7 @@ impl Store {
             let agent: Option<String> = w
                 .tx
                 .query_row(
-                    "SELECT agent_id FROM activations WHERE id = ?1 AND status = 'waiting_approval'",
+                    "SELECT agent_id FROM activations WHERE id = ?1 AND status IN ('waiting_approval', 'waiting_user')",
                     [activation_id],
                     |r| r.get(0),
                 )

@@ -79,6 +79,20 @@ pub enum StoreError {
     )]
     ApprovalExpired { id: String, reason: String },
 
+    #[error("Unknown question: {0}")]
+    UnknownQuestion(String),
+
+    /// A shortened id (`answer <prefix>`) that more than one question starts with.
+    #[error("Question id {prefix} is ambiguous: it starts {}; give more of it", .matches.join(", "))]
+    AmbiguousQuestion { prefix: String, matches: Vec<String> },
+
+    #[error("Question {id} is already {status}; only a pending question can be answered")]
+    QuestionClosed { id: String, status: String },
+
+    /// `field` is the answer's JSON pointer (`/answer`, `/choice`).
+    #[error("Answer to question {id} refused: {field} {reason}")]
+    BadAnswer { id: String, field: &'static str, reason: String },
+
     #[error("Unknown permission rule: {0}")]
     UnknownRule(String),
 

@@ -196,6 +196,30 @@ pub enum Event {
     /// An agent's permission mode was switched at run time (`live`), or back to its config's.
     #[serde(rename = "permission.mode_changed", rename_all = "camelCase")]
     PermissionModeChanged { agent_id: String, mode: String, previous: String, live: bool, by: String },
+    /// An agent asked the user a question (`ask_user`); its activation waits for the answer
+    /// (`waiting_user`).
+    #[serde(rename = "question.asked", rename_all = "camelCase")]
+    QuestionAsked {
+        question_id: String,
+        agent_id: String,
+        activation_id: String,
+        question: String,
+        choices: Vec<String>,
+        default: Option<String>,
+        expires_at: String,
+    },
+    /// A question was answered (by a person, or with its default when nobody did), left
+    /// unanswered at its deadline, or ended with its activation (`status` says which).
+    #[serde(rename = "question.answered", rename_all = "camelCase")]
+    QuestionAnswered {
+        question_id: String,
+        agent_id: String,
+        activation_id: String,
+        status: String,
+        answered_by: String,
+        answer: Option<String>,
+        choice: Option<u32>,
+    },
     /// A piece of the text a model is streaming in an activation. Ephemeral: published with
     /// [`crate::store::Store::publish_ephemeral`], never stored. `offset` is where `text` starts
     /// in the current model call's text (0 starts a new call's text).
@@ -294,6 +318,8 @@ impl Event {
             | Event::ApprovalResolved { agent_id, .. }
             | Event::ToolsSwitched { agent_id, .. }
             | Event::PermissionModeChanged { agent_id, .. }
+            | Event::QuestionAsked { agent_id, .. }
+            | Event::QuestionAnswered { agent_id, .. }
             | Event::ActivationDelta { agent_id, .. } => Some(agent_id),
             Event::ActivationCompleted(e) | Event::ActivationFailed(e) | Event::ActivationCancelled(e) => {
                 Some(&e.agent_id)
@@ -374,6 +400,8 @@ pub const EVENT_TYPES: &[EventType] = &[
     kind("permission.rule_added", true, false),
     kind("permission.rule_removed", true, false),
     kind("permission.mode_changed", true, true),
+    kind("question.asked", true, true),
+    kind("question.answered", true, true),
     // Ephemeral (live model text): streamed beside the timeline, never one of its rows.
     kind("activation.delta", false, false),
 ];

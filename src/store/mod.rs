@@ -59,6 +59,7 @@ mod model;
 mod observe;
 #[cfg(test)]
 mod query_plans;
+mod questions;
 mod scheduling;
 mod schema;
 mod signals;
@@ -94,6 +95,7 @@ pub use history::{HistoryEntry, HistoryRecord, RecordedCall, RecordedUsage, Tool
 pub use live_rules::{LiveRule, ModeOverride, NewLiveRule};
 pub use model::*;
 pub use observe::{EventQuery, FOLLOW_INTERVAL};
+pub use questions::{Answer, MAX_ANSWER_CHARS, NewQuestion, QuestionRecord, QuestionStatus, check_answer};
 pub use schema::latest_version as schema_version;
 pub use state_files::{StateError, StateFiles, StateLock};
 pub use stats::LAST_ERROR_CAP;
@@ -962,6 +964,7 @@ fn new_id(prefix: &str) -> String {
 enum Shortened {
     Activations,
     ApprovalRequests,
+    Questions,
 }
 
 /// The id of `table` that is `wanted`, else the ids (at most 6) that start with it, with or
@@ -977,6 +980,11 @@ fn ids_starting(conn: &Connection, table: Shortened, wanted: &str) -> rusqlite::
             "SELECT id FROM approval_requests WHERE id = ?1",
             "SELECT id FROM approval_requests WHERE id GLOB ?1 ORDER BY id LIMIT 6",
             "apr_",
+        ),
+        Shortened::Questions => (
+            "SELECT id FROM questions WHERE id = ?1",
+            "SELECT id FROM questions WHERE id GLOB ?1 ORDER BY id LIMIT 6",
+            "q_",
         ),
     };
     let wanted = wanted.trim();

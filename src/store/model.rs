@@ -99,10 +99,12 @@ status_enum!(
 
 status_enum!(
     /// `waiting_approval`: parked on a pending approval request; nothing runs and no model is
-    /// called until a person (or the timeout) decides.
+    /// called until a person (or the timeout) decides. `waiting_user`: parked the same way on a
+    /// question to the user (`ask_user`) until it is answered or its deadline passes.
     ActivationStatus, "activation" {
     Running => "running",
     WaitingApproval => "waiting_approval",
+    WaitingUser => "waiting_user",
     Completed => "completed",
     Failed => "failed",
     Cancelled => "cancelled",
@@ -439,6 +441,8 @@ pub struct ActivationCounts {
     pub running: u64,
     /// Parked until a person decides one of their calls (`waiting_approval`): not running.
     pub waiting_approval: u64,
+    /// Parked until the user answers a question of theirs (`waiting_user`): not running.
+    pub waiting_user: u64,
     pub failed: u64,
 }
 

@@ -33,7 +33,8 @@
 //! Only after an agent was resumed within the period do they sum the rows since the resume.
 
 use super::{
-    activations, approvals, commands, history, live_rules, scheduling, signals, tool_loading, tool_switches, usage,
+    activations, approvals, commands, history, live_rules, questions, scheduling, signals, tool_loading, tool_switches,
+    usage,
 };
 
 /// Where each statement runs, and the statement.
@@ -104,6 +105,8 @@ const HOT_PATH: &[(&str, &str)] = &[
         "every tool call: the agent's permission mode set at run time (Store::permission_mode_override)",
         live_rules::MODE_OVERRIDE,
     ),
+    ("ask_user: its answer given to the model (Store::consume_question)", questions::CONSUME_QUESTION),
+    ("ask_user: answered or closed (close_question)", questions::ANSWER_QUESTION),
     ("coordination tools: whether the agent only waits (Store::is_waiting)", usage::IS_WAITING),
     ("shell.check, shell.stop: a command's end read (Store::record_command_read)", commands::RECORD_COMMAND_READ),
     ("a runner's end: a lost command marked (Store::record_commands_lost)", commands::LOSE_COMMAND),
@@ -152,6 +155,12 @@ fn built_hot_path() -> Vec<(&'static str, String)> {
             approvals::overdue_of_activation(),
         ),
         ("a runner's end: a command still running (Store::record_commands_lost)", commands::running_command()),
+        (
+            "an activation's end: its pending questions (cancel_pending_questions)",
+            questions::pending_questions_of_activation(),
+        ),
+        ("ask_user: the question the call already holds (Store::adoptable_question)", questions::adoptable_questions()),
+        ("ask_user: the question (question_row)", questions::question_by_id()),
     ]
 }
 
@@ -173,6 +182,7 @@ const GROWING: &[&str] = &[
     // Bounded by agents × tools, not by the history; filled anyway, so its lookups are shown
     // to go through its key.
     "tool_switches",
+    "questions",
 ];
 
 const ROWS: u32 = 100_000;
@@ -245,6 +255,11 @@ mod tests {
                SELECT 'apr_' || i, {of_i}, 'act_' || i, 'call_' || (2 * i), 'shell.exec', '{{}}', '{{}}',
                       CASE i % 10 WHEN 0 THEN 'denied' WHEN 1 THEN 'expired' ELSE 'allowed' END, {at_i}, {at_i},
                       {at_i}, {at_i}, 'key_' || i FROM n;
+             {n} INSERT INTO questions (id, agent_id, activation_id, tool_call_id, question, input_json, status,
+                                     created_at, expires_at, answered_at, consumed_at)
+               SELECT 'q_' || i, {of_i}, 'act_' || i, 'call_' || (2 * i), 'Which?', '{{}}',
+                      CASE i % 10 WHEN 0 THEN 'unanswered' WHEN 1 THEN 'expired' ELSE 'answered' END, {at_i}, {at_i},
+                      {at_i}, {at_i} FROM n;
              {n} INSERT INTO permission_rules (id, tool, decision, scope, agent_id, activation_id, created_by,
                                            created_at, request_id)
                SELECT 'perm_' || i, CASE i % 3 WHEN 0 THEN 'file.write' ELSE 'shell.exec' END, 'allow',

@@ -203,6 +203,7 @@ impl Store {
             };
             for (id, agent) in &ids {
                 w.expire_pending_approvals(id)?;
+                w.expire_pending_questions(id)?;
                 w.end_interrupted(id, agent, ActivationStatus::Failed, reason)?;
             }
             // A request whose activation already ended while it waited — a `tool call` framed
@@ -211,7 +212,7 @@ impl Store {
             let ended: Vec<String> = {
                 let mut stmt = w.tx.prepare(
                     "SELECT DISTINCT r.activation_id FROM approval_requests r JOIN activations a ON a.id = r.activation_id
-                     WHERE r.status = 'pending' AND a.status NOT IN ('running', 'waiting_approval')",
+                     WHERE r.status = 'pending' AND a.status NOT IN ('running', 'waiting_approval', 'waiting_user')",
                 )?;
                 let rows = stmt.query_map([], |r| r.get(0))?;
                 rows.collect::<Result<_, _>>()?
@@ -246,6 +247,7 @@ impl Store {
             let agent: Option<String> = w.tx.query_row(RUNNING_AGENT_OF, [id], |r| r.get(0)).optional()?;
             let Some(agent) = agent else { return Ok(0) };
             w.expire_pending_approvals(id)?;
+            w.expire_pending_questions(id)?;
             w.end_interrupted(id, &agent, ActivationStatus::Cancelled, reason)
         })
     }

@@ -352,6 +352,34 @@ pub const MIGRATIONS: &[&str] = &[
         set_at   TEXT NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 17: the questions agents ask the user (`ask_user`), each parking its
+    // activation (`waiting_user`) until it is answered, its deadline passes or it ends. A table
+    // of its own rather than a kind of approval request: a question has choices, a default and
+    // an answer instead of a call to run, and approvals' listings, rules and "allow all" must
+    // never see one.
+    r#"
+    CREATE TABLE questions (
+        id                TEXT PRIMARY KEY,
+        agent_id          TEXT NOT NULL,
+        activation_id     TEXT NOT NULL,
+        tool_call_id      TEXT,
+        question          TEXT NOT NULL,
+        choices_json      TEXT,
+        default_answer    TEXT,
+        input_json        TEXT NOT NULL,
+        status            TEXT NOT NULL,
+        created_at        TEXT NOT NULL,
+        expires_at        TEXT NOT NULL,
+        answered_at       TEXT,
+        answered_by       TEXT,
+        answer            TEXT,
+        choice            INTEGER,
+        resolution_reason TEXT,
+        consumed_at       TEXT
+    );
+    CREATE INDEX questions_by_activation ON questions(activation_id, status, created_at, id);
+    CREATE INDEX questions_by_status ON questions(status, created_at);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -48,6 +48,7 @@ impl Store {
                     total: count("SELECT COUNT(*) FROM activations")?,
                     running: count("SELECT COUNT(*) FROM activations WHERE status = 'running'")?,
                     waiting_approval: count("SELECT COUNT(*) FROM activations WHERE status = 'waiting_approval'")?,
+                    waiting_user: count("SELECT COUNT(*) FROM activations WHERE status = 'waiting_user'")?,
                     failed: count("SELECT COUNT(*) FROM activations WHERE status = 'failed'")?,
                 },
                 tool_calls: count("SELECT COUNT(*) FROM tool_calls")?,

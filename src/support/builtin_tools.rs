@@ -1,7 +1,8 @@
 //! The controller-side built-in tools, each registered once in [`HANDLERS`] next to its
 //! implementation: `messages.send` (with the communication policy of [`policy`] enforced),
 //! `coordination.wait_for_signal` and `completion.submit` of the `core` pack (reference
-//! §4.2–§4.4), and `web.fetch` of the `web` pack. Where a built-in runs and whether it ends the
+//! §4.2–§4.4), `ask_user` of the `core` pack (stored and waited for by `permissions::questions`),
+//! and `web.fetch` of the `web` pack. Where a built-in runs and whether it ends the
 //! activation is declared in its manifest (`runsIn`, `endsActivation`); a unit test checks that
 //! every controller built-in of the manifests has a handler here and every handler a manifest
 //! entry. They act for a calling agent's activation, whose identity the caller (the activation
@@ -38,6 +39,14 @@ pub const HANDLERS: &[(&str, Handler)] = &[
     ("completion.submit", |host, caller, input| ready(submit(host, caller, input))),
     ("tool_search", |host, caller, input| {
         Box::pin(std::future::ready(super::tool_search::search(host, caller, input)))
+    }),
+    ("ask_user", |host, caller, input| {
+        Box::pin(async move {
+            let project = host.project.snapshot();
+            let approvals =
+                crate::permissions::approvals::Approvals { store: &host.store, audit: &host.audit, project: &project };
+            crate::permissions::questions::ask(approvals, &caller.agent_id, &caller.activation_id, input).await
+        })
     }),
     ("web.fetch", |host, _caller, input| {
         Box::pin(async move { web_fetch::fetch(&host.project.config.web_fetch, input).await })

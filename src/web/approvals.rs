@@ -4,7 +4,8 @@
 //! agent's permission mode (switched, or back to its config's). What a decision does is the
 //! store's (`Store::resolve_approval`); the parked call notices it on its own
 //! (`permissions::approvals`); a live change is checked, stored and audited by
-//! `permissions::live`, and the next tool call reads it.
+//! `permissions::live`, and the next tool call reads it. And the questions agents ask
+//! (`ask_user`): listed, answered.
 //!
 //! Unlike other listings, a request shows its tool input: the person deciding must see exactly
 //! what will run.
@@ -36,6 +37,46 @@ pub fn routes() -> Router<AppState> {
         .route("/api/projects/{project}/permissions/rules/{id}", get(one_rule).delete(delete_rule))
         .route("/api/projects/{project}/agents/{agent}/permission-mode", put(set_mode).get(get_mode))
         .route("/api/projects/{project}/audit", get(audit))
+        .route("/api/projects/{project}/questions", get(questions))
+        .route("/api/projects/{project}/questions/{id}", get(one_question))
+        .route("/api/projects/{project}/questions/{id}/answer", post(answer))
+}
+
+/// The questions agents asked (`ask_user`): the open ones, or all with `?all=true`.
+async fn questions(host: Project, Query(q): Query<ListQuery>) -> Result<Response, ApiError> {
+    NoCursors { before: q.before, after: q.after }.refuse("questions")?;
+    Ok(Json(json!({ "questions": host.store.questions(!q.all, 200)? })).into_response())
+}
+
+async fn one_question(host: Project, Id(id): Id) -> Result<Response, ApiError> {
+    let question = host.store.question(&id)?.ok_or_else(|| ApiError::NotFound(format!("Unknown question: {id}")))?;
+    Ok(Json(question).into_response())
+}
+
+/// `{answer?: text, choice?: number from 1}`: one of the choices (by text or number) when the
+/// question has choices, any text otherwise.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct AnswerBody {
+    answer: Option<String>,
+    choice: Option<u32>,
+}
+
+async fn answer(
+    host: Project,
+    Id(id): Id,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<AnswerBody>,
+) -> Result<Response, ApiError> {
+    let by = decider(&headers);
+    let answer = crate::store::Answer { text: body.answer.as_deref(), choice: body.choice, by };
+    let answered = host.store.answer_question(&id, &answer).map_err(|e| match e {
+        StoreError::UnknownQuestion(_) => ApiError::NotFound(e.to_string()),
+        StoreError::QuestionClosed { .. } => ApiError::Conflict(e.to_string()),
+        StoreError::BadAnswer { field, ref reason, .. } => ApiError::invalid_field(field, reason),
+        other => other.into(),
+    })?;
+    Ok(Json(json!({ "answered": answered })).into_response())
 }
 
 /// `?agent=&since=&limit=`: `since` an RFC 3339 time or a duration back (`2h`, `30m`).

@@ -97,6 +97,8 @@ export function projectApi(name) {
     approvals: ({ all } = {}) => get("/approvals", { all }).then((d) => d?.approvals ?? []),
     allowApproval: (id, decision) => post(`/approvals/${enc(id)}/allow`, decision),
     denyApproval: (id, decision) => post(`/approvals/${enc(id)}/deny`, decision),
+    questions: ({ all } = {}) => get("/questions", { all }).then((d) => d?.questions ?? []),
+    answerQuestion: (id, answer) => post(`/questions/${enc(id)}/answer`, answer),
     rememberedRules: () => get("/permissions/rules").then((d) => d?.rules ?? []),
     permissionRules: () => get("/permissions/rules"),
     addRule: (rule) => post("/permissions/rules", rule),

@@ -36,6 +36,7 @@ const state = {
   live: new Map(),
   // Pending approval requests (GET approvals): the tab's count and the agents' badges.
   pendingApprovals: [],
+  openQuestions: [],
 };
 
 const listeners = { event: new Set(), state: new Set(), stream: new Set(), live: new Set() };
@@ -97,6 +98,11 @@ async function refreshProject() {
   } catch {
     /* an older server has no approvals route: no badges */
   }
+  try {
+    state.openQuestions = await api.questions();
+  } catch {
+    /* an older server has no questions route: no badges */
+  }
   renderApprovalCount();
   if (agents.status === "fulfilled") {
     state.agents = Array.isArray(agents.value) ? agents.value : agents.value?.items ?? [];
@@ -120,10 +126,10 @@ function renderChip() {
 function renderApprovalCount() {
   const badge = document.getElementById("approvals-count");
   if (!badge) return;
-  const n = state.pendingApprovals.length;
+  const n = state.pendingApprovals.length + state.openQuestions.length;
   badge.hidden = n === 0;
   badge.textContent = String(n);
-  badge.title = `${n} tool call(s) waiting for approval`;
+  badge.title = `${state.pendingApprovals.length} tool call(s) waiting for approval, ${state.openQuestions.length} question(s) waiting for an answer`;
 }
 
 const STREAM_LABELS = {

@@ -48,6 +48,7 @@ mod tests {
                     "coordination.wait_for_signal",
                     "completion.submit",
                     "tool_search",
+                    "ask_user",
                     "file.read",
                     "file.write",
                     "file.patch",

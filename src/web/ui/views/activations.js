@@ -7,7 +7,7 @@ import { activationTimeline } from "./activations/timeline.js";
 
 export const title = "Activations";
 
-const STATUSES = ["running", "waiting_approval", "completed", "failed", "cancelled"];
+const STATUSES = ["running", "waiting_approval", "waiting_user", "completed", "failed", "cancelled"];
 
 export function render(root, ctx, key) {
   if (key && !key.startsWith("agent:")) return renderDetail(root, ctx, key);

@@ -5,7 +5,10 @@
 // restart, with why); the remembered rules, each deletable; and the live rules — added here
 // (or from the CLI, the API) while the project runs, each with its source, each removable —
 // which decide from the agents' next tool calls.
-// It reloads on approval events (SSE) and every few seconds; the cards being typed into stay.
+// Above them, the questions agents asked (`ask_user`): each with its choices as buttons and a
+// free-text answer (when it has no choices), and the recently answered ones.
+// It reloads on approval and question events (SSE) and every few seconds; the cards being
+// typed into stay.
 
 import { debounce, errorBox, h, pill, pretty, replace, timeAgo } from "../dom.js";
 import { auditSection } from "./audit.js";
@@ -13,12 +16,15 @@ import { auditSection } from "./audit.js";
 export const title = "Approvals";
 
 export function render(root, ctx) {
+  const questionsEl = h("section", { class: "questions-open" });
   const pendingEl = h("section", { class: "approvals-pending" });
   const rulesEl = h("section", { class: "approvals-rules" });
   const liveEl = h("section", { class: "approvals-live-rules" });
   const liveForm = liveRuleForm(ctx, () => reload());
   const decidedEl = h("section", { class: "approvals-decided" });
   root.append(
+    h("h2", { class: "section-title", text: "Questions from agents" }),
+    questionsEl,
     h("h2", { class: "section-title", text: "Waiting for approval" }),
     pendingEl,
     h("h2", { class: "section-title", text: "Live rules" }),
@@ -33,8 +39,30 @@ export function render(root, ctx) {
   );
   // Cards by request id, so a reload keeps what was typed into a card still pending.
   const cards = new Map();
+  const questionCards = new Map();
+
+  async function loadQuestions() {
+    let all;
+    try {
+      all = await ctx.api.questions({ all: true });
+    } catch (err) {
+      replace(questionsEl, errorBox(err, "Questions unavailable"));
+      return;
+    }
+    const open = all.filter((q) => q.status === "pending");
+    for (const id of [...questionCards.keys()]) if (!open.some((q) => q.id === id)) questionCards.delete(id);
+    for (const q of open) if (!questionCards.has(q.id)) questionCards.set(q.id, questionCard(ctx, q, reload));
+    const answered = all.filter((q) => q.status !== "pending").reverse().slice(0, 10);
+    replace(
+      questionsEl,
+      open.length === 0 ? h("p", { class: "muted", "data-empty": "questions", text: "No agent is waiting for an answer." }) : null,
+      open.map((q) => questionCards.get(q.id)),
+      answered.length ? answeredList(answered, ctx) : null,
+    );
+  }
 
   async function load() {
+    loadQuestions();
     let all;
     let rules;
     let permissions;
@@ -60,7 +88,7 @@ export function render(root, ctx) {
   }
   const reload = debounce(() => load(), 200);
   ctx.onEvent((event) => {
-    if (/^(approval\.|permission\.)/.test(event.type ?? "")) reload();
+    if (/^(approval\.|permission\.|question\.)/.test(event.type ?? "")) reload();
   });
   ctx.every(() => {
     if (!document.hidden) load();
@@ -311,4 +339,96 @@ function liveRuleForm(ctx, reload) {
     }
   });
   return form;
+}
+
+function questionCard(ctx, q, reload) {
+  const status = h("p", { class: "small", role: "status" });
+  const buttons = [];
+  const send = async (answer) => {
+    for (const b of buttons) b.disabled = true;
+    try {
+      await ctx.api.answerQuestion(q.id, answer);
+      replace(status, "Answered: the agent continues with your answer.");
+      reload();
+    } catch (err) {
+      replace(status, errorBox(err, "Cannot answer"));
+      for (const b of buttons) b.disabled = false;
+    }
+  };
+  let answerEl;
+  if (q.choices.length) {
+    answerEl = h(
+      "div",
+      { class: "question-choices" },
+      q.choices.map((choice, i) => {
+        const isDefault = q.default === choice;
+        const b = h("button", {
+          type: "button",
+          class: isDefault ? "primary" : null,
+          "data-choice": String(i + 1),
+          text: isDefault ? `${choice} (default)` : choice,
+        });
+        b.addEventListener("click", () => send({ choice: i + 1 }));
+        buttons.push(b);
+        return [b, " "];
+      }),
+    );
+  } else {
+    const text = h("textarea", { rows: 2, name: "answer", placeholder: q.default ? `Your answer (default: ${q.default})` : "Your answer" });
+    const b = h("button", { type: "button", class: "primary", "data-action": "answer", text: "Answer" });
+    b.addEventListener("click", () => send({ answer: text.value }));
+    buttons.push(b);
+    answerEl = h("div", { class: "question-free" }, text, h("div", { class: "approval-actions" }, b));
+  }
+  return h(
+    "article",
+    { class: ["card", "question"], "data-question": q.id },
+    h(
+      "header",
+      { class: "agent-head" },
+      h(
+        "div",
+        {},
+        h("h3", { class: "question-text", text: q.question }),
+        h(
+          "div",
+          { class: "muted small" },
+          h("a", { href: ctx.href("history", q.agentId), text: q.agentId }),
+          " · ",
+          h("a", { href: ctx.href("activations", q.activationId), text: "activation" }),
+          " · asked ",
+          timeAgo(q.createdAt),
+          " · expires ",
+          timeAgo(q.expiresAt),
+        ),
+      ),
+      h("span", { class: "badge warn", text: "waiting for you" }),
+    ),
+    answerEl,
+    status,
+  );
+}
+
+function answeredList(answered, ctx) {
+  return h(
+    "ul",
+    { class: "decided answered" },
+    answered.map((q) =>
+      h(
+        "li",
+        { "data-answered": q.id },
+        pill(q.status),
+        " ",
+        h("span", { text: `“${q.question}” of ${q.agentId}` }),
+        q.answer != null ? h("span", { text: ` — ${q.answer}` }) : null,
+        " by ",
+        h("span", { "data-answered-by": "", text: q.answeredBy ?? "?" }),
+        " ",
+        timeAgo(q.answeredAt),
+        q.resolutionReason ? h("span", { class: "muted small", text: ` — ${q.resolutionReason}` }) : null,
+        " ",
+        h("a", { href: ctx.href("activations", q.activationId), text: "activation" }),
+      ),
+    ),
+  );
 }

@@ -22,7 +22,7 @@ function counterTiles(s, agentCount) {
     {
       label: "Activations",
       value: s.activations?.total,
-      description: `${s.activations?.running ?? 0} running${s.activations?.waitingApproval ? `, ${s.activations.waitingApproval} waiting for approval` : ""}, ${s.activations?.failed ?? 0} failed`,
+      description: `${s.activations?.running ?? 0} running${s.activations?.waitingApproval ? `, ${s.activations.waitingApproval} waiting for approval` : ""}${s.activations?.waitingUser ? `, ${s.activations.waitingUser} waiting for an answer` : ""}, ${s.activations?.failed ?? 0} failed`,
       tone: s.activations?.failed ? "bad" : null,
     },
     { label: "Tool calls", value: s.toolCalls },

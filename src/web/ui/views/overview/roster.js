@@ -19,7 +19,7 @@ export function agentRoster(ctx) {
       h(
         "div",
         { class: "roster" },
-        agents.map((a) => agentCard(ctx, a, a.id === coordinator, waitingOf(ctx, a.id))),
+        agents.map((a) => agentCard(ctx, a, a.id === coordinator, waitingOf(ctx, a.id), askingOf(ctx, a.id))),
       ),
     );
     live();
@@ -44,7 +44,12 @@ function waitingOf(ctx, agentId) {
   return (ctx.state.pendingApprovals || []).filter((r) => r.agentId === agentId).length;
 }
 
-function agentCard(ctx, a, isCoordinator, waiting) {
+/** How many of the agent's questions wait for an answer. */
+function askingOf(ctx, agentId) {
+  return (ctx.state.openQuestions || []).filter((q) => q.agentId === agentId).length;
+}
+
+function agentCard(ctx, a, isCoordinator, waiting, asking) {
   const href = ctx.href;
   return h(
     "article",
@@ -62,6 +67,9 @@ function agentCard(ctx, a, isCoordinator, waiting) {
     ),
     waiting
       ? h("a", { class: "badge warn approval-badge", href: href("approvals"), "data-approvals-agent": a.id, text: `${waiting} awaiting approval` })
+      : null,
+    asking
+      ? h("a", { class: "badge warn approval-badge", href: href("approvals"), "data-questions-agent": a.id, text: `${asking} question(s) for you` })
       : null,
     agentFacts(ctx, a),
     a.status === "failed" && a.lastError
