@@ -18,6 +18,8 @@ use crate::toolpack::{TOOL_SEARCH, ToolDefinition};
 #[serde(rename_all = "camelCase")]
 pub struct CatalogEntry {
     pub name: String,
+    /// The name a model calls the tool by (`file_write` for `file.write`).
+    pub model_name: String,
     /// `presentation.label`, else the annotations' `title`, else the name.
     pub display_name: String,
     pub description: String,
@@ -89,11 +91,12 @@ pub fn catalog(project: &Project, agent: Option<&AgentConfig>) -> Vec<CatalogEnt
             let claimed = def.server_annotations.as_ref().map(hints).unwrap_or_default();
             Some(CatalogEntry {
                 name: def.name.clone(),
+                model_name: crate::toolpack::sanitize_tool_name(&def.name),
                 display_name: display_name(def),
                 description: def.description.clone(),
                 toolpack: pack.id.clone(),
                 toolpack_kind: pack.kind_name(),
-                group: presentation.and_then(|p| p.group.clone()).unwrap_or_else(|| pack.id.clone()),
+                group: crate::toolpack::ToolpackRegistry::group_of(pack, def).to_string(),
                 icon: presentation.and_then(|p| p.icon.clone()),
                 annotations: hints(&def.annotations),
                 server_annotations: claimed.clone(),
