@@ -25,6 +25,8 @@ use crate::toolpack::{TOOL_SEARCH, ToolDefinition, Toolpack};
 #[serde(rename_all = "camelCase")]
 pub struct CatalogEntry {
     pub name: String,
+    /// The name a model calls the tool by (`file_write` for `file.write`).
+    pub model_name: String,
     /// `presentation.label`, else the annotations' `title`, else the name.
     pub display_name: String,
     pub description: String,
@@ -128,6 +130,7 @@ pub fn catalog_in(
             let claimed = def.server_annotations.as_ref().map(hints).unwrap_or_default();
             Some(CatalogEntry {
                 name: def.name.clone(),
+                model_name: crate::toolpack::sanitize_tool_name(&def.name),
                 display_name: display_name(def),
                 description: def.description.clone(),
                 toolpack: pack.id.clone(),
@@ -159,11 +162,11 @@ pub fn catalog_in(
 
 /// A tool's group: `presentation.group`, else its pack's id.
 pub fn group_of(pack: &Toolpack, def: &ToolDefinition) -> String {
-    def.presentation.as_ref().and_then(|p| p.group.clone()).unwrap_or_else(|| pack.id.clone())
+    crate::toolpack::ToolpackRegistry::group_of(pack, def).to_string()
 }
 
-/// How a name of `tools on|off` (and the API's routes) names a group.
-pub const GROUP_PREFIX: &str = "group:";
+/// How a name of `tools on|off` (and the API's routes) names a group: as an allowlist does.
+pub use crate::config::GROUP_PREFIX;
 
 /// Why a switch was refused; each says what to do instead.
 #[derive(Debug, thiserror::Error)]

@@ -34,4 +34,4 @@ pub mod store;
 pub mod support;
 pub mod web;
 
-pub use suzumio_core::{VERSION, config, disk, fsat, hosts, js, rpc, text, toolpack};
+pub use suzumio_core::{VERSION, config, disk, fsat, hosts, js, rpc, text, toolpack, unified_diff};

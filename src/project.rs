@@ -41,7 +41,8 @@ impl Project {
         pinned_differences(dir, &toolpacks, discovered, &mut d);
         let registry = ToolpackRegistry::build_with(&toolpacks, &mcp_lists, &mut d);
         match (config, registry) {
-            (Some(config), Some(registry)) if !d.has_errors() => {
+            (Some(mut config), Some(registry)) if !d.has_errors() => {
+                registry.expand_groups(&mut config.agents, &mut d);
                 registry.check_allowlists(&config.agents, &mut d);
                 check_hooks(&config, &registry, &mut d);
                 check_shell_path_rules(dir, &config, &registry, &mut d);
@@ -71,8 +72,14 @@ impl Project {
         let mut d = Diagnostics::default();
         let registry = ToolpackRegistry::build_with(&self.toolpacks, &lists, &mut d).ok_or_else(|| d.clone())?;
         d.warnings.retain(|w| w.pack.as_deref() == Some(id.as_str()));
+        // The pack's tools may join or leave a group an allowlist names.
+        let mut config = (*self.config).clone();
+        registry.expand_groups(&mut config.agents, &mut d);
+        if d.has_errors() {
+            return Err(d);
+        }
         let project = Project {
-            config: self.config.clone(),
+            config: Arc::new(config),
             registry,
             warnings: self.warnings.clone(),
             toolpacks: self.toolpacks.clone(),

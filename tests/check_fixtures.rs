@@ -50,6 +50,8 @@ mod invalid {
         reserved_agent_id_user,
         agent_env_suzumio_prefix,
         allowlist_invalid_pattern,
+        unknown_tool_group,
+        group_in_a_rule,
         communication_unknown_priority,
         yaml_syntax_error,
         runner_models_missing,
@@ -135,6 +137,7 @@ mod valid {
         mcp_pinned,
         tool_allowed_to_nobody,
         script_calls_disallowed_tool,
+        tool_groups,
     );
 }
 
@@ -152,4 +155,24 @@ fn every_fixture_directory_has_a_test() {
         listed.sort();
         assert_eq!(found, listed, "tests/fixtures/{kind} and the list in this file differ");
     }
+}
+
+/// An allowlist's `group:` entries decide calls as the tools they expand to: a group's tool
+/// runs, a tool of no listed group is refused — through the real `suzumio tool call`.
+#[test]
+fn an_allowlist_group_is_honoured_by_calls() {
+    let project = support::TempProject::copy_of_path(&fixture("valid", "tool_groups"));
+    let dir = project.dir.to_str().unwrap();
+    let refused = suzumio(
+        &project.dir,
+        &["tool", "call", dir, "--agent", "reviewer", "file.write", r#"{"path":"x","content":"y"}"#],
+    );
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    assert!(text(&refused.stderr).contains("Tool not allowed for reviewer: file.write"), "{}", text(&refused.stderr));
+    let run = ["tool", "call", dir, "--agent", "reviewer", "--backend", "process", "git.status", "{}"];
+    let ran = suzumio(&project.dir, &run);
+    // It reached the runner: git.status ran and found no repository in the fresh workspace.
+    assert_eq!(ran.status.code(), Some(1), "{}", text(&ran.stderr));
+    assert!(text(&ran.stderr).contains("Not a git repository"), "{}", text(&ran.stderr));
+    assert!(!project.dir.join("workspaces/reviewer/x").exists());
 }

@@ -98,8 +98,9 @@ async fn a_deferred_tool_is_activated_by_tool_search_and_called_in_the_next_step
 
     let listing = tool_result(&requests[1], "c1");
     assert!(listing.contains("Available to activate (3):"), "{listing}");
-    for tool in ["file.write", "file.read", "web.fetch"] {
-        assert!(listing.contains(&format!("- {tool}: ")), "{tool} in {listing}");
+    // Each tool by the name the model calls it, next to its own.
+    for (safe, tool) in [("file_write", "file.write"), ("file_read", "file.read"), ("web_fetch", "web.fetch")] {
+        assert!(listing.contains(&format!("- {safe} ({tool}): ")), "{tool} in {listing}");
     }
     assert!(!listing.contains("shell.exec"), "a tool outside the allowlist is never listed: {listing}");
 
@@ -112,13 +113,25 @@ async fn a_deferred_tool_is_activated_by_tool_search_and_called_in_the_next_step
     assert_eq!(tool_names(&requests[3]), first, "nothing activated yet");
 
     let activated = tool_result(&requests[4], "c4");
-    assert!(activated.contains("Activated 1 tool(s)") && activated.contains("- file.write: "), "{activated}");
+    assert!(
+        activated.contains("Activated 1 tool(s)") && activated.contains("- file_write (file.write): "),
+        "{activated}"
+    );
     let after = tool_names(&requests[4]);
     assert_eq!(after[..first.len()], first[..], "the list grows at its end only");
     assert_eq!(after[first.len()..], ["file_write"]);
 
     assert!(tool_result(&requests[5], "c5").contains("note.txt"), "the activated tool ran");
     assert_eq!(std::fs::read_to_string(project.dir.join("workspaces/writer/note.txt")).unwrap(), "activated");
+    // The event log says what was activated, for whom, under both names.
+    let tools = suzumio::controller::open(&project.dir).unwrap();
+    let activated: Vec<_> =
+        tools.store.events_of_kind("tool.activated", 10).unwrap().into_iter().map(|e| e.event).collect();
+    assert!(
+        matches!(&activated[..], [suzumio::store::Event::ToolActivated { agent_id, tools, model_names, activation_id: Some(_) }]
+            if agent_id == "writer" && tools == &["file.write"] && model_names == &["file_write"]),
+        "{activated:?}"
+    );
 
     // The catalog and `tools --agent` say what is deferred for whom.
     let json = support::suzumio(&project.dir, &["tools", project.dir.to_str().unwrap(), "--json"]);

@@ -66,6 +66,28 @@ async fn file_tools_through_a_link_are_decided_on_the_path_they_open() {
     assert!(through.contains("needle public"), "{through}");
 }
 
+/// A unified diff names its files inside its text: the controller reads them for the rules (a
+/// diff that also touches a denied file is denied whole, nothing written), and a link in a
+/// diff's path is decided where it leads, as for every file tool.
+#[tokio::test]
+async fn a_unified_diff_is_decided_on_every_file_it_names() {
+    let s = setup().await;
+    let hunk = |old: &str, new: &str| format!("@@ -1 +1 @@\n-{old}\n+{new}\n");
+    let public = format!("--- a/src/a.txt\n+++ b/src/a.txt\n{}", hunk("needle public", "needle patched"));
+    let secret = format!("--- a/secrets/k\n+++ b/secrets/k\n{}", hunk(SECRET, "stolen"));
+    let err =
+        denied(s.call("a", "file.patch", json!({ "diff": format!("{public}{secret}") })).await, "diff into secrets");
+    assert!(err.contains("project rule 1 (suzumio.yaml:10)"), "{err}");
+    let through_link = format!("--- a/klink\n+++ b/klink\n{}", hunk(SECRET, "stolen"));
+    denied(s.call("a", "file.patch", json!({ "diff": through_link })).await, "diff through a link");
+    let now = s.sh("a", "cat secrets/k src/a.txt").await;
+    assert!(now.ends_with(&format!("\n{SECRET}\nneedle public")), "{now}");
+    // The public part alone applies, in the container, and shows what it wrote.
+    let done = s.call("a", "file.patch", json!({ "diff": public })).await.expect("public diff");
+    assert!(done.starts_with("Updated /workspace/src/a.txt (+1 -1)") && done.contains("+needle patched"), "{done}");
+    assert_eq!(s.sh("a", "cat src/a.txt").await.lines().last(), Some("needle patched"));
+}
+
 #[tokio::test]
 async fn a_link_swapped_between_calls_is_decided_on_where_it_leads_now() {
     let s = setup().await;

@@ -388,6 +388,117 @@ async fn patch_adds_updates_and_deletes_with_one_line_each() {
     assert_eq!(s.read("/workspace/old.txt"), None);
 }
 
+/// Three files, one hunk of which does not match: every rejected hunk is named with its file and
+/// line, and no file changes — then the corrected diff applies to all three.
+#[tokio::test]
+async fn a_unified_diff_applies_to_every_file_or_to_none() {
+    let s = Sandbox::new();
+    s.write("/workspace/src/a.rs", "fn a() {\n    1\n}\n");
+    s.write("/workspace/src/b.rs", "one\ntwo\nthree\nfour\n");
+    s.write("/workspace/gone.txt", "bye\n");
+    let diff = |b_context: &str| {
+        format!(
+            "diff --git a/src/a.rs b/src/a.rs\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1,3 +1,3 @@\n fn a() {{\n-    1\n+    2\n }}\n\
+             --- a/src/b.rs\n+++ b/src/b.rs\n@@ -1,2 +1,2 @@\n-one\n+ONE\n two\n@@ -3,2 +3,2 @@\n {b_context}\n-four\n+FOUR\n\
+             --- /dev/null\n+++ b/docs/new.md\n@@ -0,0 +1,2 @@\n+# New\n+text\n\
+             --- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n"
+        )
+    };
+    let bad = s.run("file.patch", json!({ "diff": diff("THREE") })).await.expect_err("a hunk does not match");
+    assert_eq!(
+        bad.message(),
+        "The diff was not applied; no file was changed:\n/workspace/src/b.rs: hunk 2 (diff line 15) rejected: @@ -3,2 +3,2 @@: line 3 is `three` where the diff expects `THREE`, and the hunk's lines are found nowhere after the previous hunk"
+    );
+    assert_eq!(s.read("/workspace/src/a.rs").as_deref(), Some("fn a() {\n    1\n}\n"));
+    assert_eq!(s.read("/workspace/src/b.rs").as_deref(), Some("one\ntwo\nthree\nfour\n"));
+    assert_eq!(s.read("/workspace/docs/new.md"), None);
+    assert_eq!(s.read("/workspace/gone.txt").as_deref(), Some("bye\n"));
+
+    let done = s.run("file.patch", json!({ "diff": diff("three") })).await.expect("the diff applies");
+    assert_eq!(s.read("/workspace/src/a.rs").as_deref(), Some("fn a() {\n    2\n}\n"));
+    assert_eq!(s.read("/workspace/src/b.rs").as_deref(), Some("ONE\ntwo\nthree\nFOUR\n"));
+    assert_eq!(s.read("/workspace/docs/new.md").as_deref(), Some("# New\ntext\n"));
+    assert_eq!(s.read("/workspace/gone.txt"), None);
+    let first_lines: Vec<&str> = done.output.lines().take(4).collect();
+    assert_eq!(
+        first_lines,
+        [
+            "Updated /workspace/src/a.rs (+1 -1)",
+            "Updated /workspace/src/b.rs (+2 -2)",
+            "Added /workspace/docs/new.md (+2)",
+            "Deleted /workspace/gone.txt (-1)"
+        ]
+    );
+    // The resulting diff shows what was written.
+    for line in ["--- a/workspace/src/b.rs", "+FOUR", "+++ b/workspace/docs/new.md", "+++ /dev/null", "-bye"] {
+        assert!(done.output.lines().any(|l| l == line), "{line} in {}", done.output);
+    }
+}
+
+#[tokio::test]
+async fn a_unified_diff_is_refused_with_a_located_reason() {
+    let s = Sandbox::new();
+    s.write("/workspace/a.txt", "a\n");
+    let s = &s;
+    let refused = |diff: &'static str| async move { s.run("file.patch", json!({ "diff": diff })).await.unwrap_err() };
+    let e = refused("--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n-a\n+b\n").await;
+    assert!(
+        e.message().starts_with("Cannot read the diff: diff line 5: the diff ends inside the hunk"),
+        "{}",
+        e.message()
+    );
+    let e = refused("--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1 @@\n+x\n").await;
+    assert_eq!(
+        e.message(),
+        "The diff was not applied; no file was changed:\n/workspace/a.txt (diff line 1): the diff creates it (--- /dev/null) but it already exists"
+    );
+    let e = refused("--- a/../../etc/passwd\n+++ b/../../etc/passwd\n@@ -1 +1 @@\n-root\n+me\n").await;
+    assert!(matches!(e, ToolError::Denied(_) | ToolError::Failed(_) | ToolError::Rejected(_)));
+    assert!(e.message().contains("passwd"), "{}", e.message());
+    let both = s.run("file.patch", json!({"diff": "x", "operations": [{"op": "delete", "path": "a.txt"}]})).await;
+    assert_eq!(both.unwrap_err().message(), "give either operations or diff, not both");
+    assert_eq!(s.read("/workspace/a.txt").as_deref(), Some("a\n"));
+}
+
+#[tokio::test]
+async fn edit_replaces_a_line_range_checked_against_the_expected_text() {
+    let s = Sandbox::new();
+    s.write("/workspace/f.txt", "one\ntwo\nthree\n");
+    let stale = s
+        .run(
+            "file.edit",
+            json!({"path": "f.txt", "startLine": 2, "endLine": 3, "expectedText": "two\n3", "newText": "X"}),
+        )
+        .await
+        .expect_err("the lines are not the expected text");
+    assert_eq!(
+        stale.message(),
+        "Lines 2-3 of /workspace/f.txt are not the expectedText; the file is unchanged. They are now:\n     2\ttwo\n     3\tthree"
+    );
+    assert_eq!(s.read("/workspace/f.txt").as_deref(), Some("one\ntwo\nthree\n"));
+    let done = s
+        .run(
+            "file.edit",
+            json!({"path": "f.txt", "startLine": 2, "endLine": 3, "expectedText": "two\nthree", "newText": "X"}),
+        )
+        .await
+        .expect("the range matches");
+    assert_eq!(s.read("/workspace/f.txt").as_deref(), Some("one\nX\n"));
+    assert!(done.output.starts_with("Edited /workspace/f.txt (lines 2-3 replaced)\n"), "{}", done.output);
+    assert!(done.output.lines().any(|l| l == "-three") && done.output.lines().any(|l| l == "+X"), "{}", done.output);
+    s.run("file.edit", json!({"path": "f.txt", "startLine": 1, "endLine": 0, "newText": "zero"}))
+        .await
+        .expect("insert");
+    assert_eq!(s.read("/workspace/f.txt").as_deref(), Some("zero\none\nX\n"));
+    let both = s.run("file.edit", json!({"path": "f.txt", "startLine": 1, "oldText": "zero", "newText": "0"})).await;
+    assert_eq!(both.unwrap_err().message(), "give either oldText or startLine/endLine, not both");
+    let past = s.run("file.edit", json!({"path": "f.txt", "startLine": 9, "newText": "?"})).await.unwrap_err();
+    assert_eq!(
+        past.message(),
+        "/workspace/f.txt has 3 line(s): lines 9-9 are not in it (read it again with file.read)"
+    );
+}
+
 #[tokio::test]
 async fn patch_update_replace_defaults_to_empty_and_replace_all_replaces_every_match() {
     let s = Sandbox::new();

@@ -319,6 +319,7 @@ fn describe(event: &Event) -> String {
             format!("{agent} {tool} {tool_call_id} {status}{error}")
         }
         Event::ToolCallRejected { tool, reason, .. } => format!("{agent} {tool} rejected: {}", first_line(reason, 160)),
+        Event::ToolActivated { tools, .. } => format!("{agent} activated {}", tools.join(", ")),
         Event::MessageCreated { sender, recipient, channel, priority, message_id } => {
             let to = recipient.as_deref().or(channel.as_deref()).unwrap_or("-");
             format!("{sender} -> {to} {priority} {message_id}")

@@ -100,6 +100,9 @@ pub async fn check(dir: &Path, as_json: bool, backend: Option<BackendKind>) -> R
         let _ =
             writeln!(out, "agent {} ({}, role {}, model {}):", agent.id, agent.display_name, agent.role, agent.model);
         let _ = writeln!(out, "  allowed tools ({}): {}", set.tools.len(), list_or_none(&set.tools));
+        for (group, tools) in &agent.tools.groups {
+            let _ = writeln!(out, "    group:{group} = {}", tools.join(", "));
+        }
         if !set.deferred.is_empty() {
             let _ = writeln!(out, "  deferred until tool_search ({}): {}", set.deferred.len(), set.deferred.join(", "));
         }

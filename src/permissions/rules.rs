@@ -196,7 +196,15 @@ impl Subject {
                 Subject::Host(url::Url::parse(url).ok().and_then(|u| canonical_host(&u)))
             }
             Touches::Paths(pointers) => {
-                Subject::Paths(pointers.iter().flat_map(|p| values_at(input, p)).map(normalize_path).collect())
+                let mut paths: Vec<Option<String>> =
+                    pointers.iter().flat_map(|p| values_at(input, p)).map(normalize_path).collect();
+                // A diff's files are touched as if each were named at a pointer; an unreadable
+                // diff is a path the rules cannot see.
+                for diff in def.effects.diffs.iter().flat_map(|p| values_at(input, p)) {
+                    let named = diff.as_str().map(crate::unified_diff::paths).unwrap_or_else(|| vec![None]);
+                    paths.extend(named.into_iter().map(|p| p.and_then(|p| normalize_path(&Value::String(p)))));
+                }
+                Subject::Paths(paths)
             }
             Touches::Nothing => Subject::None,
         }

@@ -526,3 +526,22 @@ fn every_decision_carries_a_reason_code_and_the_actions_it_offers() {
         }
     }
 }
+
+/// Regression: a unified diff names its files inside a string, where a pointer cannot see them;
+/// a deny rule must still see every file a diff touches, and an unreadable diff is never allowed.
+#[test]
+fn path_rules_see_every_file_a_diff_touches() {
+    let patch = tool("file.patch", false, Some(false), Some(true));
+    let mut src = rule("file.*", RuleDecision::Allow);
+    src.paths = vec!["src/**".into()];
+    let mut secrets = rule("file.*", RuleDecision::Deny);
+    secrets.paths = vec!["secrets/**".into()];
+    let rules = [src, secrets];
+    let diff = |d: &str| decide_one(PermissionMode::Auto, &patch, &rules, &json!({ "diff": d })).behavior;
+    let hunk = "@@ -1 +1 @@\n-a\n+b\n";
+    assert_eq!(diff(&format!("--- a/src/x.rs\n+++ b/src/x.rs\n{hunk}")), Behavior::Allow);
+    let two = format!("--- a/src/x.rs\n+++ b/src/x.rs\n{hunk}--- a/secrets/key\n+++ b/secrets/key\n{hunk}");
+    assert_eq!(diff(&two), Behavior::Deny);
+    assert_eq!(diff("--- /dev/null\n+++ b/src/../secrets/new\n@@ -0,0 +1 @@\n+k\n"), Behavior::Deny);
+    assert_eq!(diff("--- a/src/x.rs\n+++ b/src/x.rs\n@@ garbage"), Behavior::Deny);
+}

@@ -58,6 +58,10 @@ pub enum Event {
         error: Option<String>,
         error_kind: Option<String>,
     },
+    /// Deferred tools `tool_search` loaded for the agent (from its next request on); `tools`
+    /// as the registry names them, `modelNames` as the model sees them.
+    #[serde(rename = "tool.activated", rename_all = "camelCase")]
+    ToolActivated { agent_id: String, activation_id: Option<String>, tools: Vec<String>, model_names: Vec<String> },
     /// A model's call refused before it ran or was recorded as a tool call: an unknown tool, one
     /// the agent may not use, a deferred one not loaded yet. `tool` is as the model named it,
     /// `call_id` the model's id of the call.
@@ -305,6 +309,7 @@ impl Event {
             | Event::ToolCallStarted { agent_id, .. }
             | Event::ToolCallFinished { agent_id, .. }
             | Event::ToolCallRejected { agent_id, .. }
+            | Event::ToolActivated { agent_id, .. }
             | Event::SignalsDelivered { agent_id, .. }
             | Event::SignalWithdrawn { agent_id, .. }
             | Event::HistoryAppended { agent_id, .. }
@@ -383,6 +388,7 @@ pub const EVENT_TYPES: &[EventType] = &[
     kind("tool_call.started", false, false),
     kind("tool_call.finished", true, true),
     kind("tool_call.rejected", true, true),
+    kind("tool.activated", true, false),
     kind("message.created", true, true),
     kind("signal.created", false, false),
     kind("signal.withdrawn", true, false),

@@ -4,7 +4,7 @@
 
 use rusqlite::params;
 
-use crate::store::{Store, StoreError};
+use crate::store::{Event, Store, StoreError};
 
 /// The agent's activated tools, read for every tool list (`query_plans`).
 pub(super) const ACTIVATED_TOOLS: &str = "SELECT tool FROM activated_tools WHERE agent_id = ?1 ORDER BY rowid";
@@ -28,6 +28,14 @@ impl Store {
                 if n > 0 {
                     added.push(tool.clone());
                 }
+            }
+            if !added.is_empty() {
+                w.event(Event::ToolActivated {
+                    agent_id: agent_id.to_string(),
+                    activation_id: activation_id.map(str::to_string),
+                    model_names: added.iter().map(|t| crate::toolpack::sanitize_tool_name(t)).collect(),
+                    tools: added.clone(),
+                })?;
             }
             Ok(added)
         })

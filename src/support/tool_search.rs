@@ -14,7 +14,7 @@ use super::ToolHost;
 use super::builtin_tools::Caller;
 use crate::config::AgentConfig;
 use crate::support::ToolOutput;
-use crate::toolpack::{AgentToolset, TOOL_SEARCH, ToolError, ToolpackRegistry};
+use crate::toolpack::{AgentToolset, TOOL_SEARCH, ToolError, ToolpackRegistry, sanitize_tool_name};
 
 /// At most this many tools are activated by one query.
 const QUERY_ACTIVATES: usize = 5;
@@ -100,6 +100,13 @@ pub fn search(host: &ToolHost, caller: &Caller, input: &Value) -> Result<ToolOut
     }
 }
 
+/// A tool as a list shows it: the name the model calls it by, and the tool's own name when that
+/// differs (`file_write (file.write)`).
+fn named(tool: &str) -> String {
+    let safe = sanitize_tool_name(tool);
+    if safe == tool { safe } else { format!("{safe} ({tool})") }
+}
+
 fn list(registry: &ToolpackRegistry, loading: &Loading, query: Option<&str>) -> ToolOutput {
     let words = words(query);
     let mut out = String::new();
@@ -110,7 +117,7 @@ fn list(registry: &ToolpackRegistry, loading: &Loading, query: Option<&str>) -> 
         out.push_str(&format!("{title} ({}):\n", shown.len()));
         for tool in shown.iter().take(LIST_CAP) {
             let description = registry.tool(tool).map(|(_, d)| one_line(&d.description)).unwrap_or_default();
-            out.push_str(&format!("- {tool}: {description}\n"));
+            out.push_str(&format!("- {}: {description}\n", named(tool)));
         }
         if shown.len() > LIST_CAP {
             out.push_str(&format!("- … {} more: narrow the query\n", shown.len() - LIST_CAP));
@@ -119,8 +126,14 @@ fn list(registry: &ToolpackRegistry, loading: &Loading, query: Option<&str>) -> 
     if !loading.available.is_empty() {
         out.push_str("\nActivate with {\"mode\": \"activate\", \"names\": [\"…\"]} or {\"mode\": \"activate\", \"query\": \"…\"}.");
     }
+    let model_names: serde_json::Map<String, Value> = [&loading.loaded, &loading.activated, &loading.available]
+        .into_iter()
+        .flatten()
+        .map(|t| (t.clone(), Value::String(sanitize_tool_name(t))))
+        .collect();
     let metadata = json!({
         "loaded": loading.loaded, "activated": loading.activated, "available": loading.available,
+        "modelNames": model_names,
     });
     ToolOutput {
         title: Some("Tools".into()),
@@ -140,7 +153,13 @@ fn activate(
 ) -> Result<ToolOutput, ToolError> {
     let mut chosen: Vec<String> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
-    for name in names {
+    // A model may name a tool as it sees it (`file_write`) or as the registry does.
+    let known = loading.loaded.iter().chain(&loading.activated).chain(&loading.available);
+    let names: Vec<String> = names
+        .iter()
+        .map(|n| known.clone().find(|t| *t == n || sanitize_tool_name(t) == *n).cloned().unwrap_or_else(|| n.clone()))
+        .collect();
+    for name in &names {
         if loading.available.contains(name) {
             if !chosen.contains(name) {
                 chosen.push(name.clone());
@@ -182,12 +201,13 @@ fn activate(
     let mut out = format!("Activated {} tool(s); you can call them from your next step:\n", chosen.len());
     for tool in &chosen {
         let description = registry.tool(tool).map(|(_, d)| one_line(&d.description)).unwrap_or_default();
-        out.push_str(&format!("- {tool}: {description}\n"));
+        out.push_str(&format!("- {}: {description}\n", named(tool)));
     }
     for note in notes {
         out.push_str(&format!("({note})\n"));
     }
-    let metadata = json!({ "activated": chosen });
+    let model_names: Vec<String> = chosen.iter().map(|t| sanitize_tool_name(t)).collect();
+    let metadata = json!({ "activated": chosen, "modelNames": model_names });
     Ok(ToolOutput {
         title: Some("Tools activated".into()),
         output: out.trim_end().to_string(),

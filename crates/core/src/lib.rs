@@ -6,6 +6,8 @@
 //! - [`rpc`]: the wire protocol between controller and runner.
 //! - [`disk`]: what a directory tree holds on disk (the disk quota's measurement).
 //! - [`js`]: the embedded JavaScript host (rquickjs) both sides run packs with.
+//! - [`unified_diff`]: unified diffs read and applied (the runner applies, the controller
+//!   reads their paths for the permission rules).
 //!
 //! Architecture invariant: this crate links no web server, no database and no HTTP client.
 
@@ -19,6 +21,7 @@ pub mod js;
 pub mod rpc;
 pub mod text;
 pub mod toolpack;
+pub mod unified_diff;
 
 /// The version both binaries report (and the runner announces in its hello).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

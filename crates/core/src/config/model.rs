@@ -131,38 +131,66 @@ pub struct Allowlist {
     pub entries: Vec<(AllowPattern, Loc)>,
     /// Where the list's key is written (none when the agent has no such list).
     pub declared_at: Option<Loc>,
+    /// The tools of each `group:` entry, filled when the project's packs are loaded
+    /// (`ToolpackRegistry::expand_groups`).
+    pub groups: BTreeMap<String, Vec<String>>,
 }
 
 impl Allowlist {
     pub fn allows(&self, tool: &str) -> bool {
-        self.entries.iter().any(|(p, _)| p.matches(tool))
+        self.entries.iter().any(|(p, _)| self.entry_allows(p, tool))
+    }
+
+    /// Whether one of this list's entries allows `tool` (a group by its expanded tools).
+    pub fn entry_allows(&self, pattern: &AllowPattern, tool: &str) -> bool {
+        match pattern {
+            AllowPattern::Group(group) => self.groups.get(group).is_some_and(|tools| tools.iter().any(|t| t == tool)),
+            p => p.matches(tool),
+        }
     }
 
     /// Whether some entry may allow a tool whose name starts with `prefix` (`<pack>.`), decided
-    /// on the patterns alone: it holds before the pack's tools are known.
+    /// on the patterns alone: it holds before the pack's tools are known (a group may hold any).
     pub fn may_reach(&self, prefix: &str) -> bool {
         self.entries.iter().any(|(p, _)| match p {
             AllowPattern::Exact(name) => name.starts_with(prefix),
             AllowPattern::Namespace(ns) => ns.starts_with(prefix) || prefix.starts_with(ns.as_str()),
-            AllowPattern::All => true,
+            AllowPattern::All | AllowPattern::Group(_) => true,
         })
     }
 }
 
-/// One allowlist entry: an exact tool name, `ns.*` or `*`.
+/// One allowlist entry: an exact tool name, `ns.*`, `*`, or `group:<name>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AllowPattern {
     Exact(String),
     /// `file.*`: stored as the prefix with its dot, `file.`.
     Namespace(String),
     All,
+    /// `group:git`: the tools of a catalog group. Only the registry knows them: a project's
+    /// allowlists are expanded when it loads (`ToolpackRegistry::expand_groups`), and until
+    /// then a group matches nothing.
+    Group(String),
 }
+
+/// How an allowlist entry names a group.
+pub const GROUP_PREFIX: &str = "group:";
 
 impl AllowPattern {
     // String: a config diagnostic's message; the caller adds where it was written.
     pub fn parse(text: &str) -> Result<AllowPattern, String> {
         if text == "*" {
             return Ok(AllowPattern::All);
+        }
+        if let Some(group) = text.strip_prefix(GROUP_PREFIX) {
+            let ok = !group.is_empty()
+                && group.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+            if ok {
+                return Ok(AllowPattern::Group(group.to_string()));
+            }
+            return Err(format!(
+                "invalid tool group `{text}`: a group is written `group:<name>` with a lowercase name, as the catalog shows it (e.g. `group:git`)"
+            ));
         }
         if let Some(ns) = text.strip_suffix(".*") {
             if !ns.is_empty() && crate::toolpack::is_valid_tool_name(ns) {
@@ -172,7 +200,7 @@ impl AllowPattern {
             return Ok(AllowPattern::Exact(text.to_string()));
         }
         Err(format!(
-            "invalid tool pattern `{text}`: use an exact tool name, a namespace wildcard such as `file.*`, or `*`"
+            "invalid tool pattern `{text}`: use an exact tool name, a namespace wildcard such as `file.*`, `*`, or a group such as `group:git`"
         ))
     }
 
@@ -181,6 +209,7 @@ impl AllowPattern {
             AllowPattern::Exact(name) => name == tool,
             AllowPattern::Namespace(prefix) => tool.starts_with(prefix.as_str()),
             AllowPattern::All => true,
+            AllowPattern::Group(_) => false,
         }
     }
 }
@@ -191,6 +220,7 @@ impl fmt::Display for AllowPattern {
             AllowPattern::Exact(name) => f.write_str(name),
             AllowPattern::Namespace(prefix) => write!(f, "{prefix}*"),
             AllowPattern::All => f.write_str("*"),
+            AllowPattern::Group(group) => write!(f, "{GROUP_PREFIX}{group}"),
         }
     }
 }

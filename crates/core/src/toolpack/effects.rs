@@ -3,8 +3,8 @@
 //! so no code switches on a tool's name:
 //!
 //! - `touches`: what permission rules match on — the paths at some JSON pointers of the input
-//!   (`{"paths": ["/path"]}`), a command line (`{"command": "/command"}`) or a URL's host
-//!   (`{"url": "/url"}`).
+//!   (`{"paths": ["/path"]}`, and with `"diffs": ["/diff"]` every path a unified diff there
+//!   names), a command line (`{"command": "/command"}`) or a URL's host (`{"url": "/url"}`).
 //! - `disk`: how a call changes the agent's disk use, for the quota — `"none"` (reads),
 //!   `"frees"` (never adds: deletes, moves), `{"adds": [...], "removes": [...], "replaces": ptr}`
 //!   (the bytes of the texts at `adds`, less those at `removes` and the file at `replaces`), or
@@ -29,6 +29,8 @@ use crate::config::read::Obj;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ToolEffects {
     pub touches: Touches,
+    /// With `Touches::Paths`: pointers to unified diffs, whose files are touched paths too.
+    pub diffs: Vec<String>,
     pub disk: DiskEffect,
     pub coordination: bool,
     pub withdraws_read: bool,
@@ -109,7 +111,7 @@ pub fn text_bytes(input: &Json, pointers: &[String]) -> u64 {
 }
 
 const EFFECT_KEYS: &[&str] = &["touches", "disk", "coordination", "withdrawsRead"];
-const TOUCH_KEYS: &[&str] = &["paths", "command", "url"];
+const TOUCH_KEYS: &[&str] = &["paths", "diffs", "command", "url"];
 const WRITE_KEYS: &[&str] = &["adds", "removes", "replaces"];
 
 /// A tool entry's `effects` (built-in manifests only; the caller refuses it elsewhere).
@@ -120,6 +122,7 @@ pub(super) fn parse(tool: &Obj, d: &mut Diagnostics) -> ToolEffects {
     if let Some(t) = e.get("touches").and_then(|n| Obj::open(n, &e.path_of("touches"), TOUCH_KEYS, &[], d)) {
         let pointer = |key: &str, d: &mut Diagnostics| t.string(key, d).filter(|p| pointer_ok(&t, key, p, d));
         effects.touches = if let Some(list) = t.string_list("paths", d) {
+            effects.diffs = t.string_list("diffs", d).unwrap_or_default().into_iter().map(|(p, _)| p).collect();
             Touches::Paths(list.into_iter().map(|(p, _)| p).collect())
         } else if let Some(p) = pointer("command", d) {
             Touches::Command(p)

@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::diag::Diagnostics;
-use crate::config::model::{AgentConfig, BuiltinPack, McpPackConfig, PackLimits, ToolLoading, ToolpackRef};
+use crate::config::diag::{Diagnostics, did_you_mean};
+use crate::config::model::{
+    AgentConfig, AllowPattern, BuiltinPack, GROUP_PREFIX, McpPackConfig, PackLimits, ToolLoading, ToolpackRef,
+};
 use crate::config::node::{Loc, parse_json};
 use crate::toolpack::builtin;
 use crate::toolpack::manifest::{Manifest, ManifestOrigin, ToolDefinition, WebuiEntry, parse_manifest};
@@ -242,6 +244,53 @@ impl ToolpackRegistry {
         AgentToolset { agent: agent.id.clone(), tools, deferred, mounted_packs }
     }
 
+    /// The catalog group of a pack's tool: its `presentation.group`, else the pack's id.
+    pub fn group_of<'a>(pack: &'a Toolpack, tool: &'a ToolDefinition) -> &'a str {
+        tool.presentation.as_ref().and_then(|p| p.group.as_deref()).unwrap_or(&pack.id)
+    }
+
+    /// Every catalog group and its tools, in registry order (`tool_search` is in none: it is
+    /// given with deferred tools, not chosen).
+    pub fn groups(&self) -> BTreeMap<String, Vec<String>> {
+        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (pack, tool) in self.tools().filter(|(_, t)| t.name != TOOL_SEARCH) {
+            groups.entry(Self::group_of(pack, tool).to_string()).or_default().push(tool.name.clone());
+        }
+        groups
+    }
+
+    /// Fills in the tools of every `group:` entry of the agents' allowlists; a group the
+    /// registry does not have is an error at the entry.
+    pub fn expand_groups(&self, agents: &mut [AgentConfig], d: &mut Diagnostics) {
+        let groups = self.groups();
+        for agent in agents.iter_mut() {
+            let base = agent.base_id.clone();
+            let instance = agent.id != agent.base_id;
+            for (key, list) in [("tools", &mut agent.tools), ("deferredTools", &mut agent.deferred_tools)] {
+                list.groups.clear();
+                for (i, (pattern, loc)) in list.entries.iter().enumerate() {
+                    let AllowPattern::Group(group) = pattern else { continue };
+                    match groups.get(group) {
+                        Some(tools) => {
+                            list.groups.insert(group.clone(), tools.clone());
+                        }
+                        // Instances of one agent share its entries: said once.
+                        None if instance => {}
+                        None => {
+                            let names: Vec<String> = groups.keys().map(|g| format!("{GROUP_PREFIX}{g}")).collect();
+                            d.error_hint(
+                                Some(loc),
+                                format!("agents.{base}.{key}[{i}]"),
+                                format!("`{pattern}` is no tool group; the groups are {}", names.join(", ")),
+                                did_you_mean(&pattern.to_string(), names.iter().map(String::as_str)),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Whether some tool in `agent`'s allowlist runs in its runner (else it never needs one).
     pub fn uses_runner(&self, agent: &AgentConfig) -> bool {
         self.tools().any(|(_, t)| t.runs_in == super::RunsIn::Runner && agent.tools.allows(&t.name))
@@ -266,7 +315,8 @@ impl ToolpackRegistry {
             }
             seen.push(&agent.base_id);
             for (i, (pattern, loc)) in agent.tools.entries.iter().enumerate() {
-                if !self.by_tool.keys().any(|t| pattern.matches(t)) {
+                // An unknown group is an error of `expand_groups`.
+                if !matches!(pattern, AllowPattern::Group(_)) && !self.by_tool.keys().any(|t| pattern.matches(t)) {
                     let shown = pattern.to_string();
                     let hint = crate::config::diag::did_you_mean(&shown, self.by_tool.keys().map(String::as_str));
                     // A typo in a local pack's tool leaves that pack out of the container.
@@ -311,7 +361,7 @@ impl ToolpackRegistry {
                 );
             }
             for (i, (pattern, loc)) in agent.deferred_tools.entries.iter().enumerate() {
-                if !toolset.deferred.iter().any(|t| pattern.matches(t)) {
+                if !toolset.deferred.iter().any(|t| agent.deferred_tools.entry_allows(pattern, t)) {
                     d.warning(
                         Some(loc),
                         format!("agents.{}.deferredTools[{i}]", agent.base_id),

@@ -1,8 +1,11 @@
-//! `file.patch`: add, update and delete files in one go. Beyond the reference it is
-//! all-or-nothing: every operation is first applied to an in-memory view of the files (so a
-//! later operation sees the result of an earlier one), and only when all of them succeed are
-//! the new contents written to temporary files and renamed into place, and deletions made.
-//! If any operation fails, no file changes.
+//! `file.patch`: add, update and delete files in one go, given as a list of operations or as a
+//! unified diff of several files (`suzumio_core::unified_diff`: strict context, every rejected
+//! hunk reported with its file and line). Beyond the reference it is all-or-nothing: every
+//! operation or file of the diff is first applied to an in-memory view of the files (so a later
+//! operation sees the result of an earlier one), and only when all of them succeed are the new
+//! contents written to temporary files and renamed into place, and deletions made. If any
+//! operation or hunk fails, no file changes. Operations print the reference's one line each; a
+//! diff's output ends with the resulting diff (what was written, as the model can check it).
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
@@ -11,10 +14,14 @@ use std::os::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType};
 use serde_json::{Map, Value, json};
 
-use super::{ToolContext, bool_field, io_error, rename_into_place, string_field, write_temp};
+use super::{ToolContext, bool_field, cut_to_bytes, io_error, rename_into_place, string_field, write_temp};
 use crate::paths::{Location, Roots};
 use crate::rpc::ToolOutput;
 use crate::toolpack::ToolError;
+use suzumio_core::unified_diff;
+
+/// The resulting diff is cut here (the files are written whole regardless).
+const MAX_DIFF_BYTES: usize = 8000;
 
 /// The planned state of one file.
 struct Planned {
@@ -32,11 +39,18 @@ struct Plan {
     order: Vec<String>,
     /// Directories to create, as resolved tool paths.
     dirs: BTreeSet<String>,
+    /// What each file held before the call, where it was read (an absent file held nothing).
+    before: HashMap<String, String>,
 }
 
 pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let operations = match input.get("operations") {
-        Some(Value::Array(ops)) if !ops.is_empty() => ops,
+    let operations = match (input.get("operations"), input.get("diff")) {
+        (Some(_), Some(_)) => {
+            return Err(ToolError::Rejected("give either operations or diff, not both".into()));
+        }
+        (None, Some(Value::String(diff))) => return run_diff(ctx, diff),
+        (None, Some(_)) => return Err(ToolError::Rejected("diff must be a string holding a unified diff".into())),
+        (Some(Value::Array(ops)), None) if !ops.is_empty() => ops,
         _ => return Err(ToolError::Rejected("operations must be a non-empty array".into())),
     };
     let mut plan = Plan::default();
@@ -72,10 +86,92 @@ pub(super) fn run(ctx: &ToolContext, input: &Map<String, Value>) -> Result<ToolO
     })
 }
 
+/// `file.patch` with a unified diff: every file's hunks applied in memory, every failure
+/// collected (file, hunk, diff line), and the files written only when none failed.
+fn run_diff(ctx: &ToolContext, diff: &str) -> Result<ToolOutput, ToolError> {
+    let files = unified_diff::parse(diff).map_err(|e| ToolError::Rejected(format!("Cannot read the diff: {e}")))?;
+    let mut plan = Plan::default();
+    let mut lines = Vec::new();
+    let mut failures = Vec::new();
+    for file in &files {
+        let path = file.path();
+        let location = ctx.locate_write(path)?;
+        let shown = location.shown.clone();
+        let current = match plan.kind(&location) {
+            None => None,
+            Some(FileType::Directory) => {
+                failures.push(format!("{shown}: it is a directory"));
+                continue;
+            }
+            Some(_) => match plan.current(ctx, path, &location) {
+                Ok(text) => Some(text),
+                Err(e) => {
+                    failures.push(e.message().to_string());
+                    continue;
+                }
+            },
+        };
+        let applied = match unified_diff::apply(file, current.as_deref()) {
+            Ok(applied) => applied,
+            Err(errors) => {
+                for e in errors {
+                    failures.push(match e.hunk {
+                        0 => format!("{shown} (diff line {}): {}", e.diff_line, e.message),
+                        n => format!("{shown}: hunk {n} (diff line {}) rejected: {}", e.diff_line, e.message),
+                    });
+                }
+                continue;
+            }
+        };
+        let (added, removed) = file.counts();
+        let moved: String =
+            applied.offsets.iter().map(|(hunk, line)| format!(", hunk {hunk} applied at line {line}")).collect();
+        let line = match applied.content {
+            None => plan.delete(location).map(|_| format!("Deleted {shown} (-{removed})")),
+            Some(content) if current.is_none() => {
+                plan.add_text(location, content, true).map(|_| format!("Added {shown} (+{added})"))
+            }
+            Some(content) => {
+                plan.set(location, Some(content));
+                Ok(format!("Updated {shown} (+{added} -{removed}{moved})"))
+            }
+        };
+        match line {
+            Ok(line) => lines.push(line),
+            Err(e) => failures.push(e.message().to_string()),
+        }
+    }
+    if !failures.is_empty() {
+        return Err(ToolError::Failed(format!(
+            "The diff was not applied; no file was changed:\n{}",
+            failures.join("\n")
+        )));
+    }
+    let changed: Vec<String> = plan.order.iter().filter_map(|p| plan.files.get(p)).map(|f| f.shown.clone()).collect();
+    let resulting = plan.resulting_diff();
+    plan.commit()?;
+    Ok(ToolOutput {
+        title: Some(format!("Patched {} file{}", changed.len(), if changed.len() == 1 { "" } else { "s" })),
+        output: format!("{}\n{resulting}", lines.join("\n")).trim_end().to_string(),
+        metadata: json!({"files": changed, "hunks": files.iter().map(|f| f.hunks.len()).sum::<usize>()})
+            .as_object()
+            .cloned(),
+        ..ToolOutput::default()
+    })
+}
+
 impl Plan {
     fn add(&mut self, location: Location, operation: &Map<String, Value>) -> Result<String, ToolError> {
         let content = string_field(operation, "content")?;
         let create_dirs = bool_field(operation, "createDirs", false)?;
+        let shown = location.shown.clone();
+        let chars = content.chars().count();
+        self.add_text(location, content.to_string(), create_dirs)?;
+        Ok(format!("Added {shown} ({chars} chars)"))
+    }
+
+    /// Plans `content` as the whole file at `location`, creating its parents if `create_dirs`.
+    fn add_text(&mut self, location: Location, content: String, create_dirs: bool) -> Result<(), ToolError> {
         let shown = location.shown.clone();
         if self.kind(&location) == Some(FileType::Directory) {
             return Err(ToolError::Failed(format!("Cannot write {shown}: it is a directory")));
@@ -96,9 +192,8 @@ impl Plan {
                 self.dirs.extend(parents);
             }
         }
-        let chars = content.chars().count();
-        self.set(location, Some(content.to_string()));
-        Ok(format!("Added {shown} ({chars} chars)"))
+        self.set(location, Some(content));
+        Ok(())
     }
 
     fn update(
@@ -162,7 +257,7 @@ impl Plan {
     }
 
     /// The content a file has at this point of the plan.
-    fn current(&self, ctx: &ToolContext, path: &str, location: &Location) -> Result<String, ToolError> {
+    fn current(&mut self, ctx: &ToolContext, path: &str, location: &Location) -> Result<String, ToolError> {
         let shown = &location.shown;
         match self.files.get(&location.resolved()) {
             Some(Planned { content: Some(content), .. }) => Ok(content.clone()),
@@ -176,10 +271,42 @@ impl Plan {
                 let mut opened = ctx.open_write(path)?;
                 let mut bytes = Vec::new();
                 opened.file.read_to_end(&mut bytes).map_err(|e| io_error("read", shown, &e))?;
-                String::from_utf8(bytes)
-                    .map_err(|_| ToolError::Failed(format!("Cannot update {shown}: it is not UTF-8 text")))
+                let text = String::from_utf8(bytes)
+                    .map_err(|_| ToolError::Failed(format!("Cannot update {shown}: it is not UTF-8 text")))?;
+                self.before.insert(location.resolved(), text.clone());
+                Ok(text)
             }
         }
+    }
+
+    /// The change of every planned file as a unified diff, from what it held before the call
+    /// (read by the plan; a file that did not exist held nothing).
+    fn resulting_diff(&self) -> String {
+        let mut out = String::new();
+        for key in &self.order {
+            let planned = &self.files[key];
+            let shown = &planned.shown;
+            let before = match self.before.get(key) {
+                Some(text) => text.as_str(),
+                None if !planned.existed => "",
+                None => {
+                    out.push_str(&format!("({shown}: its earlier content was not read)\n"));
+                    continue;
+                }
+            };
+            let after = planned.content.as_deref().unwrap_or("");
+            let (old, new) = (
+                if planned.existed { format!("a{shown}") } else { "/dev/null".into() },
+                if planned.content.is_some() { format!("b{shown}") } else { "/dev/null".into() },
+            );
+            let diff = similar::TextDiff::from_lines(before, after);
+            out.push_str(&diff.unified_diff().context_radius(2).header(&old, &new).to_string());
+        }
+        let cut = cut_to_bytes(&mut out, MAX_DIFF_BYTES);
+        if cut > 0 {
+            out.push_str(&format!("\n[diff truncated {cut} bytes]"));
+        }
+        out
     }
 
     fn set(&mut self, location: Location, content: Option<String>) {

@@ -103,7 +103,7 @@ fn list_items<'a>(
 fn rule(node: &Node, path: &str, d: &mut Diagnostics) -> Option<PermissionRule> {
     let r = Obj::open(node, path, RULE_KEYS, &[], d)?;
     let tool_text = r.req_string("tool", d);
-    let tool = tool_text.as_deref().and_then(|t| match AllowPattern::parse(t) {
+    let tool = tool_text.as_deref().and_then(|t| match rule_pattern(t) {
         Ok(p) => Some(p),
         Err(e) => {
             d.error(Some(&r.key_loc("tool")), r.path_of("tool"), e);
@@ -257,6 +257,18 @@ fn pattern_can_match(pattern: &AllowPattern, applies_to: &str) -> bool {
             }
         }
         AllowPattern::Namespace(prefix) => applies_to.starts_with(prefix.as_str()),
+        AllowPattern::Group(_) => false,
+    }
+}
+
+/// A rule's or hook's tool pattern: groups are for allowlists only (a rule decides on tools
+/// it can name, and a group's members are only known once the packs are loaded).
+fn rule_pattern(text: &str) -> Result<AllowPattern, String> {
+    match AllowPattern::parse(text)? {
+        AllowPattern::Group(group) => Err(format!(
+            "`{text}`: a permission rule or hook names tools, not a group; write the tools or a namespace (e.g. `{group}.*`)"
+        )),
+        pattern => Ok(pattern),
     }
 }
 
@@ -269,7 +281,7 @@ fn hook(node: &Node, path: &str, d: &mut Diagnostics) -> Option<HookTarget> {
             (h.req_string("tools", d)?, pack, h.key_loc("tools"))
         }
     };
-    match AllowPattern::parse(&text) {
+    match rule_pattern(&text) {
         Ok(tools) => Some(HookTarget { tools, pack, loc: node.loc.clone() }),
         Err(e) => {
             d.error(Some(&loc), path, e);
