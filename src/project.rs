@@ -72,14 +72,11 @@ impl Project {
         let mut d = Diagnostics::default();
         let registry = ToolpackRegistry::build_with(&self.toolpacks, &lists, &mut d).ok_or_else(|| d.clone())?;
         d.warnings.retain(|w| w.pack.as_deref() == Some(id.as_str()));
-        // The pack's tools may join or leave a group an allowlist names.
-        let mut config = (*self.config).clone();
-        registry.expand_groups(&mut config.agents, &mut d);
-        if d.has_errors() {
-            return Err(d);
-        }
+        // The config stays (a served project's config never changes): `group:` entries keep
+        // the tools they had when the project loaded; an MCP pack's changing list is reached
+        // with `<pack>.*`.
         let project = Project {
-            config: Arc::new(config),
+            config: self.config.clone(),
             registry,
             warnings: self.warnings.clone(),
             toolpacks: self.toolpacks.clone(),

@@ -35,6 +35,8 @@ const CONFIG_REJECTED: &[&str] = &[
     "agent_count_zero",                           // minimum
     "agent_env_suzumio_prefix",                   // propertyNames
     "allowlist_invalid_pattern",                  // tool pattern
+    "group_in_a_rule",                            // a group where a rule names tools
+    "unknown_tool_group",                         // a group name in capitals
     "backend_kind_docker_chat",                   // enum
     "budget_limits",                              // types, ranges, unknown keys
     "collects_every_error",                       // unknown built-in pack, unknown key
