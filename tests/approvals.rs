@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use model_stream::{Reply, StreamServer, Turn, openai_json};
 use serde_json::{Value, json};
-use support::{Controller, TempProject, suzumio, text, wait_for};
+use support::{Controller, TempProject, cli, suzumio, text, wait_for};
 use suzumio::calls::execute_tool;
 use suzumio::clock::ManualClock;
 use suzumio::config::BackendKind;
@@ -38,13 +38,6 @@ fn project(script: &str) -> TempProject {
     std::fs::write(&path, yaml).unwrap();
     std::fs::write(project.dir.join("script.yaml"), script).unwrap();
     project
-}
-
-/// `suzumio <args…>` that must succeed; its stdout.
-fn cli(dir: &Path, args: &[&str]) -> String {
-    let out = suzumio(dir, args);
-    assert!(out.status.success(), "suzumio {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
-    text(&out.stdout)
 }
 
 fn say(dir: &Path, to: &str, priority: &str, body: &str) {

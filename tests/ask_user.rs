@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use support::mcp_client;
-use support::{Controller, TempProject, http, suzumio, text, wait_for};
+use support::{Controller, TempProject, cli, http, refused, wait_for};
 use suzumio::store::{ActivationStatus, QuestionRecord, QuestionStatus};
 use suzumio::support::ToolHost;
 
@@ -31,19 +31,6 @@ fn project(script: &str, edits: &[(&str, &str)]) -> TempProject {
     std::fs::write(&path, yaml).unwrap();
     std::fs::write(project.dir.join("script.yaml"), script).unwrap();
     project
-}
-
-fn cli(dir: &Path, args: &[&str]) -> String {
-    let out = suzumio(dir, args);
-    assert!(out.status.success(), "suzumio {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
-    text(&out.stdout)
-}
-
-/// `suzumio <args…>` that must fail with exit 2 (the user's input); its stderr.
-fn refused(dir: &Path, args: &[&str]) -> String {
-    let out = suzumio(dir, args);
-    assert_eq!(out.status.code(), Some(2), "suzumio {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
-    text(&out.stderr)
 }
 
 fn say(dir: &Path, to: &str, priority: &str, body: &str) {

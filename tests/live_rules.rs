@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use support::{Controller, TempProject, http, suzumio, text, wait_for};
+use support::{Controller, TempProject, cli, http, refused, suzumio, text, wait_for};
 use suzumio::store::{ActivationStatus, ApprovalRecord, Event};
 use suzumio::support::ToolHost;
 
@@ -30,20 +30,6 @@ fn project(script: &str) -> TempProject {
 
 fn dir_arg(dir: &Path) -> String {
     dir.to_string_lossy().to_string()
-}
-
-/// `suzumio <args…>` that must succeed; its stdout.
-fn cli(dir: &Path, args: &[&str]) -> String {
-    let out = suzumio(dir, args);
-    assert!(out.status.success(), "suzumio {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
-    text(&out.stdout)
-}
-
-/// `suzumio <args…>` that must be refused as bad input (exit 2); its stderr.
-fn refused(dir: &Path, args: &[&str]) -> String {
-    let out = suzumio(dir, args);
-    assert_eq!(out.status.code(), Some(2), "suzumio {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
-    text(&out.stderr)
 }
 
 fn say(dir: &Path, to: &str, body: &str) {

@@ -32,7 +32,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use model_stream::{Turn, openai_json};
 use serde_json::{Value, json};
-use support::{Controller, suzumio, text, wait_for};
+use support::{Controller, cli, wait_for};
 use suzumio::store::{ApprovalRecord, ApprovalStatus, EventQuery, ToolCallStatus};
 
 /// The `approvals` fixture (its `danger` pack counts real runs), under a name of its own, with
@@ -72,12 +72,6 @@ backend:
     std::fs::write(project.dir.join("suzumio.yaml"), yaml).unwrap();
     std::fs::write(project.dir.join("script.yaml"), script).unwrap();
     project
-}
-
-fn cli(dir: &Path, args: &[&str]) -> String {
-    let out = suzumio(dir, args);
-    assert!(out.status.success(), "suzumio {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
-    text(&out.stdout)
 }
 
 fn host(dir: &Path) -> Arc<suzumio::support::ToolHost> {

@@ -35,6 +35,20 @@ pub fn suzumio(cwd: &Path, args: &[&str]) -> Output {
 
 /// The golden file `tests/golden/<name>`: `.assert_eq(actual)` compares, and rewrites it when
 /// `UPDATE_EXPECT=1` is set.
+/// `suzumio <args…>` that must succeed; its stdout.
+pub fn cli(dir: &Path, args: &[&str]) -> String {
+    let out = suzumio(dir, args);
+    assert!(out.status.success(), "suzumio {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// `suzumio <args…>` that must be refused as bad input (exit 2); its stderr.
+pub fn refused(dir: &Path, args: &[&str]) -> String {
+    let out = suzumio(dir, args);
+    assert_eq!(out.status.code(), Some(2), "suzumio {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
+    text(&out.stderr)
+}
+
 pub fn golden(name: &str) -> expect_test::ExpectFile {
     expect_test::expect_file![repo_root().join("tests/golden").join(name)]
 }
