@@ -58,7 +58,7 @@ fn packs_cannot_take_a_built_in_namespace_listed_or_not() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
     let said = text(&out.stderr);
     let expected = [
-        "suzumio.yaml:6:7: toolpack shell: tools.toolpacks[1]: toolpack id `shell` is a built-in namespace (built-in: completion, coordination, core, file, git, messages, shell, tool_search, web); give the pack another id",
+        "suzumio.yaml:6:7: toolpack shell: tools.toolpacks[1]: toolpack id `shell` is a built-in namespace (built-in: ask_user, completion, coordination, core, file, git, messages, shell, tool_search, web); give the pack another id",
         "toolpack shell: tools.toolpacks[1]: shell.wipe is in the built-in namespace `shell`; its tools take the pack's new id",
         "suzumio.yaml:10:7: toolpack git: tools.toolpacks[2]: toolpack id `git` is a built-in namespace",
         "toolpack git: tools.toolpacks[2]: file.wipe is in the built-in namespace `file`",
