@@ -11,7 +11,7 @@ mod support;
 
 use std::process::Command;
 
-use model_stream::{Reply, StreamServer, Turn};
+use model_stream::{StreamServer, call, tool_names, tool_result};
 use serde_json::{Value, json};
 use support::TempProject;
 
@@ -43,27 +43,6 @@ backend:
     )
     .unwrap();
     project
-}
-
-fn call(id: &str, tool: &str, arguments: Value) -> Reply {
-    Reply::Json(model_stream::openai_json(&Turn::new(&[]).call(id, tool, &[&arguments.to_string()])))
-}
-
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| tools.iter().filter_map(|t| t["function"]["name"].as_str()).map(str::to_string).collect())
-        .unwrap_or_default()
-}
-
-/// The content of the tool message answering `call_id` in `request`.
-fn tool_result(request: &Value, call_id: &str) -> String {
-    request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no tool result for {call_id} in {request}"))
-        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -115,6 +115,29 @@ pub fn openai_json(turn: &Turn) -> Value {
 /// The turn as Anthropic Messages events: `message_start`, a text block with `text_delta`s, a
 /// `tool_use` block per call with `input_json_delta`s, `message_delta` (stop reason, usage),
 /// `message_stop`, with a `ping` as the API sends them.
+/// An OpenAI-compatible reply whose one step calls `tool` (as the model names it) with `arguments`.
+pub fn call(id: &str, tool: &str, arguments: Value) -> Reply {
+    Reply::Json(openai_json(&Turn::new(&[]).call(id, tool, &[&arguments.to_string()])))
+}
+
+/// The tool names an OpenAI-compatible request offered.
+pub fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| tools.iter().filter_map(|t| t["function"]["name"].as_str()).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// The content of the tool message answering `call_id` in an OpenAI-compatible request.
+pub fn tool_result(request: &Value, call_id: &str) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_else(|| panic!("no tool result for {call_id} in {request}"))
+        .to_string()
+}
+
 pub fn anthropic_frames(turn: &Turn) -> Vec<String> {
     let mut out = vec![
         named(
